@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration: one libconfig file (NCCL_MESH_CONF, else
+ * /etc/nccl-mesh.conf, else the embedded default), per-host sections
+ * matched by hostname, and NCCL_MESH_* environment overrides.
+ *
+ * Precedence: default < file top level < matching host sections (in file
+ * order) < environment.  Every resolved value keeps its source.  Errors are
+ * collected (file:line: what is wrong, what is expected) for the caller to
+ * print; a config with errors must make init fail.
+ */
+#ifndef MESH_CORE_CONFIG_H
+#define MESH_CORE_CONFIG_H
+
+#include <stdbool.h>
+
+#include <nccl-mesh/module.h>
+
+enum core_source {
+	CORE_SRC_DEFAULT,
+	CORE_SRC_FILE,		/* top level of the file */
+	CORE_SRC_HOST,		/* a hosts entry that matched */
+	CORE_SRC_ENV,
+};
+
+struct core_value {
+	const struct mesh_param *param;
+	char *text;		/* canonical text: "8", "true", "a,b" */
+	long long num;		/* INT, BOOL (0/1), SIZE (bytes) */
+	const char *const *items; /* LIST, NULL-terminated */
+	int nitems;
+	enum core_source source;
+	const char *file;	/* FILE, HOST */
+	int line;		/* FILE, HOST */
+	const char *env;	/* ENV: the variable's name */
+};
+
+/* The resolved parameters of the core (module == NULL) or one module. */
+struct core_scope {
+	const char *module;
+	int nvalues;
+	struct core_value *values;	/* in table order */
+};
+
+struct core_config;
+
+/*
+ * Reads the config file (path NULL: NCCL_MESH_CONF, else
+ * /etc/nccl-mesh.conf, else embedded default) and resolves the core's own
+ * parameters.  Returns 0 or -ENOMEM; parse and value errors are kept in
+ * the config (see core_config_errors), not returned.
+ */
+int core_config_open(const char *path, struct core_config **out);
+void core_config_free(struct core_config *cfg);
+
+/* Where the text came from: a path, or "<embedded default>". */
+const char *core_config_path(const struct core_config *cfg);
+const char *core_config_hostname(const struct core_config *cfg);
+
+const struct core_scope *core_config_core(const struct core_config *cfg);
+/*
+ * Resolves a module's parameter table.  A table entry whose default does
+ * not parse is reported as an error naming the module.  The scope lives as
+ * long as the config.
+ */
+const struct core_scope *core_config_module(struct core_config *cfg,
+					    const char *module,
+					    const struct mesh_param *params);
+const struct core_value *core_scope_get(const struct core_scope *scope,
+					const char *name);
+
+/*
+ * Warn about keys in the file and NCCL_MESH_* variables that no resolved
+ * scope declares (call after every module is resolved), each with a
+ * nearest-name hint.  `modules` lists module names known to exist, so a
+ * section for a module that is not loaded is not called unknown.
+ */
+void core_config_check_unknown(struct core_config *cfg,
+			       const char *const *modules, int nmodules);
+
+/* Collected messages, in the order found. */
+int core_config_errors(const struct core_config *cfg,
+		       const char *const **msgs);
+int core_config_warnings(const struct core_config *cfg,
+			 const char *const **msgs);
+
+/* "default", "/etc/nccl-mesh.conf:12", "host dc1-*:/etc/...:30", "env NCCL_MESH_DC" */
+const char *core_value_source(const struct core_value *v, char *buf,
+			      unsigned len);
+/* NCCL_MESH_<KEY> or NCCL_MESH_<MODULE>_<KEY>. */
+void core_env_name(const char *module, const char *key, char *buf,
+		   unsigned len);
+
+/* The embedded default config text (conf/nccl-mesh.conf). */
+extern const char core_default_config[];
+
+#endif

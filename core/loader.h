@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Module loader: finds mesh-<name>.so on the search path, checks its
+ * descriptor, resolves its parameters and runs its init.  A module that
+ * fails is recorded with one clear reason; the others still load.
+ */
+#ifndef MESH_CORE_LOADER_H
+#define MESH_CORE_LOADER_H
+
+#include <nccl-mesh/module.h>
+#include "config.h"
+
+enum core_module_status {
+	CORE_MODULE_READY,	/* loaded, initialised, has devices */
+	CORE_MODULE_NODEV,	/* loaded, but no usable device */
+	CORE_MODULE_FAILED,	/* not usable; reason says why */
+};
+
+struct core_module {
+	char name[MESH_NAME_MAX];
+	char path[4096];		/* file loaded or last tried */
+	void *dl;
+	const struct mesh_module *desc;
+	struct mesh_host host;
+	const struct core_scope *params;
+	void *mctx;
+	int ndevs;
+	enum core_module_status status;
+	char reason[512];
+};
+
+/*
+ * Search path, in order: NCCL_MESH_MODULE_PATH (it is also the module_path
+ * key), the directory `nccl-mesh/` next to the library holding the core,
+ * the install directory.
+ */
+int core_loader_search_path(const struct core_config *cfg, char ***dirs_out);
+
+/* Loads every module named by the config, in order. */
+int core_loader_load(struct core_config *cfg, struct core_module **mods_out,
+		     int *nmods_out);
+void core_loader_unload(struct core_module *mods, int nmods);
+
+const char *core_module_status_name(enum core_module_status s);
+
+#endif

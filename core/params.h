@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The core's own parameters: one table that the config resolver, meshinfo
+ * and docs/config.md all follow.  Top-level keys in the file, NCCL_MESH_<KEY>
+ * in the environment.
+ */
+#ifndef MESH_CORE_PARAMS_H
+#define MESH_CORE_PARAMS_H
+
+#include <nccl-mesh/module.h>
+
+/* X(enum id, key, type, default, min, max, help) */
+#define CORE_PARAMS(X)                                                         \
+	X(CP_MODULES, "modules", MESH_PARAM_LIST, "tcp-xdc", 0, 0,             \
+	  "Modules to load, in order; their devices are merged in this order") \
+	X(CP_MODULE_PATH, "module_path", MESH_PARAM_STR, "", 0, 0,             \
+	  "Colon-separated directories searched for mesh-<module>.so first")   \
+	X(CP_DC, "dc", MESH_PARAM_INT, "0", 0, 1048575,                        \
+	  "Datacenter id of this host")                                        \
+	X(CP_MAX_RAILS, "max_rails", MESH_PARAM_INT, "16", 1, 65536,           \
+	  "Rails per datacenter; fabricId = dc * max_rails + rail")            \
+	X(CP_RAILS, "rails", MESH_PARAM_LIST, "", 0, 0,                        \
+	  "One entry per rail: members as module/device joined by '+'; "       \
+	  "empty: rail i holds device i of every module")                      \
+	X(CP_PREFER_SAME_DC, "prefer_same_dc", MESH_PARAM_LIST,                \
+	  "rdma-mesh,ib-fabric,tcp-xdc", 0, 0,                                 \
+	  "Module preference for peers in the same datacenter and rail")       \
+	X(CP_PREFER_CROSS_DC, "prefer_cross_dc", MESH_PARAM_LIST, "tcp-xdc",   \
+	  0, 0, "Module preference for peers on the same rail in another "     \
+	  "datacenter")                                                        \
+	X(CP_PREFER_DISCONNECTED, "prefer_disconnected", MESH_PARAM_LIST,      \
+	  "relay", 0, 0, "Module preference for peers on another rail")       \
+	X(CP_PORT_RANGE, "port_range", MESH_PARAM_STR, "", 0, 0,               \
+	  "Listen ports as <low>-<high>; empty: any free port")                \
+	X(CP_CONNECT_TIMEOUT_MS, "connect_timeout_ms", MESH_PARAM_INT,         \
+	  "60000", 100, 86400000,                                              \
+	  "How long connect and accept may take before they fail")
+
+enum core_param_id {
+#define CORE_PARAM_ENUM(id, ...) id,
+	CORE_PARAMS(CORE_PARAM_ENUM)
+#undef CORE_PARAM_ENUM
+	CP_COUNT
+};
+
+/* Indexed by enum core_param_id, terminated by a NULL name. */
+extern const struct mesh_param core_params[CP_COUNT + 1];
+
+#endif

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Process-wide state, built once: config, modules, rails.  Both the NCCL
+ * plugin and meshinfo build it with the same code.
+ */
+#ifndef MESH_CORE_STATE_H
+#define MESH_CORE_STATE_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "fabric.h"
+#include "loader.h"
+
+struct core_state {
+	struct core_config *cfg;
+	struct core_module *modules;
+	int nmodules;
+	struct core_rail *rails;
+	int nrails;
+	uint64_t dc;
+	uint64_t max_rails;
+	int connect_timeout_ms;
+	int port_low, port_high;	/* 0, 0: any port */
+	bool usable;			/* no config error, >= 1 rail */
+};
+
+/*
+ * Reads the config (path NULL: the usual search), loads the modules and
+ * builds the rails.  Always returns a state (NULL only when out of memory);
+ * `usable` says whether NCCL may use it, and every reason it is not was
+ * logged once.
+ */
+struct core_state *core_state_build(const char *conf_path);
+void core_state_free(struct core_state *st);
+
+#endif

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include "netaddr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mesh_addr_str(const struct mesh_addr *a, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (a->family == AF_INET || a->family == AF_INET6)
+		inet_ntop(a->family, a->ip, ip, sizeof(ip));
+	if (!a->port)
+		snprintf(buf, len, "%s", ip);
+	else if (a->family == AF_INET6)
+		snprintf(buf, len, "[%s]:%u", ip, a->port);
+	else
+		snprintf(buf, len, "%s:%u", ip, a->port);
+	return buf;
+}
+
+static int parse_port(const char *text, uint16_t *port)
+{
+	char *end;
+	long v = strtol(text, &end, 10);
+
+	if (!*text || *end || v < 0 || v > 65535)
+		return -EINVAL;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int mesh_addr_parse(const char *text, struct mesh_addr *out)
+{
+	char buf[MESH_ADDR_STRLEN];
+	char *host = buf, *port = NULL, *slash;
+	struct mesh_addr a = { 0 };
+
+	if (strlen(text) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, text);
+	slash = strchr(buf, '/');
+	if (slash) {
+		char *end;
+		long p = strtol(slash + 1, &end, 10);
+
+		if (!slash[1] || *end || p < 0 || p > 128)
+			return -EINVAL;
+		a.prefix_len = (uint8_t)p;
+		*slash = '\0';
+	}
+	if (buf[0] == '[') {
+		char *close = strchr(buf, ']');
+
+		if (!close)
+			return -EINVAL;
+		*close = '\0';
+		host = buf + 1;
+		if (close[1] == ':')
+			port = close + 2;
+		else if (close[1])
+			return -EINVAL;
+	} else if (strchr(buf, ':') == strrchr(buf, ':') && strchr(buf, ':')) {
+		port = strchr(buf, ':');
+		*port++ = '\0';
+	}
+	if (port && parse_port(port, &a.port))
+		return -EINVAL;
+	if (inet_pton(AF_INET, host, a.ip) == 1)
+		a.family = AF_INET;
+	else if (inet_pton(AF_INET6, host, a.ip) == 1)
+		a.family = AF_INET6;
+	else
+		return -EINVAL;
+	if (a.family == AF_INET && a.prefix_len > 32)
+		return -EINVAL;
+	*out = a;
+	return 0;
+}
+
+void mesh_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		out->family = AF_INET;
+		out->port = ntohs(in->sin_port);
+		memcpy(out->ip, &in->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		out->family = AF_INET6;
+		out->port = ntohs(in6->sin6_port);
+		memcpy(out->ip, &in6->sin6_addr, 16);
+	}
+}
+
+socklen_t mesh_addr_to_sockaddr(const struct mesh_addr *a,
+				struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(a->port);
+		memcpy(&in->sin_addr, a->ip, 4);
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (void *)ss;
+
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(a->port);
+	memcpy(&in6->sin6_addr, a->ip, 16);
+	return sizeof(*in6);
+}
+
+static size_t addr_len(const struct mesh_addr *a)
+{
+	return a->family == AF_INET ? 4 : 16;
+}
+
+bool mesh_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b)
+{
+	return a->family == b->family && !memcmp(a->ip, b->ip, addr_len(a));
+}
+
+bool mesh_addr_same_subnet(const struct mesh_addr *local,
+			   const struct mesh_addr *peer)
+{
+	unsigned bits = local->prefix_len;
+
+	if (local->family != peer->family)
+		return false;
+	if (bits > addr_len(local) * 8)
+		bits = (unsigned)addr_len(local) * 8;
+	for (unsigned i = 0; i < bits / 8; i++)
+		if (local->ip[i] != peer->ip[i])
+			return false;
+	if (bits % 8) {
+		uint8_t mask = (uint8_t)(0xff << (8 - bits % 8));
+
+		if ((local->ip[bits / 8] ^ peer->ip[bits / 8]) & mask)
+			return false;
+	}
+	return true;
+}
+
+bool mesh_addr_is_loopback(const struct mesh_addr *a)
+{
+	static const uint8_t v6_loop[16] = { [15] = 1 };
+
+	if (a->family == AF_INET)
+		return a->ip[0] == 127;
+	return !memcmp(a->ip, v6_loop, 16);
+}
+
+bool mesh_addr_is_link_local(const struct mesh_addr *a)
+{
+	if (a->family == AF_INET)
+		return a->ip[0] == 169 && a->ip[1] == 254;
+	return a->ip[0] == 0xfe && (a->ip[1] & 0xc0) == 0x80;
+}
+
+static int prefix_of(const struct sockaddr *mask)
+{
+	struct mesh_addr m;
+	int bits = 0;
+
+	if (!mask)
+		return 0;
+	mesh_addr_from_sockaddr(mask, &m);
+	for (size_t i = 0; i < addr_len(&m); i++)
+		bits += __builtin_popcount(m.ip[i]);
+	return bits;
+}
+
+bool mesh_netif_match(const char *filter, const char *name)
+{
+	bool exclude = false, exact = false, hit = false;
+	char list[512], *save = NULL;
+
+	if (*filter == '^') {
+		exclude = true;
+		filter++;
+	}
+	if (*filter == '=') {
+		exact = true;
+		filter++;
+	}
+	snprintf(list, sizeof(list), "%s", filter);
+	for (char *tok = strtok_r(list, ",", &save); tok && !hit;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');	/* NCCL's ":port" suffix */
+
+		if (colon)
+			*colon = '\0';
+		hit = exact ? !strcmp(tok, name) :
+			      !strncmp(tok, name, strlen(tok));
+	}
+	return exclude ? !hit : hit;
+}
+
+static bool default_excluded(const char *name)
+{
+	static const char *const skip[] = { "docker", "veth", "virbr",
+					    "lxcbr", "br-", "tailscale" };
+
+	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+		if (!strncmp(name, skip[i], strlen(skip[i])))
+			return true;
+	return false;
+}
+
+static void read_sysfs(const char *ifname, struct mesh_netif *nif)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	FILE *f;
+	int speed = 0;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifname);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &speed) == 1 && speed > 0)
+			nif->speed_mbps = speed;
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
+	if (realpath(path, real))
+		snprintf(nif->pci_path, sizeof(nif->pci_path), "%s", real);
+}
+
+static struct mesh_netif *find_or_add(struct mesh_netif **list, int *n,
+				      const char *name)
+{
+	struct mesh_netif *grown;
+
+	for (int i = 0; i < *n; i++)
+		if (!strcmp((*list)[i].name, name))
+			return &(*list)[i];
+	grown = realloc(*list, (size_t)(*n + 1) * sizeof(**list));
+	if (!grown)
+		return NULL;
+	*list = grown;
+	memset(&grown[*n], 0, sizeof(grown[*n]));
+	snprintf(grown[*n].name, sizeof(grown[*n].name), "%s", name);
+	return &grown[(*n)++];
+}
+
+static int collect(const char *filter, bool with_loopback,
+		   struct mesh_netif **out)
+{
+	struct ifaddrs *ifa, *it;
+	struct mesh_netif *list = NULL;
+	int n = 0;
+
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (it = ifa; it; it = it->ifa_next) {
+		struct mesh_netif *nif;
+		struct mesh_addr a;
+		bool loop = it->ifa_flags & IFF_LOOPBACK;
+
+		if (!it->ifa_addr || !(it->ifa_flags & IFF_UP))
+			continue;
+		if (it->ifa_addr->sa_family != AF_INET &&
+		    it->ifa_addr->sa_family != AF_INET6)
+			continue;
+		if (*filter ? !mesh_netif_match(filter, it->ifa_name) :
+			      (loop && !with_loopback) ||
+				      default_excluded(it->ifa_name))
+			continue;
+		mesh_addr_from_sockaddr(it->ifa_addr, &a);
+		a.port = 0;
+		a.prefix_len = (uint8_t)prefix_of(it->ifa_netmask);
+		if (mesh_addr_is_link_local(&a))
+			continue;
+		nif = find_or_add(&list, &n, it->ifa_name);
+		if (!nif) {
+			free(list);
+			freeifaddrs(ifa);
+			return -ENOMEM;
+		}
+		nif->loopback = loop;
+		if (nif->naddrs < MESH_DEV_ADDRS_MAX)
+			nif->addrs[nif->naddrs++] = a;
+	}
+	freeifaddrs(ifa);
+	for (int i = 0; i < n; i++)
+		read_sysfs(list[i].name, &list[i]);
+	*out = list;
+	return n;
+}
+
+int mesh_netif_list(const char *filter, struct mesh_netif **out)
+{
+	int n;
+
+	if (!filter)
+		filter = "";
+	n = collect(filter, false, out);
+	if (n == 0 && !*filter) {
+		free(*out);
+		n = collect(filter, true, out);
+	}
+	return n;
+}

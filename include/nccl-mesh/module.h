@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The contract between the nccl-mesh core and its transport modules.
+ *
+ * A module is a shared object that exports exactly one data symbol,
+ * MESH_MODULE_SYMBOL, a const struct mesh_module.  The core dlopens it,
+ * checks abi_version and size, and hands it a struct mesh_host with the
+ * services it needs: NCCL loads the core RTLD_LOCAL, so a module can never
+ * link back to core symbols.
+ *
+ * Every function returns 0 or a negative errno; only the core maps errors to
+ * NCCL's result codes.  A module logs the reason for an error where it
+ * decides it, once, through host->log.
+ *
+ * ABI: any change to a struct in this file bumps MESH_MODULE_ABI_MINOR (a
+ * member appended at the end) or MESH_MODULE_ABI_MAJOR (anything else, which
+ * also renames the symbol).
+ */
+#ifndef NCCL_MESH_MODULE_H
+#define NCCL_MESH_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MESH_MODULE_ABI_MAJOR 1
+#define MESH_MODULE_ABI_MINOR 0
+#define MESH_MODULE_ABI_VERSION \
+	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
+/** Name of the one symbol a module exports; carries the ABI major. */
+#define MESH_MODULE_SYMBOL "mesh_module_v1"
+#define MESH_MODULE_DESCRIPTOR mesh_module_v1
+#define MESH_EXPORT __attribute__((visibility("default")))
+
+/** Pointer kinds a device can send from / receive into (NCCL's bits). */
+#define MESH_PTR_HOST 0x1
+#define MESH_PTR_CUDA 0x2
+#define MESH_PTR_DMABUF 0x4
+
+enum mesh_log_level {
+	MESH_LOG_WARN = 2,
+	MESH_LOG_INFO = 3,
+	MESH_LOG_TRACE = 5,
+};
+
+/** An IP endpoint.  ip[] is in network byte order, port in host order. */
+struct mesh_addr {
+	uint8_t family;		/**< AF_INET or AF_INET6 */
+	uint8_t prefix_len;	/**< subnet prefix of a local address, 0 unknown */
+	uint16_t port;		/**< 0 when not a dialable endpoint */
+	uint8_t ip[16];		/**< IPv4 in the first 4 bytes */
+};
+
+#define MESH_DEV_ADDRS_MAX 8
+#define MESH_NAME_MAX 64
+
+/** What a module reports about one of its devices. */
+struct mesh_dev_props {
+	char name[MESH_NAME_MAX];	/**< "eth0", "mlx5_0" */
+	char pci_path[256];		/**< sysfs device path, "" if virtual */
+	uint64_t guid;
+	int ptr_support;		/**< MESH_PTR_* bits */
+	int reg_is_global;
+	int force_flush;
+	int speed_mbps;
+	int port;
+	float latency_us;
+	int max_comms;
+	int max_recvs;			/**< grouped receives per irecv */
+	size_t max_p2p_bytes;
+	size_t max_coll_bytes;
+	int naddrs;			/**< local IP addresses of the device */
+	struct mesh_addr addrs[MESH_DEV_ADDRS_MAX];
+};
+
+enum mesh_param_type {
+	MESH_PARAM_STR,
+	MESH_PARAM_INT,		/**< decimal, range-checked against min..max */
+	MESH_PARAM_BOOL,	/**< true/false, yes/no, on/off, 1/0 */
+	MESH_PARAM_SIZE,	/**< bytes with optional K, M, G suffix (base 1024) */
+	MESH_PARAM_LIST,	/**< list of strings; comma-separated in env */
+};
+
+/**
+ * One row of a module's parameter table.  The core resolves each value
+ * (default < file < host section < environment), validates it, remembers
+ * where it came from and serves it through mesh_host.  In the file it is
+ * `<module>: { <name> = ...; }`, in the environment
+ * NCCL_MESH_<MODULE>_<NAME> with '-' turned into '_' and upper-cased.
+ */
+struct mesh_param {
+	const char *name;
+	enum mesh_param_type type;
+	const char *dflt;	/**< parsed like an env value; "" for none */
+	long long min, max;	/**< INT and SIZE only; min == max: no limit */
+	const char *help;	/**< one sentence */
+};
+
+/** Services the core gives a module.  One instance per module. */
+struct mesh_host {
+	uint32_t abi_version;
+	uint32_t size;
+	const char *module;	/**< the module's own name */
+	void (*log)(const struct mesh_host *host, enum mesh_log_level level,
+		    const char *file, int line, const char *fmt, ...)
+		__attribute__((format(printf, 5, 6)));
+	/* Parameters from the module's table, already validated. */
+	const char *(*param_str)(const struct mesh_host *host, const char *name);
+	long long (*param_int)(const struct mesh_host *host, const char *name);
+	int (*param_list)(const struct mesh_host *host, const char *name,
+			  const char *const **items);
+};
+
+/**
+ * The core's control channel to one peer, handed to a module's connect and
+ * accept.  All calls are non-blocking: -EAGAIN means "call again later".
+ * Messages keep their boundaries; the channel may be authenticated by the
+ * core before the module sees it.
+ */
+struct mesh_ctrl {
+	/** Queue one message (up to 4096 bytes); 0 once queued. */
+	int (*send)(struct mesh_ctrl *ctrl, const void *msg, size_t len);
+	/** Take the next message if it has arrived; returns its length. */
+	int (*recv)(struct mesh_ctrl *ctrl, void *buf, size_t cap);
+	/**
+	 * Another TCP connection to the same peer, through the same listening
+	 * port (so NAT rules and port ranges cover it).  Both sides ask for the
+	 * same indices; the connecting side dials, the accepting side waits.
+	 * On 0 the caller owns *fd_out (non-blocking, TCP_NODELAY).
+	 */
+	int (*stream)(struct mesh_ctrl *ctrl, int index, int *fd_out);
+	const struct mesh_addr *local;	/**< our end of the control connection */
+	const struct mesh_addr *remote;	/**< the peer's end */
+	const char *peer;		/**< printable peer, for messages */
+	void *module_state;		/**< the module's, while connecting */
+};
+
+/**
+ * Every request a module returns starts with this, so the core can reach the
+ * module's test() with one indirection and no allocation.
+ */
+struct mesh_request {
+	int (*test)(void *request, int *done, int *sizes);
+};
+
+/** A module's descriptor.  MINOR additions are appended at the end. */
+struct mesh_module {
+	uint32_t abi_version;	/**< MESH_MODULE_ABI_VERSION as compiled */
+	uint32_t size;		/**< sizeof(struct mesh_module) as compiled */
+	const char *name;	/**< "tcp-xdc"; file is mesh-<name>.so */
+	const char *version;
+	const struct mesh_param *params; /**< ends with name == NULL */
+
+	/** -ENODEV: no usable device (a skip, not an error). */
+	int (*init)(const struct mesh_host *host, void **mctx);
+	void (*fini)(void *mctx);
+	int (*devices)(void *mctx, int *ndev);
+	int (*get_properties)(void *mctx, int dev, struct mesh_dev_props *props);
+
+	/**
+	 * Run the module's own exchange over ctrl.  Return 0 with *comm NULL
+	 * while in progress, 0 with *comm set when done.  Called again with the
+	 * same ctrl until then; keep in-progress state in ctrl->module_state.
+	 */
+	int (*connect)(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		       void **send_comm);
+	int (*accept)(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		      void **recv_comm);
+	/** Drop the in-progress state of a connection that will not finish. */
+	void (*abandon)(void *mctx, struct mesh_ctrl *ctrl);
+
+	int (*reg_mr)(void *comm, void *data, size_t size, int type,
+		      void **mhandle);
+	int (*reg_mr_dmabuf)(void *comm, void *data, size_t size, int type,
+			     uint64_t offset, int fd, void **mhandle);
+	int (*dereg_mr)(void *comm, void *mhandle);
+	int (*isend)(void *send_comm, void *data, size_t size, int tag,
+		     void *mhandle, void **request);
+	int (*irecv)(void *recv_comm, int n, void **data, size_t *sizes,
+		     int *tags, void **mhandles, void **request);
+	/** NULL when the module never needs a flush. */
+	int (*iflush)(void *recv_comm, int n, void **data, int *sizes,
+		      void **mhandles, void **request);
+	int (*close_send)(void *send_comm);
+	int (*close_recv)(void *recv_comm);
+};
+
+#endif
