@@ -1,1 +1,563 @@
-/* placeholder */ typedef int core_placeholder_mesh;
+/* SPDX-License-Identifier: MIT */
+#include "mesh.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "ctrl.h"
+#include "handle.h"
+#include "log.h"
+#include "netaddr.h"
+#include "params.h"
+#include "state.h"
+
+/* ----------------------------------------------------------------- state */
+
+static void log_new_messages(const struct core_config *cfg, int *errors_seen,
+			     int *warnings_seen)
+{
+	const char *const *msgs;
+	int n = core_config_errors(cfg, &msgs);
+
+	for (; *errors_seen < n; (*errors_seen)++)
+		CORE_WARN("config error: %s", msgs[*errors_seen]);
+	n = core_config_warnings(cfg, &msgs);
+	for (; *warnings_seen < n; (*warnings_seen)++)
+		CORE_WARN("config: %s", msgs[*warnings_seen]);
+}
+
+static int parse_port_range(struct core_state *st)
+{
+	const struct core_value *v =
+		&core_config_core(st->cfg)->values[CP_PORT_RANGE];
+	char src[256];
+	int lo, hi, end = 0;
+
+	if (!*v->text)
+		return 0;
+	if (sscanf(v->text, "%d-%d%n", &lo, &hi, &end) == 2 &&
+	    !v->text[end] && lo > 0 && lo <= hi && hi <= 65535) {
+		st->port_low = lo;
+		st->port_high = hi;
+		return 0;
+	}
+	CORE_WARN("config error: %s: port_range: expected <low>-<high> with "
+		  "1 <= low <= high <= 65535, got \"%s\"",
+		  core_value_source(v, src, sizeof(src)), v->text);
+	return -EINVAL;
+}
+
+static void module_names(const struct core_state *st, const char **names)
+{
+	for (int i = 0; i < st->nmodules; i++)
+		names[i] = st->modules[i].name;
+}
+
+struct core_state *core_state_build(const char *conf_path)
+{
+	struct core_state *st = calloc(1, sizeof(*st));
+	const struct core_scope *core;
+	const char **names;
+	int errors_seen = 0, warnings_seen = 0, nerr;
+	const char *const *msgs;
+
+	if (!st || core_config_open(conf_path, &st->cfg)) {
+		free(st);
+		return NULL;
+	}
+	core = core_config_core(st->cfg);
+	st->dc = (uint64_t)core->values[CP_DC].num;
+	st->max_rails = (uint64_t)core->values[CP_MAX_RAILS].num;
+	st->connect_timeout_ms = (int)core->values[CP_CONNECT_TIMEOUT_MS].num;
+	st->usable = parse_port_range(st) == 0;
+	if (core_loader_load(st->cfg, &st->modules, &st->nmodules)) {
+		core_state_free(st);
+		return NULL;
+	}
+	names = calloc((size_t)st->nmodules + 1, sizeof(*names));
+	if (names) {
+		module_names(st, names);
+		core_config_check_unknown(st->cfg, names, st->nmodules);
+		free(names);
+	}
+	log_new_messages(st->cfg, &errors_seen, &warnings_seen);
+	nerr = core_config_errors(st->cfg, &msgs);
+	if (nerr)
+		st->usable = 0;
+	if (core_fabric_build(st->cfg, st->modules, st->nmodules, &st->rails,
+			      &st->nrails))
+		st->usable = 0;
+	else if (!st->nrails) {
+		CORE_WARN("no usable device: no module in 'modules' loaded with "
+			  "devices (run meshinfo for the reasons)");
+		st->usable = 0;
+	}
+	return st;
+}
+
+void core_state_free(struct core_state *st)
+{
+	if (!st)
+		return;
+	free(st->rails);
+	core_loader_unload(st->modules, st->nmodules);
+	core_config_free(st->cfg);
+	free(st);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+static pthread_mutex_t mesh_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct core_state *mesh_state;
+static int mesh_refs;
+
+struct mesh_ctx {
+	uint64_t comm_id;
+};
+
+static void teardown(void)
+{
+	core_ctrl_shutdown();
+	core_state_free(mesh_state);
+	mesh_state = NULL;
+}
+
+int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
+{
+	struct mesh_ctx *c = calloc(1, sizeof(*c));
+	int err = 0;
+
+	*ctx = NULL;
+	if (!c)
+		return -ENOMEM;
+	core_log_set_nccl(logger);
+	pthread_mutex_lock(&mesh_lock);
+	if (!mesh_state) {
+		mesh_state = core_state_build(NULL);
+		if (!mesh_state)
+			err = -ENOMEM;
+	}
+	if (!err && !mesh_state->usable) {
+		CORE_WARN("init failed: the configuration of %s is not usable "
+			  "(reasons above; `meshinfo` shows them too)",
+			  core_config_path(mesh_state->cfg));
+		err = -EINVAL;
+	}
+	if (err && !mesh_refs && mesh_state)
+		teardown();	/* the next init reads the config again */
+	if (!err) {
+		mesh_refs++;
+		c->comm_id = comm_id;
+		*ctx = c;
+	}
+	pthread_mutex_unlock(&mesh_lock);
+	if (err)
+		free(c);
+	return err;
+}
+
+int mesh_finalize(void *ctx)
+{
+	if (!ctx)
+		return 0;	/* NCCL 2.28 finalizes after a failed init */
+	pthread_mutex_lock(&mesh_lock);
+	free(ctx);
+	if (--mesh_refs == 0)
+		teardown();
+	pthread_mutex_unlock(&mesh_lock);
+	return 0;
+}
+
+/* NCCL's v10 path has no finalize: unloading the library must still leave
+ * nothing behind. */
+__attribute__((destructor)) static void mesh_unload(void)
+{
+	pthread_mutex_lock(&mesh_lock);
+	if (mesh_state)
+		teardown();
+	mesh_refs = 0;
+	pthread_mutex_unlock(&mesh_lock);
+}
+
+int mesh_devices(int *ndev)
+{
+	*ndev = mesh_state ? mesh_state->nrails : 0;
+	return mesh_state ? 0 : -EINVAL;
+}
+
+const struct core_rail *mesh_rail(int dev)
+{
+	if (!mesh_state || dev < 0 || dev >= mesh_state->nrails)
+		return NULL;
+	return &mesh_state->rails[dev];
+}
+
+/* ----------------------------------------------------------------- listen */
+
+struct mesh_listen {
+	struct core_listen_comm *lc;
+	const struct core_rail *rail;
+	struct core_conn *conn;
+	const struct core_member *member;
+	void *mcomm;		/* built, waiting for the control flush */
+};
+
+static uint64_t new_nonce(void)
+{
+	uint64_t v;
+	FILE *f = fopen("/dev/urandom", "rb");
+
+	if (!f || fread(&v, sizeof(v), 1, f) != 1)
+		v = (uint64_t)core_now_ns() * 0x9e3779b97f4a7c15ull;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void handle_addresses(const struct core_rail *rail, uint16_t port,
+			     struct core_handle *h)
+{
+	const struct mesh_dev_props *p = &rail->props;
+	struct mesh_netif *ifs = NULL;
+	int nifs;
+
+	/* IPv4 first: they take less room in the handle. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < p->naddrs; i++)
+			if ((p->addrs[i].family == AF_INET) == !pass &&
+			    h->naddrs < CORE_HANDLE_ADDRS_MAX)
+				h->addrs[h->naddrs++] = p->addrs[i];
+	if (!h->naddrs) {
+		/* Members with no IP (verbs-only): any address reaches us. */
+		nifs = mesh_netif_list("", &ifs);
+		for (int i = 0; i < nifs; i++)
+			for (int a = 0; a < ifs[i].naddrs; a++)
+				if (h->naddrs < CORE_HANDLE_ADDRS_MAX)
+					h->addrs[h->naddrs++] = ifs[i].addrs[a];
+		free(ifs);
+	}
+	for (int i = 0; i < h->naddrs; i++)
+		h->addrs[i].port = port;
+}
+
+int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
+{
+	const struct core_rail *rail = mesh_rail(dev);
+	struct mesh_listen *ml;
+	struct core_handle h = { 0 };
+	uint16_t port;
+	int err;
+
+	(void)ctx;
+	if (!rail)
+		return -EINVAL;
+	ml = calloc(1, sizeof(*ml));
+	if (!ml)
+		return -ENOMEM;
+	h.nonce = new_nonce();
+	h.fabric_id = rail->fabric_id;
+	for (int i = 0; i < rail->nmembers && i < CORE_HANDLE_MEMBERS_MAX; i++)
+		h.members[h.nmembers++] =
+			core_module_tag(rail->members[i].module->name);
+	err = core_ctrl_listen(dev, h.nonce, mesh_state->port_low,
+			       mesh_state->port_high, &port, &ml->lc);
+	if (err) {
+		free(ml);
+		return err;
+	}
+	handle_addresses(rail, port, &h);
+	err = core_handle_encode(&h, handle);
+	if (err < 0) {
+		CORE_WARN("listen on %s: no address fits in the handle",
+			  rail->name);
+		core_ctrl_close_listen(ml->lc);
+		free(ml);
+		return err;
+	}
+	ml->rail = rail;
+	*listen_comm = ml;
+	return 0;
+}
+
+int mesh_close_listen(void *listen_comm)
+{
+	struct mesh_listen *ml = listen_comm;
+
+	if (!ml)
+		return 0;
+	if (ml->conn && ml->member && ml->member->module->desc->abandon)
+		ml->member->module->desc->abandon(ml->member->module->mctx,
+						  &ml->conn->ctrl);
+	core_conn_free(ml->conn);
+	core_ctrl_close_listen(ml->lc);
+	free(ml);
+	return 0;
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void log_connection(const char *dir, const struct core_rail *rail,
+			   const struct core_member *m,
+			   const struct core_conn *c)
+{
+	char local[MESH_ADDR_STRLEN], remote[MESH_ADDR_STRLEN];
+	uint64_t mine = rail->fabric_id, theirs = c->peer_fabric_id;
+
+	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
+		  rail->name, m->module->name,
+		  mesh_addr_str(&c->local, local, sizeof(local)),
+		  mesh_addr_str(&c->remote, remote, sizeof(remote)),
+		  core_path_class_name(core_path_class(mine, theirs,
+						       mesh_state->max_rails)),
+		  (unsigned long long)mine, (unsigned long long)theirs);
+}
+
+static struct core_comm *comm_new(const struct core_member *m, void *mcomm)
+{
+	struct core_comm *c = malloc(sizeof(*c));
+
+	if (c) {
+		c->desc = m->module->desc;
+		c->mcomm = mcomm;
+	}
+	return c;
+}
+
+/*
+ * Runs the chosen module's exchange.  0 with *comm set when done, 0 with
+ * *comm NULL while in progress, else the error (logged).
+ */
+static int module_step(const char *dir, const struct core_rail *rail,
+		       const struct core_member *m, struct core_conn *c,
+		       void **mcomm, void **comm)
+{
+	const struct mesh_module *d = m->module->desc;
+	int err = 0;
+
+	if (!*mcomm)
+		err = (c->connector ? d->connect : d->accept)(
+			m->module->mctx, m->dev, &c->ctrl, mcomm);
+	if (!err && *mcomm) {
+		err = core_ctrl_flush(c);
+		if (err == -EAGAIN)
+			err = 0;
+		else if (!err)
+			*comm = comm_new(m, *mcomm);
+		if (!err && !*comm)
+			return core_now_ns() > c->deadline_ns ? -ETIMEDOUT : 0;
+		if (*comm)
+			log_connection(dir, rail, m, c);
+		return err;
+	}
+	if (!err && core_now_ns() > c->deadline_ns)
+		err = -ETIMEDOUT;
+	if (err && err != -EAGAIN) {
+		CORE_WARN("%s %s with %s: module %s: %s", dir, rail->name,
+			  c->peer_text, m->module->name, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+struct mesh_connecting {
+	struct core_conn *conn;
+	const struct core_member *member;
+	void *mcomm;
+	int dialed;
+};
+
+static int handle_lists(const struct core_handle *h, const char *name)
+{
+	uint16_t tag = core_module_tag(name);
+
+	for (int i = 0; i < h->nmembers; i++)
+		if (h->members[i] == tag)
+			return 1;
+	return 0;
+}
+
+static const struct core_member *choose_member(const struct core_rail *rail,
+					       const struct core_handle *h)
+{
+	enum core_path_class cls = core_path_class(
+		rail->fabric_id, h->fabric_id, mesh_state->max_rails);
+	const char *const *pref;
+	int npref = core_path_preference(mesh_state->cfg, cls, &pref);
+	char members[256] = "";
+	size_t len = 0;
+
+	for (int i = 0; i < npref; i++) {
+		const struct core_member *m = core_rail_member(rail, pref[i]);
+
+		if (m && handle_lists(h, pref[i]))
+			return m;
+	}
+	for (int i = 0; i < rail->nmembers; i++)
+		len += (size_t)snprintf(members + len, sizeof(members) - len,
+					"%s%s", i ? "," : "",
+					rail->members[i].module->name);
+	CORE_WARN("connect %s: no module serves a %s peer (fabricId %llu -> "
+		  "%llu): this rail has [%s], the preference for %s lists %d "
+		  "module(s), and the peer must have the same one%s",
+		  rail->name, core_path_class_name(cls),
+		  (unsigned long long)rail->fabric_id,
+		  (unsigned long long)h->fabric_id, members,
+		  core_path_class_name(cls), npref,
+		  cls == CORE_PATH_DISCONNECTED ?
+			  "; disconnected peers need the relay module" : "");
+	return NULL;
+}
+
+static int connect_start(const struct core_rail *rail, const uint8_t *handle,
+			 struct mesh_connecting **out)
+{
+	struct mesh_connecting *cs;
+	struct core_handle h;
+	const char *why;
+	int err = core_handle_decode(handle, &h, &why);
+
+	if (err) {
+		CORE_WARN("connect %s: the handle is not usable: %s", rail->name,
+			  why);
+		return err;
+	}
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return -ENOMEM;
+	cs->member = choose_member(rail, &h);
+	if (!cs->member) {
+		free(cs);
+		return -EHOSTUNREACH;
+	}
+	err = core_ctrl_dial(&h, rail->props.addrs, rail->props.naddrs,
+			     core_module_tag(cs->member->module->name),
+			     rail->fabric_id, mesh_state->connect_timeout_ms,
+			     &cs->conn);
+	if (err) {
+		free(cs);
+		return err;
+	}
+	*out = cs;
+	return 0;
+}
+
+static void connecting_free(struct mesh_connecting *cs)
+{
+	const struct mesh_module *d = cs->member->module->desc;
+
+	if (!cs->mcomm && d->abandon)
+		d->abandon(cs->member->module->mctx, &cs->conn->ctrl);
+	core_conn_free(cs->conn);
+	free(cs);
+}
+
+static int connect_step(const struct core_rail *rail,
+			struct mesh_connecting *cs, void **send_comm)
+{
+	int err;
+
+	if (!cs->dialed) {
+		err = core_ctrl_dial_progress(cs->conn);
+		if (err == -EAGAIN)
+			return 0;
+		if (err) {
+			CORE_WARN("connect %s: cannot reach the peer within "
+				  "%d ms: tried %s", rail->name,
+				  mesh_state->connect_timeout_ms,
+				  core_conn_tried(cs->conn));
+			return err;
+		}
+		cs->dialed = 1;
+	}
+	return module_step("send", rail, cs->member, cs->conn, &cs->mcomm,
+			   send_comm);
+}
+
+int mesh_connect(void *ctx, int dev, void *handle, void **send_comm)
+{
+	const struct core_rail *rail = mesh_rail(dev);
+	uint8_t *slot = (uint8_t *)handle + CORE_HANDLE_STATE_OFFSET;
+	struct mesh_connecting *cs;
+	int err = 0;
+
+	(void)ctx;
+	*send_comm = NULL;
+	if (!rail)
+		return -EINVAL;
+	memcpy(&cs, slot, sizeof(cs));
+	if (!cs) {
+		err = connect_start(rail, handle, &cs);
+		if (err)
+			return err;
+		memcpy(slot, &cs, sizeof(cs));
+	}
+	err = connect_step(rail, cs, send_comm);
+	if (err || *send_comm) {
+		if (*send_comm)
+			cs->mcomm = NULL;	/* now owned by the comm */
+		connecting_free(cs);
+		memset(slot, 0, sizeof(cs));
+	}
+	return err;
+}
+
+static const struct core_member *member_by_tag(const struct core_rail *rail,
+					       uint16_t tag)
+{
+	for (int i = 0; i < rail->nmembers; i++)
+		if (core_module_tag(rail->members[i].module->name) == tag)
+			return &rail->members[i];
+	return NULL;
+}
+
+int mesh_accept(void *listen_comm, void **recv_comm)
+{
+	struct mesh_listen *ml = listen_comm;
+	int err;
+
+	*recv_comm = NULL;
+	if (!ml->conn) {
+		err = core_ctrl_accept(ml->lc, mesh_state->connect_timeout_ms,
+				       &ml->conn);
+		if (err)
+			return err == -EAGAIN ? 0 : err;
+		ml->member = member_by_tag(ml->rail, ml->conn->module_tag);
+		if (!ml->member) {
+			CORE_WARN("accept %s: %s asked for a module this rail "
+				  "does not have (different module lists on "
+				  "the two hosts?)", ml->rail->name,
+				  ml->conn->peer_text);
+			core_conn_free(ml->conn);
+			ml->conn = NULL;
+			return -EPROTO;
+		}
+	}
+	err = module_step("recv", ml->rail, ml->member, ml->conn, &ml->mcomm,
+			  recv_comm);
+	if (err || *recv_comm) {
+		if (err && !ml->mcomm && ml->member->module->desc->abandon)
+			ml->member->module->desc->abandon(
+				ml->member->module->mctx, &ml->conn->ctrl);
+		core_conn_free(ml->conn);
+		ml->conn = NULL;
+		ml->mcomm = NULL;
+	}
+	return err;
+}
+
+int mesh_close_comm(void *comm, int send)
+{
+	struct core_comm *c = comm;
+	int err;
+
+	if (!c)
+		return 0;
+	err = send ? c->desc->close_send(c->mcomm) :
+		     c->desc->close_recv(c->mcomm);
+	free(c);
+	return err;
+}

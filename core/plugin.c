@@ -1,1 +1,303 @@
-/* placeholder */ typedef int core_placeholder_plugin;
+/* SPDX-License-Identifier: MIT */
+/*
+ * The NCCL boundary: ncclNetPlugin_v10, _v11 and _v12 as thin adapters over
+ * core/mesh.c.  The only place that speaks ncclResult_t, and the only
+ * symbols the library exports.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+#include "mesh.h"
+#include "nccl-mesh/nccl_net.h"
+
+#define PLUGIN_EXPORT __attribute__((visibility("default")))
+
+_Static_assert(sizeof(ncclNetProperties_v10_t) == 104, "v10 properties");
+_Static_assert(sizeof(ncclNetProperties_v11_t) == 112, "v11 properties");
+_Static_assert(sizeof(ncclNetProperties_v12_t) == 128, "v12 properties");
+_Static_assert(sizeof(ncclNet_v10_t) == 160, "v10 struct");
+_Static_assert(sizeof(ncclNet_v11_t) == 176, "v11 struct");
+_Static_assert(sizeof(ncclNet_v12_t) == 176, "v12 struct");
+
+/*
+ * Only codes NCCL 2.28 knows (0..7): a broken network or peer is a system
+ * error, a bad config or argument the user's, anything else ours.
+ */
+static ncclResult_t to_nccl(int err)
+{
+	switch (err) {
+	case 0:
+		return ncclSuccess;
+	case -EINVAL:
+	case -ENOENT:
+	case -EHOSTUNREACH:
+		return ncclInvalidUsage;
+	case -ENOMEM:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -EPIPE:
+	case -ETIMEDOUT:
+	case -EPROTO:
+	case -EIO:
+	case -EMSGSIZE:
+	case -ENETUNREACH:
+	case -EADDRINUSE:
+		return ncclSystemError;
+	default:
+		return ncclInternalError;
+	}
+}
+
+/* ---------------------------------------------------------- one body */
+
+static ncclResult_t p_devices(int *ndev)
+{
+	return to_nccl(mesh_devices(ndev));
+}
+
+static ncclResult_t p_listen(void *ctx, int dev, void *handle,
+			     void **listen_comm)
+{
+	return to_nccl(mesh_listen(ctx, dev, handle, listen_comm));
+}
+
+static ncclResult_t p_connect(void *ctx, int dev, void *handle,
+			      void **send_comm, ncclNetDeviceHandle_t **dev_comm)
+{
+	if (dev_comm)
+		*dev_comm = NULL;
+	return to_nccl(mesh_connect(ctx, dev, handle, send_comm));
+}
+
+static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
+			     ncclNetDeviceHandle_t **dev_comm)
+{
+	if (dev_comm)
+		*dev_comm = NULL;
+	return to_nccl(mesh_accept(listen_comm, recv_comm));
+}
+
+static ncclResult_t p_reg_mr(void *comm, void *data, size_t size, int type,
+			     void **mhandle)
+{
+	struct core_comm *c = comm;
+
+	return to_nccl(c->desc->reg_mr(c->mcomm, data, size, type, mhandle));
+}
+
+static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
+				    int type, uint64_t offset, int fd,
+				    void **mhandle)
+{
+	struct core_comm *c = comm;
+
+	if (!c->desc->reg_mr_dmabuf)
+		return ncclInternalError;
+	return to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
+					      offset, fd, mhandle));
+}
+
+static ncclResult_t p_dereg_mr(void *comm, void *mhandle)
+{
+	struct core_comm *c = comm;
+
+	return to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
+}
+
+static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
+			    void *mhandle, void *phandle, void **request)
+{
+	struct core_comm *c = send_comm;
+
+	(void)phandle;
+	return to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
+				      request));
+}
+
+static ncclResult_t p_irecv(void *recv_comm, int n, void **data,
+			    size_t *sizes, int *tags, void **mhandles,
+			    void **phandles, void **request)
+{
+	struct core_comm *c = recv_comm;
+
+	(void)phandles;
+	return to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
+				      mhandles, request));
+}
+
+static ncclResult_t p_iflush(void *recv_comm, int n, void **data, int *sizes,
+			     void **mhandles, void **request)
+{
+	struct core_comm *c = recv_comm;
+
+	if (!c->desc->iflush) {
+		*request = NULL;	/* nothing to flush for this module */
+		return ncclSuccess;
+	}
+	return to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
+				       request));
+}
+
+static ncclResult_t p_test(void *request, int *done, int *sizes)
+{
+	struct mesh_request *r = request;
+
+	return to_nccl(r->test(request, done, sizes));
+}
+
+static ncclResult_t p_close_send(void *send_comm)
+{
+	return to_nccl(mesh_close_comm(send_comm, 1));
+}
+
+static ncclResult_t p_close_recv(void *recv_comm)
+{
+	return to_nccl(mesh_close_comm(recv_comm, 0));
+}
+
+static ncclResult_t p_close_listen(void *listen_comm)
+{
+	return to_nccl(mesh_close_listen(listen_comm));
+}
+
+static ncclResult_t p_finalize(void *ctx)
+{
+	return to_nccl(mesh_finalize(ctx));
+}
+
+/* Fills the fields every version shares; returns the rail or NULL. */
+#define FILL_COMMON_PROPS(props, dev)                                          \
+	({                                                                     \
+		const struct core_rail *r_ = mesh_rail(dev);                   \
+		if (r_) {                                                      \
+			const struct mesh_dev_props *m_ = &r_->props;          \
+			memset((props), 0, sizeof(*(props)));                  \
+			(props)->name = (char *)m_->name;                      \
+			(props)->pciPath = m_->pci_path[0] ?                   \
+						   (char *)m_->pci_path :      \
+						   NULL;                       \
+			(props)->guid = m_->guid;                              \
+			(props)->ptrSupport = m_->ptr_support;                 \
+			(props)->regIsGlobal = m_->reg_is_global;              \
+			(props)->forceFlush = m_->force_flush;                 \
+			(props)->speed = m_->speed_mbps;                       \
+			(props)->port = m_->port;                              \
+			(props)->latency = m_->latency_us;                     \
+			(props)->maxComms = m_->max_comms;                     \
+			(props)->maxRecvs = m_->max_recvs;                     \
+			(props)->netDeviceType = NCCL_NET_DEVICE_HOST;         \
+			(props)->vProps.ndevs = 1;                             \
+			(props)->vProps.devs[0] = (dev);                       \
+			(props)->maxP2pBytes = m_->max_p2p_bytes;              \
+			(props)->maxCollBytes = m_->max_coll_bytes;            \
+		}                                                              \
+		r_;                                                            \
+	})
+
+static ncclResult_t props_v10(int dev, ncclNetProperties_v10_t *props)
+{
+	return FILL_COMMON_PROPS(props, dev) ? ncclSuccess :
+					       ncclInvalidArgument;
+}
+
+static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *props)
+{
+	if (!FILL_COMMON_PROPS(props, dev))
+		return ncclInvalidArgument;
+	props->maxMultiRequestSize = 1;
+	return ncclSuccess;
+}
+
+static ncclResult_t props_v12(int dev, ncclNetProperties_v12_t *props)
+{
+	if (!FILL_COMMON_PROPS(props, dev))
+		return ncclInvalidArgument;
+	props->maxMultiRequestSize = 1;
+	props->railId = (int16_t)dev;
+	props->planeId = NCCL_NET_ID_UNDEF;
+	return ncclSuccess;
+}
+
+/* --------------------------------------------------------- v11 and v12 */
+
+static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
+			     ncclNetCommConfig_t *config,
+			     ncclDebugLogger_t logger,
+			     ncclProfilerCallback_t prof)
+{
+	(void)config;	/* traffic class: no module uses it yet */
+	(void)prof;
+	return to_nccl(mesh_init(ctx, comm_id, logger));
+}
+
+#define V11_LIKE_MEMBERS(props_fn)                                             \
+	.name = "Mesh", .init = init_v11, .devices = p_devices,                \
+	.getProperties = props_fn, .listen = p_listen, .connect = p_connect,   \
+	.accept = p_accept, .regMr = p_reg_mr,                                 \
+	.regMrDmaBuf = p_reg_mr_dmabuf, .deregMr = p_dereg_mr,                 \
+	.isend = p_isend, .irecv = p_irecv, .iflush = p_iflush,                \
+	.test = p_test, .closeSend = p_close_send,                             \
+	.closeRecv = p_close_recv, .closeListen = p_close_listen,              \
+	.getDeviceMr = NULL, .irecvConsumed = NULL, .makeVDevice = NULL,       \
+	.finalize = p_finalize, .setNetAttr = NULL
+
+PLUGIN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+	V11_LIKE_MEMBERS(props_v12)
+};
+
+PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+	V11_LIKE_MEMBERS(props_v11)
+};
+
+/* ---------------------------------------------------------------- v10 */
+
+/* v10 has one process-wide init and no finalize: the library's unload
+ * (mesh.c's destructor) tears down instead. */
+static void *v10_ctx;
+
+static ncclResult_t init_v10(ncclDebugLogger_t logger,
+			     ncclProfilerCallback_t prof)
+{
+	(void)prof;
+	if (v10_ctx)
+		return ncclSuccess;
+	return to_nccl(mesh_init(&v10_ctx, 0, logger));
+}
+
+static ncclResult_t listen_v10(int dev, void *handle, void **listen_comm)
+{
+	return p_listen(v10_ctx, dev, handle, listen_comm);
+}
+
+static ncclResult_t connect_v10(int dev, ncclNetCommConfig_t *config,
+				void *handle, void **send_comm,
+				ncclNetDeviceHandle_t **dev_comm)
+{
+	(void)config;
+	return p_connect(v10_ctx, dev, handle, send_comm, dev_comm);
+}
+
+PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+	.name = "Mesh",
+	.init = init_v10,
+	.devices = p_devices,
+	.getProperties = props_v10,
+	.listen = listen_v10,
+	.connect = connect_v10,
+	.accept = p_accept,
+	.regMr = p_reg_mr,
+	.regMrDmaBuf = p_reg_mr_dmabuf,
+	.deregMr = p_dereg_mr,
+	.isend = p_isend,
+	.irecv = p_irecv,
+	.iflush = p_iflush,
+	.test = p_test,
+	.closeSend = p_close_send,
+	.closeRecv = p_close_recv,
+	.closeListen = p_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL,
+};

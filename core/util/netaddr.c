@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#define _GNU_SOURCE
 #include "netaddr.h"
 
 #include <arpa/inet.h>
@@ -235,8 +234,8 @@ static void read_sysfs(const char *ifname, struct mesh_netif *nif)
 		fclose(f);
 	}
 	snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
-	if (realpath(path, real))
-		snprintf(nif->pci_path, sizeof(nif->pci_path), "%s", real);
+	if (realpath(path, real) && strlen(real) < sizeof(nif->pci_path))
+		memcpy(nif->pci_path, real, strlen(real) + 1);
 }
 
 static struct mesh_netif *find_or_add(struct mesh_netif **list, int *n,

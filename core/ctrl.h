@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control plane: one listening TCP socket per rail and process, shared
+ * by every NCCL listen on that rail and routed by the handle's nonce, so a
+ * process needs one port per rail whatever the number of connections (what
+ * port ranges and NAT rules want).  Every connection to it starts with a
+ * fixed hello that says which listen it is for and whether it is a control
+ * connection or another stream of one.  Nothing here blocks.
+ */
+#ifndef MESH_CORE_CTRL_H
+#define MESH_CORE_CTRL_H
+
+#include <stdint.h>
+
+#include <nccl-mesh/module.h>
+#include "handle.h"
+
+struct core_listen_comm;
+
+/* A control connection; its mesh_ctrl is what a module sees. */
+struct core_conn {
+	struct mesh_ctrl ctrl;		/* first: modules get &conn->ctrl */
+	int fd;
+	int connector;
+	uint64_t conn_id;
+	uint16_t module_tag;		/* module the connector chose */
+	uint64_t peer_fabric_id;
+	uint64_t local_fabric_id;
+	struct mesh_addr local, remote;
+	char peer_text[64];
+	int64_t deadline_ns;
+	struct core_listen_comm *lc;	/* accepting side */
+	/* dialing */
+	int dial_stage, dial_next;
+	int64_t dial_attempt_end_ns;
+	struct core_handle target;
+	char tried[512];
+	/* buffers */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	uint8_t *in;
+	size_t in_len, in_cap;
+	/* extra streams by index */
+	struct core_stream *streams;
+	int nstreams;
+};
+
+int64_t core_now_ns(void);
+
+/* Registers a listen on `rail`, binding the rail's listener on first use. */
+int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,
+		     uint16_t *port_out, struct core_listen_comm **out);
+void core_ctrl_close_listen(struct core_listen_comm *lc);
+/*
+ * Routes whatever arrived; returns 0 with *conn set once a valid control
+ * connection for this listen has arrived (it is acknowledged and owned by
+ * the caller), -EAGAIN before.
+ */
+int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
+		     struct core_conn **conn);
+
+/* Starts dialing the handle's addresses, `local` ones on a shared subnet first. */
+int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
+		   int nlocal, uint16_t module_tag, uint64_t fabric_id,
+		   int timeout_ms, struct core_conn **out);
+/* 0 once connected and acknowledged, -EAGAIN before, else fails (logged). */
+int core_ctrl_dial_progress(struct core_conn *c);
+/* The addresses a failed dial tried, each with its error. */
+const char *core_conn_tried(const struct core_conn *c);
+/* 0 once everything queued has been written. */
+int core_ctrl_flush(struct core_conn *c);
+void core_conn_free(struct core_conn *c);
+
+/* Closes every listener; for the last finalize. */
+void core_ctrl_shutdown(void);
+
+#endif

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one implementation behind every exported NCCL ABI version.  Negative
+ * errno everywhere; core/plugin.c maps to ncclResult_t.
+ */
+#ifndef MESH_CORE_MESH_H
+#define MESH_CORE_MESH_H
+
+#include <stdint.h>
+
+#include <nccl-mesh/module.h>
+#include "nccl-mesh/nccl_net.h"
+#include "fabric.h"
+
+/* What NCCL holds as a send or receive comm: one hop to the module. */
+struct core_comm {
+	const struct mesh_module *desc;
+	void *mcomm;
+};
+
+int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
+int mesh_finalize(void *ctx);
+int mesh_devices(int *ndev);
+const struct core_rail *mesh_rail(int dev);
+int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm);
+int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
+int mesh_accept(void *listen_comm, void **recv_comm);
+int mesh_close_listen(void *listen_comm);
+int mesh_close_comm(void *comm, int send);
+
+#endif

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc: descriptor, parameters and devices.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tcp_xdc.h"
+
+/* NCCL's Socket transport assumes this when sysfs has no speed. */
+#define TCP_XDC_DEFAULT_SPEED_MBPS 10000
+
+const struct mesh_host *tcp_xdc_host;
+
+static const struct mesh_param tcp_xdc_params[] = {
+	{ "ifname", MESH_PARAM_STR, "", 0, 0,
+	  "Interfaces to use, NCCL_SOCKET_IFNAME syntax; empty picks all that are up." },
+	{ "streams", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_STREAMS,
+	  "TCP data connections per NCCL connection." },
+	{ "threads", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_THREADS,
+	  "Progress threads per connection and direction; streams are spread over them." },
+	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
+	  TCP_XDC_MAX_CHUNK,
+	  "Messages are cut into chunks of this size, each sent on whichever stream is free." },
+	{ "sndbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
+	  "SO_SNDBUF of each data stream; 0 keeps kernel autotuning." },
+	{ "rcvbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
+	  "SO_RCVBUF of each data stream; 0 keeps kernel autotuning." },
+	{ "speed_mbps", MESH_PARAM_INT, "0", 0, 100000000,
+	  "Speed reported to NCCL; 0 reads it from sysfs (10000 when unknown)." },
+	{ NULL, 0, NULL, 0, 0, NULL },
+};
+
+static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
+{
+	const char *ifname;
+	struct tcp_xdc_ctx *ctx;
+	int n;
+
+	tcp_xdc_host = host;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		MESH_WARN("out of memory");
+		return -ENOMEM;
+	}
+	ctx->streams = (int)host->param_int(host, "streams");
+	ctx->threads = (int)host->param_int(host, "threads");
+	ctx->chunk_size = (size_t)host->param_int(host, "chunk_size");
+	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
+	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
+	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");
+	ifname = host->param_str(host, "ifname");
+	if (!ifname)
+		ifname = "";
+
+	n = mesh_netif_list(ifname, &ctx->devs);
+	if (n < 0) {
+		MESH_WARN("cannot list network interfaces: %s", strerror(-n));
+		free(ctx);
+		return n;
+	}
+	if (n == 0) {
+		MESH_INFO("no usable interface%s%s%s", *ifname ? " matches '" : "",
+			  ifname, *ifname ? "'" : "");
+		free(ctx->devs);
+		free(ctx);
+		return -ENODEV;
+	}
+	ctx->ndevs = n;
+	for (int i = 0; i < n; i++)
+		MESH_INFO("device %d: %s, %d addresses", i, ctx->devs[i].name,
+			  ctx->devs[i].naddrs);
+	*mctx = ctx;
+	return 0;
+}
+
+static void tcp_xdc_fini(void *mctx)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+
+	if (!ctx)
+		return;
+	free(ctx->devs);
+	free(ctx);
+}
+
+static int tcp_xdc_devices(void *mctx, int *ndev)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+
+	*ndev = ctx->ndevs;
+	return 0;
+}
+
+static int tcp_xdc_get_properties(void *mctx, int dev,
+				  struct mesh_dev_props *props)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+	const struct mesh_netif *nif;
+
+	if (dev < 0 || dev >= ctx->ndevs)
+		return -EINVAL;
+	nif = &ctx->devs[dev];
+	memset(props, 0, sizeof(*props));
+	snprintf(props->name, sizeof(props->name), "%s", nif->name);
+	snprintf(props->pci_path, sizeof(props->pci_path), "%s",
+		 nif->pci_path);
+	props->guid = (uint64_t)dev;
+	props->ptr_support = MESH_PTR_HOST;
+	if (ctx->speed_mbps > 0)
+		props->speed_mbps = ctx->speed_mbps;
+	else if (nif->speed_mbps > 0)
+		props->speed_mbps = nif->speed_mbps;
+	else
+		props->speed_mbps = TCP_XDC_DEFAULT_SPEED_MBPS;
+	props->max_comms = 65536;
+	props->max_recvs = 1;
+	props->max_p2p_bytes = TCP_XDC_MAX_MESSAGE;
+	props->max_coll_bytes = 512ULL << 20;
+	props->naddrs = nif->naddrs;
+	memcpy(props->addrs, nif->addrs,
+	       sizeof(props->addrs[0]) * (size_t)nif->naddrs);
+	return 0;
+}
+
+/* Host memory needs no registration; the handle only has to be non-NULL. */
+static int tcp_xdc_reg_mr(void *comm, void *data, size_t size, int type,
+			  void **mhandle)
+{
+	(void)data;
+	(void)size;
+	if (type != MESH_PTR_HOST) {
+		MESH_WARN("only host memory is supported (pointer type %d)",
+			  type);
+		return -EINVAL;
+	}
+	*mhandle = comm;
+	return 0;
+}
+
+static int tcp_xdc_dereg_mr(void *comm, void *mhandle)
+{
+	(void)comm;
+	(void)mhandle;
+	return 0;
+}
+
+MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
+	.abi_version = MESH_MODULE_ABI_VERSION,
+	.size = sizeof(struct mesh_module),
+	.name = "tcp-xdc",
+	.version = "1.0",
+	.params = tcp_xdc_params,
+	.init = tcp_xdc_init,
+	.fini = tcp_xdc_fini,
+	.devices = tcp_xdc_devices,
+	.get_properties = tcp_xdc_get_properties,
+	.connect = tcp_xdc_connect,
+	.accept = tcp_xdc_accept,
+	.abandon = tcp_xdc_abandon,
+	.reg_mr = tcp_xdc_reg_mr,
+	.reg_mr_dmabuf = NULL,
+	.dereg_mr = tcp_xdc_dereg_mr,
+	.isend = tcp_xdc_isend,
+	.irecv = tcp_xdc_irecv,
+	.iflush = NULL,
+	.close_send = tcp_xdc_close_send,
+	.close_recv = tcp_xdc_close_recv,
+};

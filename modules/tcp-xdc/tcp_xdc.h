@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc: many TCP streams per NCCL connection, for long fat links between
+ * datacenters.  Private to the module.
+ */
+#ifndef TCP_XDC_H
+#define TCP_XDC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nccl-mesh/module.h>
+
+#include "netaddr.h"
+
+extern const struct mesh_host *tcp_xdc_host;
+#define MESH_LOG_HOST tcp_xdc_host
+#include <nccl-mesh/log.h>
+
+#define TCP_XDC_MAX_STREAMS 64
+#define TCP_XDC_MAX_THREADS 64
+#define TCP_XDC_MIN_CHUNK (4ULL << 10)
+#define TCP_XDC_MAX_CHUNK (64ULL << 20)
+/* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
+#define TCP_XDC_MAX_REQUESTS 32
+/* The send cursor packs a message number and an offset into 64 bits. */
+#define TCP_XDC_OFFSET_BITS 40
+#define TCP_XDC_MAX_MESSAGE (1ULL << TCP_XDC_OFFSET_BITS)
+
+/* ---- wire protocol (all integers big-endian) ---- */
+
+#define TCP_XDC_MAGIC 0x54584443u	/* "TXDC" */
+#define TCP_XDC_PROTO_VERSION 1
+
+/* Connector -> acceptor, over the core's control channel. */
+struct tcp_xdc_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t nstreams;
+	uint32_t chunk_size;
+	uint32_t reserved;
+};
+
+/* Acceptor -> connector: status 0 accepts, else a positive errno. */
+struct tcp_xdc_reply {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t status;
+	char reason[112];
+};
+
+/* Precedes every chunk on a data stream. */
+struct tcp_xdc_chunk_hdr {
+	uint64_t seq;		/* message number on this connection */
+	uint64_t total;		/* size of the whole message */
+	uint64_t offset;	/* of this chunk within the message */
+	uint32_t len;		/* payload bytes following the header */
+	int32_t tag;
+};
+
+_Static_assert(sizeof(struct tcp_xdc_chunk_hdr) == 32, "wire header size");
+
+/* ---- module context ---- */
+
+struct tcp_xdc_ctx {
+	int ndevs;
+	struct mesh_netif *devs;
+	int streams;
+	int threads;
+	size_t chunk_size;
+	int sndbuf;
+	int rcvbuf;
+	int speed_mbps;
+	atomic_uint next_comm_id;
+};
+
+/* ---- data path ---- */
+
+struct tcp_xdc_comm;
+
+/*
+ * One slot per outstanding request.  The proxy thread owns in_use and fills
+ * the message fields before publishing the message through comm->posted; data
+ * threads only update the atomic counters.
+ */
+struct tcp_xdc_req {
+	struct mesh_request base;
+	struct tcp_xdc_comm *comm;
+	bool in_use;
+	uint64_t seq;
+	char *data;
+	size_t size;
+	int tag;
+	uint64_t nchunks;		/* send: chunks the message is cut into */
+	_Atomic uint64_t chunks_done;
+	_Atomic uint64_t bytes_done;	/* recv */
+	_Atomic uint64_t total;		/* recv: size the sender announced */
+};
+
+enum tcp_xdc_stream_state {
+	TCP_XDC_IDLE,		/* send: no chunk; recv: reading a header */
+	TCP_XDC_PARKED,		/* recv: header read, its irecv not posted */
+	TCP_XDC_PAYLOAD,	/* moving a chunk's payload */
+	TCP_XDC_DEAD,
+};
+
+struct tcp_xdc_stream {
+	int fd;
+	int index;
+	enum tcp_xdc_stream_state state;
+	struct tcp_xdc_chunk_hdr wire;	/* header as it is on the wire */
+	size_t hdr_done;
+	struct tcp_xdc_req *req;
+	uint64_t seq;
+	uint64_t total;
+	uint64_t offset;
+	uint32_t len;
+	int32_t tag;
+	size_t payload_done;
+	uint64_t last_seq;
+};
+
+struct tcp_xdc_thread {
+	struct tcp_xdc_comm *comm;
+	pthread_t tid;
+	bool started;
+	int efd;			/* eventfd: the proxy wakes us here */
+	int nstreams;
+	struct tcp_xdc_stream **streams;
+	atomic_int want_work;		/* send: an idle stream waits for work */
+	_Atomic uint64_t wait_seq;	/* recv: first message a parked stream needs */
+};
+
+enum tcp_xdc_fail_state {
+	TCP_XDC_HEALTHY,
+	TCP_XDC_FAILED,		/* errmsg written, not yet warned about */
+	TCP_XDC_WARNED,
+};
+
+struct tcp_xdc_comm {
+	struct tcp_xdc_ctx *ctx;
+	bool is_send;
+	unsigned int id;
+	char peer[128];
+	size_t chunk_size;
+	int nstreams;
+	int nthreads;
+	struct tcp_xdc_stream *streams;
+	struct tcp_xdc_thread *threads;
+	struct tcp_xdc_req reqs[TCP_XDC_MAX_REQUESTS];
+	uint64_t next_seq;		/* proxy only */
+	_Atomic uint64_t posted;	/* messages published to the threads */
+	_Atomic uint64_t cursor;	/* send: next chunk to claim */
+	atomic_int stop;
+	atomic_int error;		/* first failure, negative errno */
+	atomic_int fail_state;		/* enum tcp_xdc_fail_state */
+	char errmsg[384];
+};
+
+/* tcp_xdc_conn.c */
+int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		    void **send_comm);
+int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		   void **recv_comm);
+void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
+
+/* tcp_xdc_data.c */
+int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
+		       size_t chunk_size, int nstreams, const int *fds,
+		       struct tcp_xdc_comm **comm_out);
+int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
+		  void *mhandle, void **request);
+int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+		  int *tags, void **mhandles, void **request);
+int tcp_xdc_close_send(void *send_comm);
+int tcp_xdc_close_recv(void *recv_comm);
+
+#endif

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc connection setup: a hello / reply exchange over the core's control
+ * channel, then the data streams through ctrl->stream().  Every step is
+ * non-blocking; progress lives in ctrl->module_state between calls.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tcp_xdc.h"
+
+/*
+ * Keepalive well below the idle timeouts of NAT gateways and firewalls
+ * (350 s on some clouds), so an idle inter-DC connection survives and a
+ * vanished peer is noticed in about two minutes.
+ */
+#define TCP_XDC_KEEPIDLE_S 60
+#define TCP_XDC_KEEPINTVL_S 10
+#define TCP_XDC_KEEPCNT 6
+
+enum tcp_xdc_phase {
+	TCP_XDC_SEND_HELLO,
+	TCP_XDC_WAIT_HELLO,
+	TCP_XDC_WAIT_REPLY,
+	TCP_XDC_SEND_REPLY,
+	TCP_XDC_STREAMS,
+};
+
+struct tcp_xdc_pending {
+	enum tcp_xdc_phase phase;
+	int nstreams;
+	size_t chunk_size;
+	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
+	int nfds;
+	int fds[TCP_XDC_MAX_STREAMS];
+};
+
+static struct tcp_xdc_pending *pending_get(struct mesh_ctrl *ctrl,
+					   enum tcp_xdc_phase first)
+{
+	struct tcp_xdc_pending *p = ctrl->module_state;
+
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		MESH_WARN("out of memory");
+		return NULL;
+	}
+	p->phase = first;
+	ctrl->module_state = p;
+	return p;
+}
+
+static void pending_free(struct mesh_ctrl *ctrl)
+{
+	struct tcp_xdc_pending *p = ctrl->module_state;
+
+	if (!p)
+		return;
+	for (int i = 0; i < p->nfds; i++)
+		close(p->fds[i]);
+	free(p);
+	ctrl->module_state = NULL;
+}
+
+void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl)
+{
+	(void)mctx;
+	pending_free(ctrl);
+}
+
+static void set_opt(int fd, int level, int name, int value, const char *what,
+		    const char *peer)
+{
+	if (setsockopt(fd, level, name, &value, sizeof(value)))
+		MESH_INFO("peer %s: cannot set %s to %d: %s", peer, what, value,
+			  strerror(errno));
+}
+
+/* Options are tuning: a refusal is worth a note, not a failed connection. */
+static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd,
+			 const char *peer)
+{
+	if (ctx->sndbuf)
+		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
+			peer);
+	if (ctx->rcvbuf)
+		set_opt(fd, SOL_SOCKET, SO_RCVBUF, ctx->rcvbuf, "SO_RCVBUF",
+			peer);
+	set_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", peer);
+	set_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE", peer);
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, TCP_XDC_KEEPIDLE_S,
+		"TCP_KEEPIDLE", peer);
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, TCP_XDC_KEEPINTVL_S,
+		"TCP_KEEPINTVL", peer);
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, TCP_XDC_KEEPCNT, "TCP_KEEPCNT",
+		peer);
+}
+
+/* Returns 1 when all streams are there, 0 to come back later, or -errno. */
+static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+			   struct tcp_xdc_pending *p)
+{
+	while (p->nfds < p->nstreams) {
+		int fd = -1;
+		int ret = ctrl->stream(ctrl, p->nfds, &fd);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0) {
+			MESH_WARN("peer %s: cannot open data stream %d/%d: %s",
+				  ctrl->peer, p->nfds, p->nstreams,
+				  strerror(-ret));
+			return ret;
+		}
+		stream_setup(ctx, fd, ctrl->peer);
+		p->fds[p->nfds++] = fd;
+	}
+	return 1;
+}
+
+/* The comm owns the fds from here on, whatever the outcome. */
+static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+		  struct tcp_xdc_pending *p, bool is_send, void **comm_out)
+{
+	struct tcp_xdc_comm *comm;
+	int ret;
+
+	ret = tcp_xdc_comm_start(ctx, is_send, ctrl->peer, p->chunk_size,
+				 p->nstreams, p->fds, &comm);
+	p->nfds = 0;
+	pending_free(ctrl);
+	if (ret)
+		return ret;
+	*comm_out = comm;
+	return 0;
+}
+
+static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl)
+{
+	struct tcp_xdc_hello h = {
+		.magic = htonl(TCP_XDC_MAGIC),
+		.version = htons(TCP_XDC_PROTO_VERSION),
+		.nstreams = htons((uint16_t)ctx->streams),
+		.chunk_size = htonl((uint32_t)ctx->chunk_size),
+	};
+
+	return ctrl->send(ctrl, &h, sizeof(h));
+}
+
+static int reply_check(struct mesh_ctrl *ctrl, const struct tcp_xdc_reply *r,
+		       int len)
+{
+	if (len < (int)offsetof(struct tcp_xdc_reply, reason) ||
+	    ntohl(r->magic) != TCP_XDC_MAGIC) {
+		MESH_WARN("peer %s: malformed reply to the tcp-xdc hello (%d bytes)",
+			  ctrl->peer, len);
+		return -EPROTO;
+	}
+	if (r->status) {
+		char reason[sizeof(r->reason) + 1] = "";
+		size_t n = (size_t)len - offsetof(struct tcp_xdc_reply, reason);
+
+		memcpy(reason, r->reason, n < sizeof(r->reason) ? n :
+		       sizeof(r->reason));
+		MESH_WARN("peer %s refused the connection: %s", ctrl->peer,
+			  reason[0] ? reason : strerror(ntohs(r->status)));
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
+int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		    void **send_comm)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+	struct tcp_xdc_pending *p;
+	struct tcp_xdc_reply r;
+	int ret;
+
+	(void)dev;
+	*send_comm = NULL;
+	p = pending_get(ctrl, TCP_XDC_SEND_HELLO);
+	if (!p)
+		return -ENOMEM;
+	switch (p->phase) {
+	case TCP_XDC_SEND_HELLO:
+		ret = hello_send(ctx, ctrl);
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0) {
+			MESH_WARN("peer %s: cannot send the tcp-xdc hello: %s",
+				  ctrl->peer, strerror(-ret));
+			goto err;
+		}
+		p->nstreams = ctx->streams;
+		p->chunk_size = ctx->chunk_size;
+		p->phase = TCP_XDC_WAIT_REPLY;
+		/* fall through */
+	case TCP_XDC_WAIT_REPLY:
+		ret = ctrl->recv(ctrl, &r, sizeof(r));
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0) {
+			MESH_WARN("peer %s: no reply to the tcp-xdc hello: %s",
+				  ctrl->peer, strerror(-ret));
+			goto err;
+		}
+		ret = reply_check(ctrl, &r, ret);
+		if (ret)
+			goto err;
+		p->phase = TCP_XDC_STREAMS;
+		/* fall through */
+	case TCP_XDC_STREAMS:
+		ret = streams_collect(ctx, ctrl, p);
+		if (ret < 0)
+			goto err;
+		if (ret == 0)
+			return 0;
+		return finish(ctx, ctrl, p, true, send_comm);
+	default:
+		ret = -EINVAL;
+		break;
+	}
+err:
+	pending_free(ctrl);
+	return ret;
+}
+
+/* Fills *reason and returns a positive errno when the hello is unusable. */
+static int hello_check(const struct tcp_xdc_hello *h, int len,
+		       char *reason, size_t cap)
+{
+	uint32_t chunk;
+	unsigned int n;
+
+	if (len != (int)sizeof(*h) || ntohl(h->magic) != TCP_XDC_MAGIC) {
+		snprintf(reason, cap, "malformed tcp-xdc hello (%d bytes)",
+			 len);
+		return EPROTO;
+	}
+	if (ntohs(h->version) != TCP_XDC_PROTO_VERSION) {
+		snprintf(reason, cap,
+			 "tcp-xdc protocol version %u, this side speaks %u",
+			 ntohs(h->version), TCP_XDC_PROTO_VERSION);
+		return EPROTONOSUPPORT;
+	}
+	n = ntohs(h->nstreams);
+	chunk = ntohl(h->chunk_size);
+	if (n < 1 || n > TCP_XDC_MAX_STREAMS) {
+		snprintf(reason, cap, "%u streams, expected 1..%d", n,
+			 TCP_XDC_MAX_STREAMS);
+		return EINVAL;
+	}
+	if (chunk < TCP_XDC_MIN_CHUNK || chunk > TCP_XDC_MAX_CHUNK) {
+		snprintf(reason, cap, "chunk size %u out of range", chunk);
+		return EINVAL;
+	}
+	return 0;
+}
+
+/* Prepares the reply to a hello: acceptance or refusal with a reason. */
+static void hello_answer(struct mesh_ctrl *ctrl, struct tcp_xdc_pending *p,
+			 const struct tcp_xdc_hello *h, int len)
+{
+	struct tcp_xdc_reply *r = &p->reply;
+	int status;
+
+	memset(r, 0, sizeof(*r));
+	r->magic = htonl(TCP_XDC_MAGIC);
+	r->version = htons(TCP_XDC_PROTO_VERSION);
+	status = hello_check(h, len, r->reason, sizeof(r->reason));
+	r->status = htons((uint16_t)status);
+	if (status) {
+		MESH_WARN("peer %s: refusing connection: %s", ctrl->peer,
+			  r->reason);
+		return;
+	}
+	p->nstreams = ntohs(h->nstreams);
+	p->chunk_size = ntohl(h->chunk_size);
+}
+
+int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
+		   void **recv_comm)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+	struct tcp_xdc_pending *p;
+	struct tcp_xdc_hello h;
+	int ret;
+
+	(void)dev;
+	*recv_comm = NULL;
+	p = pending_get(ctrl, TCP_XDC_WAIT_HELLO);
+	if (!p)
+		return -ENOMEM;
+	switch (p->phase) {
+	case TCP_XDC_WAIT_HELLO:
+		ret = ctrl->recv(ctrl, &h, sizeof(h));
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0) {
+			MESH_WARN("peer %s: no tcp-xdc hello: %s", ctrl->peer,
+				  strerror(-ret));
+			goto err;
+		}
+		hello_answer(ctrl, p, &h, ret);
+		p->phase = TCP_XDC_SEND_REPLY;
+		/* fall through */
+	case TCP_XDC_SEND_REPLY:
+		ret = ctrl->send(ctrl, &p->reply, sizeof(p->reply));
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0) {
+			MESH_WARN("peer %s: cannot send the tcp-xdc reply: %s",
+				  ctrl->peer, strerror(-ret));
+			goto err;
+		}
+		if (p->reply.status) {
+			ret = -(int)ntohs(p->reply.status);
+			goto err;
+		}
+		p->phase = TCP_XDC_STREAMS;
+		/* fall through */
+	case TCP_XDC_STREAMS:
+		ret = streams_collect(ctx, ctrl, p);
+		if (ret < 0)
+			goto err;
+		if (ret == 0)
+			return 0;
+		return finish(ctx, ctrl, p, false, recv_comm);
+	default:
+		ret = -EINVAL;
+		break;
+	}
+err:
+	pending_free(ctrl);
+	return ret;
+}

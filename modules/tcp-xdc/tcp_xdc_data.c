@@ -1,0 +1,827 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc data path.
+ *
+ * A message is cut into chunks; each chunk travels on one stream as a header
+ * followed by its payload.  Send threads claim chunks from one shared cursor
+ * with a compare-and-swap, so a stream that drains faster simply takes more
+ * chunks.  Receive threads read each chunk straight into the posted buffer.
+ *
+ * The proxy thread (isend, irecv, test) never blocks and shares no lock with
+ * the data threads: it publishes a message by bumping comm->posted, wakes
+ * sleeping threads through their eventfd, and reads completion counters.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "tcp_xdc.h"
+
+#define SEQ_BITS (64 - TCP_XDC_OFFSET_BITS)
+#define SEQ_MASK ((1ULL << SEQ_BITS) - 1)
+#define OFFSET_MASK (TCP_XDC_MAX_MESSAGE - 1)
+#define TOTAL_UNKNOWN UINT64_MAX
+#define NO_WAIT UINT64_MAX
+
+static const char *comm_kind(const struct tcp_xdc_comm *comm)
+{
+	return comm->is_send ? "send" : "recv";
+}
+
+/* ---- failure ---- */
+
+static void thread_wake(struct tcp_xdc_thread *t)
+{
+	uint64_t one = 1;
+
+	/* Only fails when the counter is saturated: a wakeup is pending. */
+	if (write(t->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		MESH_INFO("eventfd write: %s", strerror(errno));
+}
+
+static void threads_wake_all(struct tcp_xdc_comm *comm)
+{
+	for (int i = 0; i < comm->nthreads; i++)
+		thread_wake(&comm->threads[i]);
+}
+
+/*
+ * Records the first failure of a comm.  It becomes a WARN when a request
+ * observes it (comm_error): a peer that closes an idle connection at the end
+ * of a job is no error.  The sockets are shut down so the peer notices too.
+ */
+static int comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
+{
+	int expected = TCP_XDC_HEALTHY;
+	char what[160];
+	va_list ap;
+
+	if (!atomic_compare_exchange_strong(&comm->fail_state, &expected,
+					    TCP_XDC_FAILED))
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(comm->errmsg, sizeof(comm->errmsg), "%s comm %u %s %s: %s",
+		 comm_kind(comm), comm->id, comm->is_send ? "to" : "from",
+		 comm->peer, what);
+	atomic_store_explicit(&comm->error, err, memory_order_release);
+	MESH_INFO("%s", comm->errmsg);
+	for (int i = 0; i < comm->nstreams; i++)
+		shutdown(comm->streams[i].fd, SHUT_RDWR);
+	threads_wake_all(comm);
+	return err;
+}
+
+/* The comm's failure, WARNed the first time a request runs into it. */
+static int comm_error(struct tcp_xdc_comm *comm)
+{
+	int err = atomic_load_explicit(&comm->error, memory_order_acquire);
+	int expected = TCP_XDC_FAILED;
+
+	if (err && atomic_compare_exchange_strong(&comm->fail_state,
+						  &expected, TCP_XDC_WARNED))
+		MESH_WARN("%s", comm->errmsg);
+	return err;
+}
+
+static int stream_fail(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		       int err, const char *what)
+{
+	s->state = TCP_XDC_DEAD;
+	if (s->req)
+		return comm_fail(comm, err, "stream %d/%d: %s (message %llu)",
+				 s->index, comm->nstreams, what,
+				 (unsigned long long)s->seq);
+	return comm_fail(comm, err, "stream %d/%d: %s", s->index,
+			 comm->nstreams, what);
+}
+
+static int stream_syscall_fail(struct tcp_xdc_comm *comm,
+			       struct tcp_xdc_stream *s, int err)
+{
+	if (err == EPIPE || err == ECONNRESET)
+		return stream_fail(comm, s, -err,
+				   "connection closed by peer");
+	return stream_fail(comm, s, -err, strerror(err));
+}
+
+static bool thread_should_exit(struct tcp_xdc_comm *comm)
+{
+	return atomic_load_explicit(&comm->stop, memory_order_acquire) ||
+	       atomic_load_explicit(&comm->error, memory_order_relaxed);
+}
+
+/* Sleeps until a socket in pfd[0..n-1] or the thread's eventfd is ready. */
+static int thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n)
+{
+	uint64_t count;
+
+	pfd[n].fd = t->efd;
+	pfd[n].events = POLLIN;
+	if (poll(pfd, (nfds_t)n + 1, -1) < 0) {
+		if (errno == EINTR)
+			return 0;
+		return comm_fail(t->comm, -errno, "poll: %s", strerror(errno));
+	}
+	if (pfd[n].revents & POLLIN) {
+		if (read(t->efd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+			MESH_INFO("eventfd read: %s", strerror(errno));
+	}
+	return 0;
+}
+
+/* ---- send side ---- */
+
+/* The full message number in the cursor; it is never behind by > 2^24. */
+static uint64_t cursor_msg(uint64_t cursor, uint64_t posted)
+{
+	return posted - ((posted - (cursor >> TCP_XDC_OFFSET_BITS)) & SEQ_MASK);
+}
+
+static bool send_work_available(struct tcp_xdc_comm *comm)
+{
+	uint64_t cur = atomic_load(&comm->cursor);
+	uint64_t posted = atomic_load(&comm->posted);
+
+	return cursor_msg(cur, posted) != posted;
+}
+
+static void chunk_hdr_encode(struct tcp_xdc_stream *s)
+{
+	s->wire.seq = htobe64(s->seq);
+	s->wire.total = htobe64(s->total);
+	s->wire.offset = htobe64(s->offset);
+	s->wire.len = htobe32(s->len);
+	s->wire.tag = (int32_t)htobe32((uint32_t)s->tag);
+}
+
+/*
+ * Takes the next chunk for stream s.  A cursor that still points into a
+ * message proves that message incomplete, so its slot cannot be reused
+ * while we look at it: a successful CAS validates what was read before.
+ */
+static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t cur = atomic_load_explicit(&comm->cursor,
+					    memory_order_acquire);
+
+	for (;;) {
+		uint64_t posted = atomic_load_explicit(&comm->posted,
+						       memory_order_acquire);
+		uint64_t msg = cursor_msg(cur, posted);
+		struct tcp_xdc_req *req;
+		uint64_t size, off, len, next;
+
+		if (msg == posted)
+			return false;
+		req = &comm->reqs[msg % TCP_XDC_MAX_REQUESTS];
+		size = __atomic_load_n(&req->size, __ATOMIC_RELAXED);
+		off = cur & OFFSET_MASK;
+		len = size > off ? size - off : 0;
+		if (len > comm->chunk_size)
+			len = comm->chunk_size;
+		if (off + len >= size)
+			next = ((msg + 1) & SEQ_MASK) << TCP_XDC_OFFSET_BITS;
+		else
+			next = cur + len;
+		if (!atomic_compare_exchange_weak_explicit(&comm->cursor, &cur,
+				next, memory_order_acq_rel,
+				memory_order_acquire))
+			continue;
+		s->req = req;
+		s->seq = msg;
+		s->total = size;
+		s->offset = off;
+		s->len = (uint32_t)len;
+		s->tag = req->tag;
+		s->hdr_done = 0;
+		s->payload_done = 0;
+		s->state = TCP_XDC_PAYLOAD;
+		chunk_hdr_encode(s);
+		return true;
+	}
+}
+
+/* Returns 1 when the socket is full, 0 when out of work, or -errno. */
+static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	for (;;) {
+		struct iovec iov[2];
+		struct msghdr msg = { .msg_iov = iov };
+		ssize_t n;
+
+		if (s->state == TCP_XDC_IDLE && !chunk_claim(comm, s))
+			return 0;
+		if (s->hdr_done < sizeof(s->wire)) {
+			iov[msg.msg_iovlen].iov_base =
+				(char *)&s->wire + s->hdr_done;
+			iov[msg.msg_iovlen++].iov_len =
+				sizeof(s->wire) - s->hdr_done;
+		}
+		if (s->payload_done < s->len) {
+			iov[msg.msg_iovlen].iov_base = s->req->data +
+				s->offset + s->payload_done;
+			iov[msg.msg_iovlen++].iov_len =
+				s->len - s->payload_done;
+		}
+		n = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 1;
+			if (errno == EINTR)
+				continue;
+			return stream_syscall_fail(comm, s, errno);
+		}
+		if (s->hdr_done < sizeof(s->wire)) {
+			size_t h = sizeof(s->wire) - s->hdr_done;
+
+			if ((size_t)n < h) {
+				s->hdr_done += (size_t)n;
+				continue;
+			}
+			s->hdr_done = sizeof(s->wire);
+			n -= (ssize_t)h;
+		}
+		s->payload_done += (size_t)n;
+		if (s->payload_done < s->len)
+			continue;
+		/* Last touch of the slot: the proxy may recycle it after this. */
+		atomic_fetch_add_explicit(&s->req->chunks_done, 1,
+					  memory_order_release);
+		s->req = NULL;
+		s->state = TCP_XDC_IDLE;
+	}
+}
+
+/* The receiver never writes on a data stream: readable means it closed. */
+static int send_check_events(struct tcp_xdc_comm *comm,
+			     struct tcp_xdc_stream *s, short revents)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (revents & POLLERR) {
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || !err)
+			err = ECONNRESET;
+		return stream_syscall_fail(comm, s, err);
+	}
+	if (revents & (POLLHUP | POLLRDHUP | POLLIN))
+		return stream_fail(comm, s, -ECONNRESET,
+				   "connection closed by peer");
+	return 0;
+}
+
+static void *send_thread(void *arg)
+{
+	struct tcp_xdc_thread *t = arg;
+	struct tcp_xdc_comm *comm = t->comm;
+	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+
+	for (int i = 0; i < t->nstreams; i++)
+		pfd[i].revents = POLLOUT;
+	while (!thread_should_exit(comm)) {
+		bool idle = false;
+
+		for (int i = 0; i < t->nstreams; i++) {
+			struct tcp_xdc_stream *s = t->streams[i];
+			int ret = 0;
+
+			if (pfd[i].revents & ~POLLOUT)
+				ret = send_check_events(comm, s,
+							pfd[i].revents);
+			if (!ret && (s->state == TCP_XDC_IDLE ||
+				     pfd[i].revents))
+				ret = send_progress(comm, s);
+			if (ret < 0)
+				return NULL;
+			pfd[i].fd = s->fd;
+			/* A stream holding a chunk is blocked on its socket. */
+			pfd[i].events = POLLRDHUP |
+				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
+			pfd[i].revents = 0;
+			idle |= s->state == TCP_XDC_IDLE;
+		}
+		if (idle) {
+			/* Pairs with the posted store in isend: no lost wakeup. */
+			atomic_store(&t->want_work, 1);
+			if (send_work_available(comm)) {
+				atomic_store(&t->want_work, 0);
+				continue;
+			}
+		}
+		if (thread_poll(t, pfd, t->nstreams))
+			return NULL;
+		atomic_store_explicit(&t->want_work, 0, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+/* ---- receive side ---- */
+
+static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	char what[128];
+
+	s->seq = be64toh(s->wire.seq);
+	s->total = be64toh(s->wire.total);
+	s->offset = be64toh(s->wire.offset);
+	s->len = be32toh(s->wire.len);
+	s->tag = (int32_t)be32toh((uint32_t)s->wire.tag);
+	s->payload_done = 0;
+	if (s->len > comm->chunk_size || s->total > TCP_XDC_MAX_MESSAGE ||
+	    s->offset > s->total || s->len > s->total - s->offset ||
+	    (!s->len && s->total) || s->seq < s->last_seq) {
+		snprintf(what, sizeof(what),
+			 "bad chunk header: message %llu, offset %llu, length %u, total %llu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)s->offset, s->len,
+			 (unsigned long long)s->total);
+		return stream_fail(comm, s, -EPROTO, what);
+	}
+	s->last_seq = s->seq;
+	return 0;
+}
+
+/* Binds a parsed chunk to its posted receive, checking size and tag. */
+static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_req *req = &comm->reqs[s->seq % TCP_XDC_MAX_REQUESTS];
+	uint64_t expected = TOTAL_UNKNOWN;
+	char what[160];
+
+	if (req->seq != s->seq) {
+		snprintf(what, sizeof(what),
+			 "chunk of message %llu, slot holds message %llu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)req->seq);
+		return stream_fail(comm, s, -EPROTO, what);
+	}
+	if (s->total > req->size) {
+		snprintf(what, sizeof(what),
+			 "message %llu: peer sends %llu bytes, receive posted for %zu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)s->total, req->size);
+		return stream_fail(comm, s, -EMSGSIZE, what);
+	}
+	if (s->tag != req->tag) {
+		snprintf(what, sizeof(what),
+			 "message %llu: peer sends tag %d, receive posted for tag %d",
+			 (unsigned long long)s->seq, s->tag, req->tag);
+		return stream_fail(comm, s, -EPROTO, what);
+	}
+	if (!atomic_compare_exchange_strong(&req->total, &expected, s->total) &&
+	    expected != s->total) {
+		snprintf(what, sizeof(what),
+			 "message %llu: chunks disagree on its size (%llu, %llu)",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)expected,
+			 (unsigned long long)s->total);
+		return stream_fail(comm, s, -EPROTO, what);
+	}
+	s->req = req;
+	s->state = TCP_XDC_PAYLOAD;
+	return 0;
+}
+
+static void chunk_finish(struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_req *req = s->req;
+
+	s->req = NULL;
+	s->state = TCP_XDC_IDLE;
+	s->hdr_done = 0;
+	atomic_fetch_add_explicit(&req->bytes_done, s->len,
+				  memory_order_release);
+	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
+}
+
+static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	if (s->state == TCP_XDC_IDLE && !s->hdr_done)
+		return stream_fail(comm, s, -ECONNRESET,
+				   "connection closed by peer");
+	return stream_fail(comm, s, -ECONNRESET,
+			   "connection closed by peer in the middle of a chunk");
+}
+
+/* Reads into buf; returns bytes (> 0), 0 when nothing is there, or -errno. */
+static ssize_t stream_read(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			   void *buf, size_t len)
+{
+	for (;;) {
+		ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
+
+		if (n > 0)
+			return n;
+		if (n == 0)
+			return recv_eof(comm, s);
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno != EINTR)
+			return stream_syscall_fail(comm, s, errno);
+	}
+}
+
+/* Returns 0 when the stream would block or waits for an irecv, or -errno. */
+static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		switch (s->state) {
+		case TCP_XDC_IDLE:
+			n = stream_read(comm, s, (char *)&s->wire + s->hdr_done,
+					sizeof(s->wire) - s->hdr_done);
+			if (n <= 0)
+				return (int)n;
+			s->hdr_done += (size_t)n;
+			if (s->hdr_done < sizeof(s->wire))
+				break;
+			ret = header_parse(comm, s);
+			if (ret)
+				return ret;
+			s->state = TCP_XDC_PARKED;
+			/* fall through */
+		case TCP_XDC_PARKED:
+			if (atomic_load_explicit(&comm->posted,
+						 memory_order_acquire) <= s->seq)
+				return 0;
+			ret = chunk_attach(comm, s);
+			if (ret)
+				return ret;
+			/* fall through */
+		case TCP_XDC_PAYLOAD:
+			if (s->payload_done < s->len) {
+				n = stream_read(comm, s, s->req->data +
+						s->offset + s->payload_done,
+						s->len - s->payload_done);
+				if (n <= 0)
+					return (int)n;
+				s->payload_done += (size_t)n;
+			}
+			if (s->payload_done == s->len)
+				chunk_finish(s);
+			break;
+		case TCP_XDC_DEAD:
+			return -EPIPE;
+		}
+	}
+}
+
+static void *recv_thread(void *arg)
+{
+	struct tcp_xdc_thread *t = arg;
+	struct tcp_xdc_comm *comm = t->comm;
+	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+
+	for (int i = 0; i < t->nstreams; i++)
+		pfd[i].revents = POLLIN;
+	while (!thread_should_exit(comm)) {
+		uint64_t wait = NO_WAIT;
+
+		for (int i = 0; i < t->nstreams; i++) {
+			struct tcp_xdc_stream *s = t->streams[i];
+
+			if ((pfd[i].revents || s->state == TCP_XDC_PARKED) &&
+			    recv_progress(comm, s) < 0)
+				return NULL;
+			pfd[i].fd = s->fd;
+			pfd[i].revents = 0;
+			/* A parked stream is not read: TCP pushes back. */
+			if (s->state == TCP_XDC_PARKED) {
+				pfd[i].events = 0;
+				if (s->seq < wait)
+					wait = s->seq;
+			} else {
+				pfd[i].events = POLLIN;
+			}
+		}
+		/* Pairs with the posted store in irecv: no lost wakeup. */
+		atomic_store(&t->wait_seq, wait);
+		if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
+			continue;
+		if (thread_poll(t, pfd, t->nstreams))
+			return NULL;
+		for (int i = 0; i < t->nstreams; i++) {
+			struct tcp_xdc_stream *s = t->streams[i];
+
+			if (s->state == TCP_XDC_PARKED &&
+			    (pfd[i].revents & (POLLERR | POLLHUP))) {
+				stream_fail(comm, s, -ECONNRESET,
+					    "connection reset by peer");
+				return NULL;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ---- requests (proxy thread) ---- */
+
+static bool req_finished(struct tcp_xdc_req *req, size_t *size)
+{
+	uint64_t total, bytes;
+
+	if (req->comm->is_send) {
+		*size = req->size;
+		return atomic_load_explicit(&req->chunks_done,
+					    memory_order_acquire) ==
+		       req->nchunks;
+	}
+	bytes = atomic_load_explicit(&req->bytes_done, memory_order_acquire);
+	total = atomic_load_explicit(&req->total, memory_order_acquire);
+	*size = (size_t)total;
+	return total != TOTAL_UNKNOWN && bytes == total &&
+	       atomic_load_explicit(&req->chunks_done, memory_order_acquire);
+}
+
+static int req_test(void *request, int *done, int *sizes)
+{
+	struct tcp_xdc_req *req = request;
+	size_t size;
+
+	*done = 0;
+	if (req_finished(req, &size)) {
+		req->in_use = false;
+		*done = 1;
+		if (sizes)
+			*sizes = (int)size;
+		return 0;
+	}
+	return comm_error(req->comm);
+}
+
+/* Takes the next slot, or NULL when 32 requests are outstanding. */
+static struct tcp_xdc_req *req_next(struct tcp_xdc_comm *comm, void *data,
+				    size_t size, int tag)
+{
+	uint64_t seq = comm->next_seq;
+	struct tcp_xdc_req *req = &comm->reqs[seq % TCP_XDC_MAX_REQUESTS];
+
+	if (req->in_use)
+		return NULL;
+	req->in_use = true;
+	req->seq = seq;
+	__atomic_store_n(&req->data, (char *)data, __ATOMIC_RELAXED);
+	__atomic_store_n(&req->size, size, __ATOMIC_RELAXED);
+	__atomic_store_n(&req->tag, tag, __ATOMIC_RELAXED);
+	atomic_store_explicit(&req->chunks_done, 0, memory_order_relaxed);
+	atomic_store_explicit(&req->bytes_done, 0, memory_order_relaxed);
+	atomic_store_explicit(&req->total, TOTAL_UNKNOWN,
+			      memory_order_relaxed);
+	comm->next_seq++;
+	return req;
+}
+
+int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
+		  void *mhandle, void **request)
+{
+	struct tcp_xdc_comm *comm = send_comm;
+	struct tcp_xdc_req *req;
+	uint64_t woken = 0;
+	int err;
+
+	(void)mhandle;
+	*request = NULL;
+	err = comm_error(comm);
+	if (err)
+		return err;
+	if (size > TCP_XDC_MAX_MESSAGE) {
+		MESH_WARN("send comm %u to %s: message of %zu bytes exceeds the maximum %llu",
+			  comm->id, comm->peer, size, TCP_XDC_MAX_MESSAGE);
+		return -EMSGSIZE;
+	}
+	req = req_next(comm, data, size, tag);
+	if (!req)
+		return 0;
+	req->nchunks = size ? (size + comm->chunk_size - 1) / comm->chunk_size
+			    : 1;
+	atomic_store(&comm->posted, req->seq + 1);
+	for (int i = 0; i < comm->nthreads && woken < req->nchunks; i++) {
+		struct tcp_xdc_thread *t = &comm->threads[i];
+
+		if (atomic_load_explicit(&t->want_work, memory_order_relaxed) &&
+		    atomic_exchange(&t->want_work, 0)) {
+			thread_wake(t);
+			woken++;
+		}
+	}
+	*request = req;
+	return 0;
+}
+
+int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+		  int *tags, void **mhandles, void **request)
+{
+	struct tcp_xdc_comm *comm = recv_comm;
+	struct tcp_xdc_req *req;
+	int err;
+
+	(void)mhandles;
+	*request = NULL;
+	err = comm_error(comm);
+	if (err)
+		return err;
+	if (n != 1) {
+		MESH_WARN("recv comm %u from %s: %d grouped receives, only 1 is supported",
+			  comm->id, comm->peer, n);
+		return -EINVAL;
+	}
+	req = req_next(comm, data[0], sizes[0], tags[0]);
+	if (!req)
+		return 0;
+	atomic_store(&comm->posted, req->seq + 1);
+	for (int i = 0; i < comm->nthreads; i++) {
+		struct tcp_xdc_thread *t = &comm->threads[i];
+
+		if (atomic_load(&t->wait_seq) <= req->seq)
+			thread_wake(t);
+	}
+	*request = req;
+	return 0;
+}
+
+/* ---- lifecycle ---- */
+
+static void comm_destroy(struct tcp_xdc_comm *comm)
+{
+	atomic_store(&comm->stop, 1);
+	for (int i = 0; i < comm->nthreads; i++) {
+		struct tcp_xdc_thread *t = &comm->threads[i];
+
+		if (t->started) {
+			thread_wake(t);
+			pthread_join(t->tid, NULL);
+		}
+		if (t->efd >= 0)
+			close(t->efd);
+		free(t->streams);
+	}
+	for (int i = 0; i < comm->nstreams; i++)
+		close(comm->streams[i].fd);
+	free(comm->threads);
+	free(comm->streams);
+	free(comm);
+}
+
+/* From here on the comm owns the fds, also when this fails. */
+static int comm_alloc(struct tcp_xdc_ctx *ctx, int nstreams, const int *fds,
+		      struct tcp_xdc_comm **comm_out)
+{
+	int nthreads = ctx->threads < nstreams ? ctx->threads : nstreams;
+	struct tcp_xdc_comm *comm = calloc(1, sizeof(*comm));
+
+	if (comm)
+		comm->streams = calloc((size_t)nstreams,
+				       sizeof(*comm->streams));
+	if (!comm || !comm->streams) {
+		for (int i = 0; i < nstreams; i++)
+			close(fds[i]);
+		free(comm);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < nstreams; i++) {
+		comm->streams[i].fd = fds[i];
+		comm->streams[i].index = i;
+	}
+	comm->nstreams = nstreams;
+	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
+		comm->reqs[i].base.test = req_test;
+		comm->reqs[i].comm = comm;
+	}
+	*comm_out = comm;
+
+	comm->threads = calloc((size_t)nthreads, sizeof(*comm->threads));
+	if (!comm->threads)
+		return -ENOMEM;
+	comm->nthreads = nthreads;
+	for (int i = 0; i < nthreads; i++) {
+		comm->threads[i].comm = comm;
+		comm->threads[i].efd = -1;
+		atomic_init(&comm->threads[i].wait_seq, NO_WAIT);
+	}
+	for (int i = 0; i < nthreads; i++) {
+		comm->threads[i].streams = calloc(
+			(size_t)(nstreams + nthreads - 1) / (size_t)nthreads,
+			sizeof(*comm->threads[i].streams));
+		if (!comm->threads[i].streams)
+			return -ENOMEM;
+	}
+	/* Stream i is served by thread i % nthreads. */
+	for (int i = 0; i < nstreams; i++) {
+		struct tcp_xdc_thread *t = &comm->threads[i % nthreads];
+
+		t->streams[t->nstreams++] = &comm->streams[i];
+	}
+	return 0;
+}
+
+/* Data threads take no signals: those belong to the application. */
+static int threads_start(struct tcp_xdc_comm *comm)
+{
+	sigset_t all, old;
+	int ret = 0;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (int i = 0; i < comm->nthreads && !ret; i++) {
+		struct tcp_xdc_thread *t = &comm->threads[i];
+		char name[16];
+
+		t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (t->efd < 0) {
+			ret = -errno;
+			MESH_WARN("eventfd: %s", strerror(errno));
+			break;
+		}
+		ret = -pthread_create(&t->tid, NULL, comm->is_send ?
+				      send_thread : recv_thread, t);
+		if (ret) {
+			MESH_WARN("cannot start a data thread: %s",
+				  strerror(-ret));
+			break;
+		}
+		t->started = true;
+		snprintf(name, sizeof(name), "xdc-%c%u-%u",
+			 comm->is_send ? 's' : 'r', comm->id % 1000,
+			 (unsigned int)i % 100);
+		pthread_setname_np(t->tid, name);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+static int fds_nonblocking(struct tcp_xdc_comm *comm)
+{
+	for (int i = 0; i < comm->nstreams; i++) {
+		int fd = comm->streams[i].fd;
+		int flags = fcntl(fd, F_GETFL);
+
+		if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+			MESH_WARN("peer %s: fcntl on stream %d: %s",
+				  comm->peer, i, strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
+		       size_t chunk_size, int nstreams, const int *fds,
+		       struct tcp_xdc_comm **comm_out)
+{
+	struct tcp_xdc_comm *comm = NULL;
+	int ret;
+
+	ret = comm_alloc(ctx, nstreams, fds, &comm);
+	if (ret) {
+		MESH_WARN("peer %s: out of memory for a connection", peer);
+		goto err;
+	}
+	comm->ctx = ctx;
+	comm->is_send = is_send;
+	comm->id = atomic_fetch_add(&ctx->next_comm_id, 1);
+	comm->chunk_size = chunk_size;
+	snprintf(comm->peer, sizeof(comm->peer), "%s", peer ? peer : "?");
+	ret = fds_nonblocking(comm);
+	if (ret)
+		goto err;
+	ret = threads_start(comm);
+	if (ret)
+		goto err;
+	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu KiB chunks",
+		  comm_kind(comm), comm->id, is_send ? "to" : "from", comm->peer,
+		  comm->nstreams, comm->nthreads, chunk_size >> 10);
+	*comm_out = comm;
+	return 0;
+err:
+	if (comm)
+		comm_destroy(comm);
+	return ret;
+}
+
+int tcp_xdc_close_send(void *send_comm)
+{
+	if (send_comm)
+		comm_destroy(send_comm);
+	return 0;
+}
+
+int tcp_xdc_close_recv(void *recv_comm)
+{
+	if (recv_comm)
+		comm_destroy(recv_comm);
+	return 0;
+}

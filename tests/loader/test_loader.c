@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loader test: builds the core state from a config naming the fake modules
+ * (tests/modules) and checks that every broken module is skipped with the
+ * reason a user needs, while the good one still loads and gives rails.
+ *
+ * usage: test_loader mixed|allbad|params MODULE_DIR
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "state.h"
+
+struct tmp_files {
+	char dir[4096];
+	char conf[4200];
+	char log[4200];
+};
+
+/* What one module of the mixed config must end up as. */
+struct expect {
+	const char *name;
+	enum core_module_status status;
+	const char *words[3];	/* all must occur in the reason */
+	int logged;		/* "module NAME: REASON" on stderr, once */
+};
+
+static int failures;
+
+#define CHECK(cond, ...) check((cond), __LINE__, #cond, __VA_ARGS__)
+
+__attribute__((format(printf, 4, 5)))
+static void check(int ok, int line, const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok)
+		return;
+	failures++;
+	fprintf(stderr, "FAIL line %d: %s: ", line, what);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+/* A stray NCCL_MESH_* from the caller's shell must not change the result. */
+static void clear_mesh_env(void)
+{
+	extern char **environ;
+	char name[256];
+	int i = 0;
+
+	while (environ[i]) {
+		const char *eq = strchr(environ[i], '=');
+		size_t len = eq ? (size_t)(eq - environ[i]) : 0;
+
+		if (strncmp(environ[i], "NCCL_MESH_", 10) || !eq ||
+		    len >= sizeof(name)) {
+			i++;
+			continue;
+		}
+		memcpy(name, environ[i], len);
+		name[len] = '\0';
+		unsetenv(name);	/* shifts environ down: do not advance */
+	}
+	unsetenv("NCCL_DEBUG");
+}
+
+static void tmp_make(struct tmp_files *t)
+{
+	const char *base = getenv("TMPDIR");
+
+	snprintf(t->dir, sizeof(t->dir), "%s/mesh-loader-XXXXXX",
+		 base && *base ? base : P_tmpdir);
+	if (!mkdtemp(t->dir))
+		die("mkdtemp");
+	snprintf(t->conf, sizeof(t->conf), "%s/nccl-mesh.conf", t->dir);
+	snprintf(t->log, sizeof(t->log), "%s/stderr.log", t->dir);
+}
+
+static void tmp_remove(const struct tmp_files *t)
+{
+	unlink(t->conf);
+	unlink(t->log);
+	rmdir(t->dir);
+}
+
+static void write_conf(const struct tmp_files *t, const char *text)
+{
+	FILE *f = fopen(t->conf, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		die(t->conf);
+	if (setenv("NCCL_MESH_CONF", t->conf, 1))
+		die("setenv");
+}
+
+/*
+ * Builds the state with stderr going to a file, so the test can check what
+ * a user would have seen; the text is copied to the real stderr afterwards.
+ */
+static struct core_state *build_capturing(const struct tmp_files *t,
+					  char **log_out)
+{
+	struct core_state *st;
+	int saved, fd;
+	FILE *f;
+	long len;
+	char *text;
+
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	fd = open(t->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (saved < 0 || fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+		die("redirect stderr");
+	close(fd);
+
+	st = core_state_build(NULL);
+
+	fflush(stderr);
+	if (dup2(saved, STDERR_FILENO) < 0)
+		die("restore stderr");
+	close(saved);
+
+	f = fopen(t->log, "r");
+	if (!f || fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0)
+		die(t->log);
+	rewind(f);
+	text = calloc(1, (size_t)len + 1);
+	if (!text || fread(text, 1, (size_t)len, f) != (size_t)len)
+		die(t->log);
+	fclose(f);
+	fputs(text, stderr);
+	*log_out = text;
+	if (!st) {
+		fprintf(stderr, "core_state_build returned NULL\n");
+		exit(1);
+	}
+	return st;
+}
+
+static int count_occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	while ((hay = strstr(hay, needle))) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+static struct core_module *find_module(struct core_state *st,
+				       const char *name)
+{
+	for (int i = 0; i < st->nmodules; i++)
+		if (!strcmp(st->modules[i].name, name))
+			return &st->modules[i];
+	return NULL;
+}
+
+static void check_module(struct core_state *st, const char *log,
+			 const struct expect *e)
+{
+	struct core_module *m = find_module(st, e->name);
+	char line[1024];
+
+	CHECK(m != NULL, "module %s is not in the state", e->name);
+	if (!m)
+		return;
+	CHECK(m->status == e->status, "module %s is %s, expected %s",
+	      e->name, core_module_status_name(m->status),
+	      core_module_status_name(e->status));
+	for (int i = 0; i < 3 && e->words[i]; i++)
+		CHECK(strstr(m->reason, e->words[i]) != NULL,
+		      "module %s: reason \"%s\" lacks \"%s\"", e->name,
+		      m->reason, e->words[i]);
+	if (!e->logged)
+		return;
+	snprintf(line, sizeof(line), "module %s: %s", e->name, m->reason);
+	CHECK(count_occurrences(log, line) == 1,
+	      "\"%s\" logged %d times, expected once", line,
+	      count_occurrences(log, line));
+}
+
+static void check_good_rails(struct core_state *st, struct core_module *good)
+{
+	CHECK(st->nrails == 2, "%d rails, expected 2 (one per fake device)",
+	      st->nrails);
+	for (int r = 0; r < st->nrails && r < 2; r++) {
+		const struct core_rail *rail = &st->rails[r];
+		char want[16];
+
+		snprintf(want, sizeof(want), "fake%d", r);
+		CHECK(rail->nmembers == 1, "rail %d has %d members", r,
+		      rail->nmembers);
+		if (rail->nmembers < 1)
+			continue;
+		CHECK(rail->members[0].module == good,
+		      "rail %d member is not from module good", r);
+		CHECK(!strcmp(rail->members[0].props.name, want),
+		      "rail %d member is %s, expected %s", r,
+		      rail->members[0].props.name, want);
+	}
+}
+
+static void test_mixed(const struct tmp_files *t, const char *moddir)
+{
+	static const char *const order[] = { "good", "nosym", "badabi",
+		"initfail", "nodev", "badname", "needslib", "missing" };
+	const struct expect expects[] = {
+		{ "good", CORE_MODULE_READY, { NULL }, 0 },
+		{ "nosym", CORE_MODULE_FAILED, { "mesh-nosym.so",
+		  "has no symbol mesh_module_v1",
+		  "(not a nccl-mesh module?)" }, 1 },
+		{ "badabi", CORE_MODULE_FAILED, { "mesh-badabi.so",
+		  "was built for module ABI 99.0",
+		  "this core supports 1.x" }, 1 },
+		{ "initfail", CORE_MODULE_FAILED, { "init failed: ",
+		  strerror(EIO) }, 1 },
+		{ "nodev", CORE_MODULE_NODEV, { "no devices" }, 0 },
+		{ "badname", CORE_MODULE_FAILED, { "mesh-badname.so",
+		  "calls itself 'impostor'" }, 1 },
+		{ "needslib", CORE_MODULE_FAILED, { "cannot load ",
+		  "mesh-needslib.so: ", "libmesh-fakedep-absent.so.0" }, 1 },
+		{ "missing", CORE_MODULE_FAILED, { "not found (searched: ",
+		  moddir }, 1 },
+	};
+	struct core_state *st;
+	struct core_module *good;
+	char *logtext;
+
+	write_conf(t, "version = 1;\n"
+		   "modules = [ \"good\", \"nosym\", \"badabi\",\n"
+		   "  \"initfail\", \"nodev\", \"badname\", \"needslib\",\n"
+		   "  \"missing\" ];\n");
+	st = build_capturing(t, &logtext);
+
+	CHECK(st->nmodules == 8, "%d modules in the state", st->nmodules);
+	for (int i = 0; i < st->nmodules && i < 8; i++)
+		CHECK(!strcmp(st->modules[i].name, order[i]),
+		      "module %d is %s, expected %s", i, st->modules[i].name,
+		      order[i]);
+	for (size_t i = 0; i < sizeof(expects) / sizeof(expects[0]); i++)
+		check_module(st, logtext, &expects[i]);
+
+	good = find_module(st, "good");
+	if (good) {
+		CHECK(good->ndevs == 2, "good has %d devices", good->ndevs);
+		CHECK(good->desc != NULL, "good has no descriptor");
+	}
+	CHECK(st->usable, "state not usable though module good is ready");
+	check_good_rails(st, good);
+
+	core_state_free(st);
+	free(logtext);
+}
+
+static void test_allbad(const struct tmp_files *t)
+{
+	struct core_state *st;
+	char *logtext;
+
+	write_conf(t, "version = 1;\n"
+		   "modules = [ \"nosym\", \"badabi\", \"initfail\",\n"
+		   "  \"nodev\", \"badname\", \"needslib\", \"missing\" ];\n");
+	st = build_capturing(t, &logtext);
+
+	CHECK(st->nmodules == 7, "%d modules in the state", st->nmodules);
+	for (int i = 0; i < st->nmodules; i++)
+		CHECK(st->modules[i].status != CORE_MODULE_READY,
+		      "module %s is ready", st->modules[i].name);
+	CHECK(!st->usable, "state is usable with no module ready");
+	CHECK(st->nrails == 0, "%d rails without a ready module", st->nrails);
+
+	core_state_free(st);
+	free(logtext);
+}
+
+/* Builds a state for module good alone and checks where `level` came from. */
+static void check_level(const struct tmp_files *t, long long want,
+			enum core_source source, int line)
+{
+	const struct core_value *v;
+	struct core_module *good;
+	struct core_state *st;
+	char *logtext;
+
+	st = build_capturing(t, &logtext);
+	good = find_module(st, "good");
+	CHECK(good && good->status == CORE_MODULE_READY, "good not ready");
+	if (!good || !good->params) {
+		CHECK(0, "module good has no resolved parameters");
+		goto out;
+	}
+	v = core_scope_get(good->params, "level");
+	CHECK(v != NULL, "no value for good.level");
+	if (!v)
+		goto out;
+	CHECK(v->num == want, "good.level is %lld, expected %lld", v->num,
+	      want);
+	CHECK(v->source == source, "good.level has source %d, expected %d",
+	      (int)v->source, (int)source);
+	if (source == CORE_SRC_FILE) {
+		CHECK(v->line == line, "good.level from line %d, expected %d",
+		      v->line, line);
+		CHECK(v->file && !strcmp(v->file, t->conf),
+		      "good.level from file %s", v->file ? v->file : "(null)");
+	}
+	if (source == CORE_SRC_ENV)
+		CHECK(v->env && !strcmp(v->env, "NCCL_MESH_GOOD_LEVEL"),
+		      "good.level from env %s", v->env ? v->env : "(null)");
+	/* The module reads the value through the host and reports it back. */
+	CHECK(st->nrails >= 1 && st->rails[0].nmembers >= 1 &&
+	      st->rails[0].members[0].props.speed_mbps == want * 1000,
+	      "module good did not see level %lld", want);
+out:
+	core_state_free(st);
+	free(logtext);
+}
+
+static void test_params(const struct tmp_files *t)
+{
+	write_conf(t, "version = 1;\nmodules = [ \"good\" ];\n");
+	check_level(t, 3, CORE_SRC_DEFAULT, 0);
+
+	write_conf(t, "version = 1;\n"
+		   "modules = [ \"good\" ];\n"
+		   "good: {\n"
+		   "  level = 7;\n"
+		   "};\n");
+	check_level(t, 7, CORE_SRC_FILE, 4);
+
+	if (setenv("NCCL_MESH_GOOD_LEVEL", "9", 1))
+		die("setenv");
+	check_level(t, 9, CORE_SRC_ENV, 0);
+	unsetenv("NCCL_MESH_GOOD_LEVEL");
+}
+
+int main(int argc, char **argv)
+{
+	struct tmp_files t;
+	const char *which;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s mixed|allbad|params MODULE_DIR\n",
+			argv[0]);
+		return 2;
+	}
+	which = argv[1];
+	clear_mesh_env();
+	if (setenv("NCCL_MESH_MODULE_PATH", argv[2], 1))
+		die("setenv");
+	tmp_make(&t);
+
+	if (!strcmp(which, "mixed")) {
+		test_mixed(&t, argv[2]);
+	} else if (!strcmp(which, "allbad")) {
+		test_allbad(&t);
+	} else if (!strcmp(which, "params")) {
+		test_params(&t);
+	} else {
+		fprintf(stderr, "unknown case %s\n", which);
+		failures++;
+	}
+
+	tmp_remove(&t);
+	if (failures)
+		fprintf(stderr, "%s: %d check(s) failed\n", which, failures);
+	return failures ? 1 : 0;
+}

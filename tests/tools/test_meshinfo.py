@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""meshinfo against the real tcp-xdc module and small fixture configs.
+
+usage: test_meshinfo.py MESHINFO MODULE_DIR FIXTURE_DIR CASE
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MESHINFO, MODULE_DIR, FIXTURES, CASE = sys.argv[1:5]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, result=None):
+    if cond:
+        return
+    if result is not None:
+        what += "\n--- exit %d\n--- stdout:\n%s--- stderr:\n%s" % (
+            result.returncode, result.stdout, result.stderr)
+    raise Failure(what)
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def marked_line(name, marker):
+    """Line number of the fixture line carrying `# marker`."""
+    with open(fixture(name)) as f:
+        for number, line in enumerate(f, 1):
+            if "# " + marker in line:
+                return number
+    raise Failure("%s has no line marked '%s'" % (name, marker))
+
+
+def meshinfo(*args):
+    # Only what the test sets may steer the core.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("NCCL_MESH_") and k != "NCCL_DEBUG"}
+    env["NCCL_MESH_MODULE_PATH"] = MODULE_DIR
+    return subprocess.run([MESHINFO, *args], env=env, capture_output=True,
+                          encoding="utf-8", errors="replace", timeout=20)
+
+
+def section(text, title):
+    """Lines of the text report between '# title' and the next '#' line."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("# " + title):
+            body = []
+            for rest in lines[i + 1:]:
+                if rest.startswith("#") \
+                        and not rest.startswith("# name") \
+                        and not rest.startswith("# rail"):
+                    break
+                if not rest.startswith("#"):
+                    body.append(rest)
+            return body
+    raise Failure("no section '# %s' in:\n%s" % (title, text))
+
+
+def test_text():
+    r = meshinfo("--config", fixture("good.conf"))
+    check(r.returncode == 0, "a good config must be usable", r)
+    out = r.stdout
+    check(re.search(r"^# nccl-mesh \d+\.\d+\.\d+, module ABI \d+\.\d+$", out,
+                    re.M), "header names version and module ABI", r)
+    check("# config: " + fixture("good.conf") in out,
+          "header names the config used", r)
+    check(re.search(r"^# host: \S+", out, re.M), "header names the host", r)
+
+    mods = section(out, "modules")
+    check(any(re.match(r"tcp-xdc\s+\S+\s+ready\s+\S*mesh-tcp-xdc\.so$", m)
+              for m in mods), "tcp-xdc listed as ready with its path", r)
+
+    rails = section(out, "rails")
+    check(rails and re.match(r"0\s+\S+\s+fabricId 0\s+dc 0\s+rail 0\s+",
+                             rails[0]), "rail 0 with fabricId 0", r)
+    members = [m for m in rails if m.lstrip().startswith("member tcp-xdc lo ")]
+    check(members, "rail member tcp-xdc lo", r)
+    check("127.0.0.1/8" in members[0], "member lists 127.0.0.1/8", r)
+
+    paths = section(out, "path classes")
+    check(len(paths) == 1, "one matrix row per rail", r)
+    header = [l for l in out.splitlines() if re.match(r"# rail +\d", l)]
+    check(header and "(dc0 rail0)" in header[0] and "(dc3 rail0)" in header[0],
+          "columns cover this host's dc and the hosts entry's dc 3", r)
+    check(re.search(r"same-DC tcp-xdc\s+cross-DC tcp-xdc", paths[0]),
+          "same-DC and cross-DC both pick tcp-xdc", r)
+
+    core = section(out, "effective config: core")
+    check(any(re.match(r"NCCL_MESH_DC=0\s+# .*good\.conf:4$", l)
+              for l in core), "dc comes from good.conf line 4", r)
+    check(any(re.match(r"NCCL_MESH_MODULE_PATH=\S+\s+# env "
+                       r"NCCL_MESH_MODULE_PATH$", l) for l in core),
+          "module_path comes from the environment", r)
+    check(any(re.match(r"NCCL_MESH_CONNECT_TIMEOUT_MS=60000\s+# default$", l)
+              for l in core), "connect_timeout_ms is a default", r)
+    ifname_line = marked_line("good.conf", "ifname line")
+    tcp = section(out, "effective config: tcp-xdc")
+    check(any(re.match(r"NCCL_MESH_TCP_XDC_IFNAME=lo\s+# .*good\.conf:%d$"
+                       % ifname_line, l) for l in tcp),
+          "tcp-xdc ifname comes from good.conf", r)
+    check("# errors: none" in out, "no errors", r)
+    check(re.search(r"^# status: usable, 1 rail$", out, re.M),
+          "status line says usable", r)
+
+
+def test_json():
+    r = meshinfo("--json", "--config", fixture("good.conf"))
+    check(r.returncode == 0, "a good config must be usable", r)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError as e:
+        raise Failure("--json output does not parse: %s\n%s" % (e, r.stdout))
+    for key in ("version", "module_abi", "config", "hostname", "usable",
+                "modules", "rails", "paths", "effective_config", "errors",
+                "warnings"):
+        check(key in doc, "JSON has '%s'" % key, r)
+    check(doc["config"] == fixture("good.conf"), "config path", r)
+    check(doc["usable"] is True, "usable", r)
+    tcp = [m for m in doc["modules"] if m["name"] == "tcp-xdc"]
+    check(tcp and tcp[0]["status"] == "ready" and tcp[0]["reason"] is None,
+          "tcp-xdc ready without a reason", r)
+    check(len(doc["rails"]) == 1, "one rail", r)
+    rail = doc["rails"][0]
+    check(rail["fabric_id"] == 0 and rail["dc"] == 0 and rail["rail"] == 0,
+          "rail 0 has fabricId 0", r)
+    lo = [m for m in rail["members"]
+          if m["module"] == "tcp-xdc" and m["device"] == "lo"]
+    check(lo and "127.0.0.1/8" in lo[0]["addresses"], "member lo", r)
+    paths = doc["paths"]
+    check(paths["dcs"] == [0, 3], "dcs from this host and hosts entries", r)
+    check([c["fabric_id"] for c in paths["columns"]] == [0, 48],
+          "columns are fabricIds 0 and 3 * 16", r)
+    cells = paths["rows"][0]["cells"]
+    check([(c["class"], c["module"]) for c in cells] ==
+          [("same-DC", "tcp-xdc"), ("cross-DC", "tcp-xdc")],
+          "path classes and chosen modules", r)
+    scopes = {s["scope"]: s["values"] for s in doc["effective_config"]}
+    check(list(scopes) == ["core", "tcp-xdc"], "core scope, then tcp-xdc", r)
+    dc = [v for v in scopes["core"] if v["key"] == "dc"]
+    check(dc and dc[0]["env"] == "NCCL_MESH_DC" and dc[0]["value"] == "0"
+          and dc[0]["source"].endswith("good.conf:4"), "dc value", r)
+    check(doc["errors"] == [], "no errors", r)
+
+
+def test_json_escape():
+    # Quotes, backslashes, control characters and a byte that is not UTF-8
+    # in the config's path: the document must still parse and keep them.
+    with tempfile.TemporaryDirectory() as tmp:
+        name = os.path.join(os.fsencode(tmp), b'a"b\\c\td\xff.conf')
+        shutil.copy(fixture("good.conf"), name)
+        r = meshinfo("--json", "--config", name)
+        check(r.returncode == 0, "the copied good config is usable", r)
+        try:
+            doc = json.loads(r.stdout)
+        except ValueError as e:
+            raise Failure("--json does not parse: %s\n%s" % (e, r.stdout))
+        want = tmp + '/a"b\\c\td\ufffd.conf'
+        check(doc["config"] == want, "config path escaped: %r" %
+              doc["config"], r)
+
+
+def check_fails_at(name, what):
+    r = meshinfo("--check", fixture(name))
+    check(r.returncode == 1, "--check on a %s must exit 1" % what, r)
+    where = "%s:%d:" % (fixture(name), marked_line(name, "error line"))
+    check(where in r.stderr, "the %s is reported at %s" % (what, where), r)
+    check("OK" not in r.stdout, "a broken file is not OK", r)
+
+
+def test_check_good():
+    r = meshinfo("--check", fixture("good.conf"))
+    check(r.returncode == 0, "--check on a good file exits 0", r)
+    check(r.stdout == fixture("good.conf") + ": OK\n", "prints FILE: OK", r)
+    check(r.stderr == "", "and nothing else", r)
+    r = meshinfo("--check", fixture("good.conf"), "--json")
+    check(r.returncode == 0, "--check --json on a good file exits 0", r)
+    doc = json.loads(r.stdout)
+    check(doc["ok"] is True and doc["file"] == fixture("good.conf")
+          and doc["errors"] == [] and doc["warnings"] == [],
+          "--check --json reports ok", r)
+
+
+def test_check_syntax():
+    check_fails_at("syntax.conf", "syntax error")
+
+
+def test_check_type():
+    check_fails_at("badtype.conf", "value of the wrong type")
+
+
+def test_check_range():
+    check_fails_at("range.conf", "value out of range")
+
+
+def test_check_unknown():
+    r = meshinfo("--check", fixture("unknown.conf"))
+    check(r.returncode == 0, "an unknown key is a warning, not an error", r)
+    where = "%s:%d:" % (fixture("unknown.conf"),
+                        marked_line("unknown.conf", "warning line"))
+    warning = [l for l in r.stderr.splitlines() if where in l]
+    check(warning and "max_rail" in warning[0], "the warning names the key", r)
+    check("max_rails" in warning[0], "the warning hints at max_rails", r)
+    check(r.stdout.endswith(": OK\n"), "still OK", r)
+
+
+def test_missing_only():
+    r = meshinfo("--config", fixture("missing-only.conf"))
+    check(r.returncode == 1, "no module loads, so no rails: exit 1", r)
+    mods = section(r.stdout, "modules")
+    check(mods and re.match(r"no-such-module\s+-\s+failed\s", mods[0]),
+          "the missing module is listed as failed", r)
+    check(len(mods) > 1 and re.match(r"\s+reason: \S", mods[1]),
+          "with its reason", r)
+    check("# status: NOT usable" in r.stdout and "no rails" in r.stdout,
+          "status says why", r)
+
+
+def test_missing_among():
+    r = meshinfo("--config", fixture("missing-among.conf"))
+    check(r.returncode == 0, "the other modules still load: exit 0", r)
+    mods = section(r.stdout, "modules")
+    check(any(re.match(r"tcp-xdc\s+\S+\s+ready\s", m) for m in mods),
+          "tcp-xdc ready", r)
+    failed = [i for i, m in enumerate(mods)
+              if re.match(r"no-such-module\s+-\s+failed\s", m)]
+    check(failed and re.match(r"\s+reason: \S", mods[failed[0] + 1]),
+          "the missing module is failed, with its reason", r)
+    where = "%s:2: warning: module no-such-module not loaded: " % \
+        fixture("missing-among.conf")
+    check(any(l.startswith(where) for l in section(r.stdout, "warnings")),
+          "a warning names the module and the line of 'modules'", r)
+    check("# status: usable, 1 rail" in r.stdout, "status says usable", r)
+
+
+def test_usage():
+    r = meshinfo("--no-such-flag")
+    check(r.returncode == 2, "an unknown flag exits 2", r)
+    check(r.stdout == "" and "Usage: meshinfo" in r.stderr,
+          "usage goes to stderr", r)
+    r = meshinfo("-V")
+    check(r.returncode == 0 and re.match(
+        r"meshinfo \(nccl-mesh\) \d+\.\d+\.\d+, module ABI \d+\.\d+$",
+        r.stdout), "-V prints the version", r)
+    r = meshinfo("--help")
+    check(r.returncode == 0 and "--check FILE" in r.stdout,
+          "--help prints usage on stdout", r)
+    r = meshinfo("--check")
+    check(r.returncode == 2 and "needs an argument" in r.stderr,
+          "--check without FILE is a usage error", r)
+
+
+def main():
+    test = globals().get("test_" + CASE.replace("-", "_"))
+    if not test:
+        print("unknown case", CASE, file=sys.stderr)
+        return 2
+    try:
+        test()
+    except Failure as e:
+        print("FAIL %s: %s" % (CASE, e), file=sys.stderr)
+        return 1
+    print("ok", CASE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,773 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the config resolver: file choice, precedence and sources,
+ * every parameter type, error and warning texts.  Fixtures live in
+ * tests/data (NCCL_MESH_TEST_DATA names the directory); cases that need a
+ * file of their own write it into a temporary directory.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "params.h"
+
+static int failures;
+
+#define CHECK(cond)                                                      \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			fprintf(stderr, "%s:%d: check failed: %s\n",     \
+				__FILE__, __LINE__, #cond);              \
+			failures++;                                      \
+		}                                                        \
+	} while (0)
+
+#define CHECK_STR(got, want)                                             \
+	do {                                                             \
+		const char *got_ = (got), *want_ = (want);               \
+		if (!got_ || strcmp(got_, want_)) {                      \
+			fprintf(stderr, "%s:%d: %s is \"%s\", want \"%s\"\n", \
+				__FILE__, __LINE__, #got,                \
+				got_ ? got_ : "(null)", want_);          \
+			failures++;                                      \
+		}                                                        \
+	} while (0)
+
+/* Checks a value's text, number and source text in one line. */
+#define CHECK_VALUE(scope, key, text, num, source)                        \
+	check_value(__FILE__, __LINE__, scope, key, text, num, source)
+
+#define CHECK_MSG(msgs, n, want)                                         \
+	check_msg(__FILE__, __LINE__, msgs, n, want)
+
+static const struct mesh_param tcp_params[] = {
+	{ "streams", MESH_PARAM_INT, "8", 1, 256, "Streams per connection" },
+	{ "window", MESH_PARAM_INT, "0", 0, 0, "Unbounded integer" },
+	{ "ifname", MESH_PARAM_STR, "", 0, 0, "Interfaces" },
+	{ "buffer", MESH_PARAM_SIZE, "4M", 4096, 1LL << 32, "Socket buffer" },
+	{ "nodelay", MESH_PARAM_BOOL, "true", 0, 0, "TCP_NODELAY" },
+	{ "peers", MESH_PARAM_LIST, "a,b", 0, 0, "Peers" },
+	{ NULL, 0, NULL, 0, 0, NULL },
+};
+
+static const char *data_dir;
+static char tmp_dir[4096];
+
+static void check_value(const char *file, int line,
+			const struct core_scope *scope, const char *key,
+			const char *text, long long num, const char *source)
+{
+	const struct core_value *v = core_scope_get(scope, key);
+	char src[512];
+
+	if (!v) {
+		fprintf(stderr, "%s:%d: no value '%s'\n", file, line, key);
+		failures++;
+		return;
+	}
+	core_value_source(v, src, sizeof(src));
+	if (!v->text || strcmp(v->text, text) || v->num != num ||
+	    strcmp(src, source)) {
+		fprintf(stderr, "%s:%d: %s = \"%s\" (%lld) from %s, want \"%s\" "
+			"(%lld) from %s\n", file, line, key,
+			v->text ? v->text : "(null)", v->num, src, text, num,
+			source);
+		failures++;
+	}
+}
+
+static void check_msg(const char *file, int line, const char *const *msgs,
+		      int n, const char *want)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(msgs[i], want))
+			return;
+	fprintf(stderr, "%s:%d: missing message \"%s\"; have:\n", file, line,
+		want);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "    %s\n", msgs[i]);
+	failures++;
+}
+
+static void print_msgs(const char *what, const char *const *msgs, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "    %s: %s\n", what, msgs[i]);
+}
+
+static int errors_of(const struct core_config *cfg, const char *const **msgs)
+{
+	return core_config_errors(cfg, msgs);
+}
+
+/* Every NCCL_MESH_* variable goes, except the ones the test runner sets. */
+static void reset_env(void)
+{
+	extern char **environ;
+	char name[256];
+	const char *eq;
+	int i = 0;
+
+	while (environ[i]) {
+		eq = strchr(environ[i], '=');
+		if (strncmp(environ[i], "NCCL_MESH_", 10) ||
+		    !strncmp(environ[i], "NCCL_MESH_TEST_", 15) || !eq ||
+		    (size_t)(eq - environ[i]) >= sizeof(name)) {
+			i++;
+			continue;
+		}
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - environ[i]),
+			 environ[i]);
+		unsetenv(name);
+	}
+}
+
+static const char *fixture(const char *name)
+{
+	static char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+	return path;
+}
+
+static const char *write_tmp(const char *name, const char *text)
+{
+	static char path[8192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+	f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(2);
+	}
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static struct core_config *open_ok(const char *path)
+{
+	struct core_config *cfg = NULL;
+	int rc = core_config_open(path, &cfg);
+
+	if (rc || !cfg) {
+		fprintf(stderr, "core_config_open(%s): %d\n", path, rc);
+		exit(2);
+	}
+	return cfg;
+}
+
+static void test_params_table(void)
+{
+	int i;
+
+	for (i = 0; i < CP_COUNT; i++)
+		CHECK(core_params[i].name != NULL);
+	CHECK(core_params[CP_COUNT].name == NULL);
+	CHECK_STR(core_params[CP_DC].name, "dc");
+	CHECK(core_params[CP_DC].type == MESH_PARAM_INT);
+	CHECK(core_params[CP_DC].max == 1048575);
+	CHECK_STR(core_params[CP_CONNECT_TIMEOUT_MS].dflt, "60000");
+}
+
+static void test_env_name(void)
+{
+	char buf[64];
+
+	core_env_name("tcp-xdc", "streams", buf, sizeof(buf));
+	CHECK_STR(buf, "NCCL_MESH_TCP_XDC_STREAMS");
+	core_env_name(NULL, "max_rails", buf, sizeof(buf));
+	CHECK_STR(buf, "NCCL_MESH_MAX_RAILS");
+	core_env_name("tcp-xdc", "streams", buf, 12);
+	CHECK_STR(buf, "NCCL_MESH_T");
+}
+
+static void test_precedence(void)
+{
+	const char *path = fixture("precedence.conf");
+	const struct core_scope *core, *tcp;
+	const struct core_value *v;
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_CONF", path, 1);
+	setenv("NCCL_MESH_HOSTNAME", "gpu7.cluster.example", 1);
+	setenv("NCCL_MESH_MAX_RAILS", "32", 1);
+	setenv("NCCL_MESH_TCP_XDC_PEERS", " x, y,,z ", 1);
+	cfg = open_ok(NULL);
+	CHECK_STR(core_config_path(cfg), path);
+	CHECK_STR(core_config_hostname(cfg), "gpu7.cluster.example");
+	core = core_config_core(cfg);
+	CHECK(core->module == NULL);
+	CHECK(core->nvalues == CP_COUNT);
+	CHECK(core->values[CP_DC].param == &core_params[CP_DC]);
+
+	/* Later matching entries win; "gpu7" matches the short name. */
+	snprintf(want, sizeof(want), "host 'gpu7' at %s:17", path);
+	CHECK_VALUE(core, "dc", "3", 3, want);
+	CHECK_VALUE(core, "max_rails", "32", 32,
+		    "env NCCL_MESH_MAX_RAILS");
+	snprintf(want, sizeof(want), "%s:6", path);
+	CHECK_VALUE(core, "port_range", "40000-40100", 0, want);
+	CHECK_VALUE(core, "connect_timeout_ms", "60000", 60000, "default");
+	snprintf(want, sizeof(want), "%s:3", path);
+	CHECK_VALUE(core, "modules", "tcp-xdc,relay", 0, want);
+	v = core_scope_get(core, "modules");
+	CHECK(v && v->nitems == 2 && !strcmp(v->items[1], "relay") &&
+	      v->items[2] == NULL);
+	v = core_scope_get(core, "rails");
+	CHECK(v && v->nitems == 0 && v->items && v->items[0] == NULL);
+	CHECK(core_scope_get(core, "nosuchkey") == NULL);
+
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	CHECK(tcp && tcp->nvalues == 6 && !strcmp(tcp->module, "tcp-xdc"));
+	CHECK(core_config_module(cfg, "tcp-xdc", tcp_params) == tcp);
+	snprintf(want, sizeof(want), "host 'gpu*' at %s:16", path);
+	CHECK_VALUE(tcp, "streams", "16", 16, want);
+	CHECK_VALUE(tcp, "buffer", "64K", 65536, want);
+	snprintf(want, sizeof(want), "%s:11", path);
+	CHECK_VALUE(tcp, "nodelay", "false", 0, want);
+	CHECK_VALUE(tcp, "peers", "x,y,z", 0, "env NCCL_MESH_TCP_XDC_PEERS");
+	v = core_scope_get(tcp, "peers");
+	CHECK(v && v->nitems == 3 && !strcmp(v->items[0], "x") &&
+	      !strcmp(v->items[2], "z"));
+	CHECK_VALUE(tcp, "ifname", "", 0, "default");
+	CHECK_VALUE(tcp, "window", "0", 0, "default");
+
+	n = errors_of(cfg, &msgs);
+	print_msgs("unexpected error", msgs, n);
+	CHECK(n == 0);
+	core_config_free(cfg);
+
+	/* A host no entry matches sees only the top level. */
+	setenv("NCCL_MESH_HOSTNAME", "login1", 1);
+	cfg = open_ok(path);
+	snprintf(want, sizeof(want), "%s:4", path);
+	CHECK_VALUE(core_config_core(cfg), "dc", "1", 1, want);
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	snprintf(want, sizeof(want), "%s:9", path);
+	CHECK_VALUE(tcp, "streams", "4", 4, want);
+	snprintf(want, sizeof(want), "%s:10", path);
+	CHECK_VALUE(tcp, "buffer", "8M", 8 << 20, want);
+	CHECK_VALUE(tcp, "peers", "x,y,z", 0, "env NCCL_MESH_TCP_XDC_PEERS");
+	core_config_free(cfg);
+
+	/* The hostname comes from the system when not given. */
+	unsetenv("NCCL_MESH_HOSTNAME");
+	cfg = open_ok(path);
+	CHECK(core_config_hostname(cfg)[0] != '\0');
+	core_config_free(cfg);
+}
+
+static void test_file_types(void)
+{
+	const char *path = fixture("types.conf");
+	const struct core_scope *core, *tcp;
+	const struct core_value *v;
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_HOSTNAME", "h1", 1);
+	cfg = open_ok(path);
+	core = core_config_core(cfg);
+	snprintf(want, sizeof(want), "%s:4", path);
+	CHECK_VALUE(core, "rails", "", 0, want);
+	v = core_scope_get(core, "rails");
+	CHECK(v && v->nitems == 0 && v->items && !v->items[0]);
+	snprintf(want, sizeof(want), "%s:5", path);
+	CHECK_VALUE(core, "prefer_same_dc", "tcp-xdc", 0, want);
+	v = core_scope_get(core, "prefer_same_dc");
+	CHECK(v && v->nitems == 1);
+	snprintf(want, sizeof(want), "%s:6", path);
+	CHECK_VALUE(core, "prefer_cross_dc", "a,,c", 0, want);
+	v = core_scope_get(core, "prefer_cross_dc");
+	CHECK(v && v->nitems == 3 && v->items[1][0] == '\0');
+	snprintf(want, sizeof(want), "%s:7", path);
+	CHECK_VALUE(core, "connect_timeout_ms", "120000", 120000, want);
+	snprintf(want, sizeof(want), "%s:8", path);
+	CHECK_VALUE(core, "module_path", "/opt/mesh:/usr/lib/mesh", 0, want);
+	snprintf(want, sizeof(want), "%s:3", path);
+	CHECK_VALUE(core, "modules", "tcp-xdc,relay", 0, want);
+
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	snprintf(want, sizeof(want), "%s:11", path);
+	CHECK_VALUE(tcp, "buffer", "2G", 2LL << 30, want);
+	snprintf(want, sizeof(want), "%s:12", path);
+	CHECK_VALUE(tcp, "window", "12345", 12345, want);
+	snprintf(want, sizeof(want), "%s:13", path);
+	CHECK_VALUE(tcp, "nodelay", "true", 1, want);
+	snprintf(want, sizeof(want), "%s:14", path);
+	CHECK_VALUE(tcp, "peers", "p1,p2", 0, want);
+	snprintf(want, sizeof(want), "%s:15", path);
+	CHECK_VALUE(tcp, "ifname", "=eth1", 0, want);
+	n = errors_of(cfg, &msgs);
+	print_msgs("unexpected error", msgs, n);
+	CHECK(n == 0);
+	core_config_free(cfg);
+}
+
+struct env_case {
+	const char *var;
+	const char *value;
+	const char *key;	/* in tcp_params, or a core key */
+	bool module;
+	const char *text;	/* NULL: must be rejected */
+	long long num;
+};
+
+static const struct env_case env_cases[] = {
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "256", "streams", true, "256", 256 },
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "+1", "streams", true, "1", 1 },
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "0", "streams", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "257", "streams", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "1.5", "streams", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_STREAMS", "", "streams", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_WINDOW", "-7", "window", true, "-7", -7 },
+	{ "NCCL_MESH_TCP_XDC_WINDOW", "99999999999999999999", "window", true,
+	  NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "yes", "nodelay", true, "true", 1 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "OFF", "nodelay", true, "false", 0 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "on", "nodelay", true, "true", 1 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "0", "nodelay", true, "false", 0 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "1", "nodelay", true, "true", 1 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "no", "nodelay", true, "false", 0 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "False", "nodelay", true, "false", 0 },
+	{ "NCCL_MESH_TCP_XDC_NODELAY", "maybe", "nodelay", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "4096", "buffer", true, "4K", 4096 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "3m", "buffer", true, "3M", 3 << 20 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "4G", "buffer", true, "4G", 4LL << 30 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "5000", "buffer", true, "5000", 5000 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "4095", "buffer", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "5G", "buffer", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "8KB", "buffer", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "-8K", "buffer", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_BUFFER", "99999999999G", "buffer", true, NULL, 0 },
+	{ "NCCL_MESH_TCP_XDC_PEERS", "", "peers", true, "", 0 },
+	{ "NCCL_MESH_TCP_XDC_PEERS", "one", "peers", true, "one", 0 },
+	{ "NCCL_MESH_TCP_XDC_IFNAME", "^docker,lo", "ifname", true,
+	  "^docker,lo", 0 },
+	{ "NCCL_MESH_DC", "1048575", "dc", false, "1048575", 1048575 },
+	{ "NCCL_MESH_DC", "1048576", "dc", false, NULL, 0 },
+	{ "NCCL_MESH_MODULE_PATH", "/a:/b", "module_path", false, "/a:/b", 0 },
+};
+
+static void test_env_case(const char *path, const struct env_case *c)
+{
+	const struct core_scope *scope;
+	const struct core_value *v;
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[512], source[320];
+	int n;
+
+	setenv(c->var, c->value, 1);
+	cfg = open_ok(path);
+	scope = c->module ? core_config_module(cfg, "tcp-xdc", tcp_params) :
+		core_config_core(cfg);
+	v = core_scope_get(scope, c->key);
+	n = errors_of(cfg, &msgs);
+	if (c->text) {
+		snprintf(source, sizeof(source), "env %s", c->var);
+		CHECK_VALUE(scope, c->key, c->text, c->num, source);
+		print_msgs(c->value, msgs, n);
+		CHECK(n == 0);
+	} else {
+		/* Rejected: the value stays at its default. */
+		CHECK(v && v->source == CORE_SRC_DEFAULT);
+		snprintf(want, sizeof(want), "environment %s: ", c->var);
+		if (n != 1 || strncmp(msgs[0], want, strlen(want))) {
+			fprintf(stderr, "%s:%d: %s=\"%s\" not rejected once\n",
+				__FILE__, __LINE__, c->var, c->value);
+			print_msgs("error", msgs, n);
+			failures++;
+		}
+	}
+	if (v && c->module && !strcmp(c->key, "peers") && c->text)
+		CHECK(v->items && v->items[v->nitems] == NULL &&
+		      v->nitems == (c->value[0] ? 1 : 0));
+	core_config_free(cfg);
+	unsetenv(c->var);
+}
+
+static void test_env_types(void)
+{
+	const char *path = write_tmp("empty.conf", "version = 1;\n");
+	struct core_config *cfg;
+	const char *const *msgs;
+	size_t i;
+	int n;
+
+	reset_env();
+	for (i = 0; i < sizeof(env_cases) / sizeof(env_cases[0]); i++)
+		test_env_case(path, &env_cases[i]);
+
+	/* The exact texts of an env error. */
+	setenv("NCCL_MESH_TCP_XDC_STREAMS", "x", 1);
+	setenv("NCCL_MESH_TCP_XDC_BUFFER", "1K", 1);
+	setenv("NCCL_MESH_TCP_XDC_NODELAY", "2", 1);
+	cfg = open_ok(path);
+	core_config_module(cfg, "tcp-xdc", tcp_params);
+	n = errors_of(cfg, &msgs);
+	CHECK(n == 3);
+	CHECK_MSG(msgs, n, "environment NCCL_MESH_TCP_XDC_STREAMS: expected "
+		  "an integer in 1..256, got \"x\"");
+	CHECK_MSG(msgs, n, "environment NCCL_MESH_TCP_XDC_BUFFER: expected "
+		  "a size in 4K..4G (bytes, or with a K, M or G suffix), "
+		  "got \"1K\"");
+	CHECK_MSG(msgs, n, "environment NCCL_MESH_TCP_XDC_NODELAY: expected "
+		  "true, false, yes, no, on, off, 1 or 0, got \"2\"");
+	core_config_free(cfg);
+	reset_env();
+}
+
+static void test_bad_values(void)
+{
+	const char *path = fixture("bad-values.conf");
+	const struct core_scope *tcp;
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_HOSTNAME", "gpu1", 1);
+	cfg = open_ok(path);
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	core_config_module(cfg, "relay", NULL);
+	n = errors_of(cfg, &msgs);
+
+#define WANT(fmt, ...)                                                   \
+	do {                                                             \
+		snprintf(want, sizeof(want), fmt, path, __VA_ARGS__);    \
+		CHECK_MSG(msgs, n, want);                                \
+	} while (0)
+	WANT("%s:%d: hosts entry 1: expected a group with match = "
+	     "\"<hostname glob>\"", 14);
+	WANT("%s:%d: hosts entry 2: expected a group with match = "
+	     "\"<hostname glob>\"", 15);
+	WANT("%s:%d: dc: expected an integer in 0..1048575, got 2000000", 3);
+	WANT("%s:%d: module_path: expected a string, got 3", 4);
+	WANT("%s:%d: max_rails: expected an integer in 1..65536, got 0", 16);
+	WANT("%s:%d: tcp-xdc.streams: expected an integer in 1..256, "
+	     "got \"eight\"", 7);
+	WANT("%s:%d: tcp-xdc.streams: expected an integer in 1..256, "
+	     "got 300", 16);
+	WANT("%s:%d: tcp-xdc.nodelay: expected true or false, got 1", 8);
+	WANT("%s:%d: tcp-xdc.buffer: expected a size in 4K..4G (bytes, or "
+	     "with a K, M or G suffix), got \"12Q\"", 9);
+	WANT("%s:%d: tcp-xdc.peers: expected a list of strings, got 5 as "
+	     "item 2", 10);
+	WANT("%s:%d: tcp-xdc.window: expected an integer, got 1.5", 11);
+	WANT("%s:%d: relay: expected a group of the module's keys "
+	     "('relay: { key = value; };')", 5);
+#undef WANT
+	if (n != 12)
+		print_msgs("error", msgs, n);
+	CHECK(n == 12);
+	/* A rejected value leaves the layer below in place. */
+	CHECK_VALUE(tcp, "streams", "8", 8, "default");
+	CHECK_VALUE(core_config_core(cfg), "dc", "0", 0, "default");
+	core_config_free(cfg);
+
+	path = write_tmp("hosts-group.conf", "version = 1;\n"
+			 "hosts = { match = \"*\"; };\n");
+	cfg = open_ok(path);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:2: hosts: expected a list of groups "
+		 "( { match = \"<glob>\"; ... }, ... )", path);
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+}
+
+static void test_parse_error(void)
+{
+	const char *path = fixture("parse-error.conf");
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_DC", "5", 1);
+	cfg = open_ok(path);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:3: ", path);
+	if (n != 1 || strncmp(msgs[0], want, strlen(want)) ||
+	    strlen(msgs[0]) == strlen(want)) {
+		fprintf(stderr, "%s:%d: want one error starting \"%s\"\n",
+			__FILE__, __LINE__, want);
+		print_msgs("error", msgs, n);
+		failures++;
+	}
+	/* The environment still applies, so tools can show something. */
+	CHECK_VALUE(core_config_core(cfg), "dc", "5", 5, "env NCCL_MESH_DC");
+	CHECK_VALUE(core_config_core(cfg), "max_rails", "16", 16, "default");
+	core_config_free(cfg);
+	reset_env();
+}
+
+static void test_missing_file(void)
+{
+	struct core_config *cfg;
+	const char *const *msgs;
+	char path[4200], want[4600];
+	int n;
+
+	reset_env();
+	snprintf(path, sizeof(path), "%s/missing.conf", tmp_dir);
+	cfg = open_ok(path);
+	CHECK_STR(core_config_path(cfg), path);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s: cannot read: %s", path,
+		 strerror(ENOENT));
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	CHECK_VALUE(core_config_core(cfg), "dc", "0", 0, "default");
+	core_config_free(cfg);
+
+	setenv("NCCL_MESH_CONF", path, 1);
+	cfg = open_ok(NULL);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s (named by NCCL_MESH_CONF): cannot "
+		 "read: %s", path, strerror(ENOENT));
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+
+	/* A directory is not a config file either. */
+	cfg = open_ok(tmp_dir);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s: cannot read: %s", tmp_dir,
+		 strerror(EISDIR));
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+	reset_env();
+}
+
+static void test_embedded_default(void)
+{
+	static const char *const loaded[] = { "tcp-xdc" };
+	const struct core_scope *core, *tcp;
+	const struct core_value *v;
+	struct core_config *cfg;
+	const char *const *msgs;
+	char src[256];
+	int n;
+
+	reset_env();
+	if (!access("/etc/nccl-mesh.conf", F_OK) ||
+	    !access(MESH_SYSCONF_PATH, F_OK)) {
+		printf("skip: a system config file exists\n");
+		return;
+	}
+	cfg = open_ok(NULL);
+	CHECK_STR(core_config_path(cfg), "<embedded default>");
+	n = errors_of(cfg, &msgs);
+	print_msgs("error", msgs, n);
+	CHECK(n == 0);
+	core = core_config_core(cfg);
+	v = core_scope_get(core, "modules");
+	CHECK(v && v->source == CORE_SRC_FILE && v->nitems == 1);
+	core_value_source(v, src, sizeof(src));
+	CHECK(!strncmp(src, "<embedded default>:", 19));
+	CHECK_VALUE(core, "prefer_disconnected", "relay", 0, "default");
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	v = core_scope_get(tcp, "streams");
+	CHECK(v && v->source == CORE_SRC_FILE && v->num == 8);
+	/* The shipped file only uses keys that exist. */
+	core_config_check_unknown(cfg, loaded, 1);
+	n = core_config_warnings(cfg, &msgs);
+	/* Only `threads`, which the test's table lacks. */
+	if (n != 1 || !strstr(msgs[0], ": unknown key 'tcp-xdc.threads'")) {
+		fprintf(stderr, "%s:%d: want one warning about threads\n",
+			__FILE__, __LINE__);
+		print_msgs("warning", msgs, n);
+		failures++;
+	}
+	core_config_free(cfg);
+}
+
+static void test_version(void)
+{
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	const char *path = fixture("version2.conf");
+	int n;
+
+	reset_env();
+	cfg = open_ok(path);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:1: version: expected 1, got 2 (this "
+		 "build reads version 1 files)", path);
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+
+	path = write_tmp("version-str.conf", "dc = 1;\nversion = \"1\";\n");
+	cfg = open_ok(path);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:2: version: expected 1, got a value "
+		 "that is not an integer (this build reads version 1 files)",
+		 path);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+
+	/* No version at all is read as version 1. */
+	path = write_tmp("no-version.conf", "dc = 1;\n");
+	cfg = open_ok(path);
+	CHECK(errors_of(cfg, &msgs) == 0);
+	core_config_free(cfg);
+}
+
+static void test_unknown(void)
+{
+	static const char *const modules[] = { "tcp-xdc", "relay" };
+	const char *path = fixture("unknown-keys.conf");
+	struct core_config *cfg;
+	const char *const *msgs;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_TCP_XDC_STREAM", "1", 1);
+	setenv("NCCL_MESH_RELAY_OVER", "tcp-xdc", 1);
+	setenv("NCCL_MESH_TEST_ANYTHING", "1", 1);
+	setenv("NCCL_MESH_LOG", "info", 1);
+	setenv("NCCL_MESH_HOSTNAME", "h1", 1);
+	setenv("NCCL_MESH_BOGUS_THING", "1", 1);
+	setenv("NCCL_MESH_MAXRAILS", "4", 1);
+	cfg = open_ok(path);
+	core_config_module(cfg, "tcp-xdc", tcp_params);
+	core_config_check_unknown(cfg, modules, 2);
+	n = core_config_warnings(cfg, &msgs);
+
+#define WANT(fmt, ...)                                                   \
+	do {                                                             \
+		snprintf(want, sizeof(want), fmt, path, __VA_ARGS__);    \
+		CHECK_MSG(msgs, n, want);                                \
+	} while (0)
+	WANT("%s:%d: unknown key 'dcc' (did you mean 'dc'?)", 3);
+	WANT("%s:%d: unknown key 'tcp-xdc.stream' (did you mean 'streams'?)",
+	     4);
+	WANT("%s:%d: unknown key 'tcp-xcd' (did you mean 'tcp-xdc'?)", 5);
+	WANT("%s:%d: unknown key 'zzzzzzzz'", 7);
+	WANT("%s:%d: unknown key 'tcp-xdc.bufer' in hosts entry '*' (did you "
+	     "mean 'buffer'?)", 9);
+	WANT("%s:%d: unknown key 'max_rail' in hosts entry '*' (did you mean "
+	     "'max_rails'?)", 9);
+#undef WANT
+	CHECK_MSG(msgs, n, "unknown environment variable "
+		  "NCCL_MESH_TCP_XDC_STREAM (did you mean "
+		  "NCCL_MESH_TCP_XDC_STREAMS?)");
+	CHECK_MSG(msgs, n, "unknown environment variable "
+		  "NCCL_MESH_MAXRAILS (did you mean NCCL_MESH_MAX_RAILS?)");
+	CHECK_MSG(msgs, n, "unknown environment variable "
+		  "NCCL_MESH_BOGUS_THING");
+	if (n != 9)
+		print_msgs("warning", msgs, n);
+	CHECK(n == 9);
+	/* Warnings are not errors. */
+	CHECK(errors_of(cfg, &msgs) == 0);
+
+	/* Checking again does not repeat anything. */
+	core_config_check_unknown(cfg, modules, 2);
+	CHECK(core_config_warnings(cfg, &msgs) == 9);
+
+	/* A section for a module nobody knows about is unknown itself. */
+	core_config_check_unknown(cfg, modules, 1);
+	n = core_config_warnings(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:6: unknown key 'relay'", path);
+	CHECK_MSG(msgs, n, want);
+	CHECK_MSG(msgs, n, "unknown environment variable NCCL_MESH_RELAY_OVER");
+	CHECK(n == 11);
+	core_config_free(cfg);
+	reset_env();
+}
+
+static void test_module_tables(void)
+{
+	static const struct mesh_param bad[] = {
+		{ "n", MESH_PARAM_INT, "abc", 0, 0, "Bad default" },
+		{ "size", MESH_PARAM_SIZE, "", 0, 0, "No default" },
+		{ "weird", (enum mesh_param_type)42, "", 0, 0, "Bad type" },
+		{ NULL, 0, NULL, 0, 0, NULL },
+	};
+	const struct core_scope *scope;
+	struct core_config *cfg;
+	const char *const *msgs;
+	int n;
+
+	reset_env();
+	cfg = open_ok(write_tmp("empty.conf", "version = 1;\n"));
+	scope = core_config_module(cfg, "badmod", bad);
+	CHECK(scope && scope->nvalues == 3);
+	CHECK_VALUE(scope, "size", "", 0, "default");
+	n = errors_of(cfg, &msgs);
+	CHECK(n == 2);
+	CHECK_MSG(msgs, n, "module badmod: parameter 'n' has an invalid "
+		  "default: expected an integer, got \"abc\"");
+	CHECK_MSG(msgs, n, "module badmod: parameter 'weird' has unknown "
+		  "type 42");
+	scope = core_config_module(cfg, "empty", NULL);
+	CHECK(scope && scope->nvalues == 0);
+	core_config_free(cfg);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+			struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(void)
+{
+	const char *dir = getenv("NCCL_MESH_TEST_DATA");
+
+	const char *tmp = getenv("TMPDIR");
+
+	data_dir = dir ? dir : "tests/data";
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/test_config.XXXXXX",
+		 tmp && *tmp ? tmp : P_tmpdir);
+	if (!mkdtemp(tmp_dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	test_params_table();
+	test_env_name();
+	test_precedence();
+	test_file_types();
+	test_env_types();
+	test_bad_values();
+	test_parse_error();
+	test_missing_file();
+	test_embedded_default();
+	test_version();
+	test_unknown();
+	test_module_tables();
+	nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (failures)
+		fprintf(stderr, "%d check(s) failed\n", failures);
+	else
+		printf("all config checks passed\n");
+	return failures ? 1 : 0;
+}

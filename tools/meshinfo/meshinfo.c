@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meshinfo: preflight check of an nccl-mesh installation.  Builds the
+ * process state exactly as the plugin does (config, modules, rails) and
+ * reports it, or validates one config file (--check).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <libconfig.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "meshinfo.h"
+#include "netaddr.h"
+
+enum meshinfo_mode {
+	MODE_REPORT,
+	MODE_CHECK,
+};
+
+struct meshinfo_opts {
+	enum meshinfo_mode mode;
+	bool json;
+	bool verbose;
+	const char *config;
+};
+
+/*
+ * The core logs every problem once as it finds it.  meshinfo shows the
+ * same problems from the state (config messages, module reasons), so it
+ * keeps the logged warnings aside and later prints only those the state
+ * does not already explain.  NCCL's logger type carries no context
+ * pointer, hence the file-scope list.
+ */
+static struct meshinfo_strv logged_warnings;
+
+int meshinfo_strv_add(struct meshinfo_strv *v, const char *text)
+{
+	char **items = realloc(v->items, (v->n + 1) * sizeof(*items));
+	char *copy;
+
+	if (!items)
+		return -ENOMEM;
+	v->items = items;
+	copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	v->items[v->n++] = copy;
+	return 0;
+}
+
+void meshinfo_strv_free(struct meshinfo_strv *v)
+{
+	for (int i = 0; i < v->n; i++)
+		free(v->items[i]);
+	free(v->items);
+	v->items = NULL;
+	v->n = 0;
+}
+
+/*
+ * "NET/Mesh: x" -> "x", "NET/Mesh/tcp-xdc: x" -> "tcp-xdc: x": the tag
+ * tells NCCL's log apart from NCCL's own lines, here it is noise.
+ */
+static const char *without_tag(const char *line)
+{
+	static const char tag[] = "NET/Mesh";
+	size_t n = strlen(tag);
+
+	if (strncmp(line, tag, n))
+		return line;
+	if (line[n] == '/')
+		return line + n + 1;
+	if (line[n] == ':' && line[n + 1] == ' ')
+		return line + n + 2;
+	return line;
+}
+
+static void capture_log(ncclDebugLogLevel level, unsigned long flags,
+			const char *file, int line, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	size_t len;
+
+	(void)flags;
+	(void)file;
+	(void)line;
+	if (level != NCCL_LOG_WARN)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	len = strlen(buf);
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	if (len && meshinfo_strv_add(&logged_warnings, without_tag(buf)))
+		fprintf(stderr, "meshinfo: out of memory keeping a log line\n");
+}
+
+const struct core_scope *meshinfo_scope(const struct meshinfo *mi, int i)
+{
+	const struct core_state *st = mi->st;
+
+	if (i == 0)
+		return core_config_core(st->cfg);
+	for (int m = 0; m < st->nmodules; m++) {
+		if (!st->modules[m].params)
+			continue;
+		if (--i == 0)
+			return st->modules[m].params;
+	}
+	return NULL;
+}
+
+const char *meshinfo_path_module(const struct meshinfo *mi,
+				 const struct core_rail *rail,
+				 enum core_path_class cls)
+{
+	const char *const *names;
+	int n = core_path_preference(mi->st->cfg, cls, &names);
+
+	for (int i = 0; i < n; i++)
+		if (core_rail_member(rail, names[i]))
+			return names[i];
+	return NULL;
+}
+
+int meshinfo_ncolumns(const struct meshinfo *mi)
+{
+	return mi->ndcs * mi->st->nrails;
+}
+
+uint64_t meshinfo_column_fabric_id(const struct meshinfo *mi, int col)
+{
+	const struct core_state *st = mi->st;
+	uint64_t dc = mi->dcs[col / st->nrails];
+
+	return core_fabric_id(dc, st->max_rails,
+			      st->rails[col % st->nrails].rail);
+}
+
+const char *meshinfo_addr_text(const struct mesh_addr *a, char *buf,
+			       size_t len)
+{
+	char ip[MESH_ADDR_STRLEN];
+
+	mesh_addr_str(a, ip, sizeof(ip));
+	if (a->prefix_len)
+		snprintf(buf, len, "%s/%u", ip, (unsigned)a->prefix_len);
+	else
+		snprintf(buf, len, "%s", ip);
+	return buf;
+}
+
+static int add_dc(struct meshinfo *mi, uint64_t dc)
+{
+	uint64_t *dcs;
+
+	for (int i = 0; i < mi->ndcs; i++)
+		if (mi->dcs[i] == dc)
+			return 0;
+	dcs = realloc(mi->dcs, (mi->ndcs + 1) * sizeof(*dcs));
+	if (!dcs)
+		return -ENOMEM;
+	mi->dcs = dcs;
+	mi->dcs[mi->ndcs++] = dc;
+	return 0;
+}
+
+static int compare_dc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int add_host_dcs(struct meshinfo *mi, const config_t *conf)
+{
+	config_setting_t *hosts = config_lookup(conf, "hosts");
+	int n = hosts ? config_setting_length(hosts) : 0;
+
+	for (int i = 0; i < n; i++) {
+		config_setting_t *entry = config_setting_get_elem(hosts, i);
+		long long dc;
+
+		/* A malformed entry is already a config error of the core. */
+		if (!config_setting_is_group(entry) ||
+		    !config_setting_lookup_int64(entry, "dc", &dc) || dc < 0)
+			continue;
+		if (add_dc(mi, (uint64_t)dc))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * The datacenters a peer may be in: ours and every dc a hosts entry sets.
+ * The config API resolves only this host's values, so the file is read a
+ * second time here; if that fails the core has reported why already.
+ */
+static int collect_dcs(struct meshinfo *mi)
+{
+	const char *path = core_config_path(mi->st->cfg);
+	config_t conf;
+	int ok, ret = 0;
+
+	if (add_dc(mi, mi->st->dc))
+		return -ENOMEM;
+	config_init(&conf);
+	if (path[0] == MESHINFO_EMBEDDED_PREFIX) {
+		ok = config_read_string(&conf, core_default_config);
+	} else {
+		char *dir = strdup(path);
+		char *slash = dir ? strrchr(dir, '/') : NULL;
+
+		if (slash) {
+			*slash = '\0';
+			config_set_include_dir(&conf, dir[0] ? dir : "/");
+		}
+		ok = config_read_file(&conf, path);
+		free(dir);
+	}
+	if (ok)
+		ret = add_host_dcs(mi, &conf);
+	config_destroy(&conf);
+	qsort(mi->dcs, mi->ndcs, sizeof(*mi->dcs), compare_dc);
+	return ret;
+}
+
+static bool mentions(const char *line, const char *msg)
+{
+	return msg[0] && (strstr(line, msg) || strstr(msg, line));
+}
+
+static bool explained_by_state(const struct meshinfo *mi, const char *line)
+{
+	const struct core_state *st = mi->st;
+	const char *const *msgs;
+	int n;
+
+	n = core_config_errors(st->cfg, &msgs);
+	for (int i = 0; i < n; i++)
+		if (mentions(line, msgs[i]))
+			return true;
+	n = core_config_warnings(st->cfg, &msgs);
+	for (int i = 0; i < n; i++)
+		if (mentions(line, msgs[i]))
+			return true;
+	for (int i = 0; i < st->nmodules; i++)
+		if (mentions(line, st->modules[i].reason))
+			return true;
+	return false;
+}
+
+static int keep_unexplained_log(struct meshinfo *mi)
+{
+	for (int i = 0; i < logged_warnings.n; i++) {
+		const char *line = logged_warnings.items[i];
+
+		if (!explained_by_state(mi, line) &&
+		    meshinfo_strv_add(&mi->log, line))
+			return -ENOMEM;
+	}
+	meshinfo_strv_free(&logged_warnings);
+	return 0;
+}
+
+static bool warned_already(const struct meshinfo *mi, const char *reason)
+{
+	const char *const *msgs;
+	int n = core_config_warnings(mi->st->cfg, &msgs);
+
+	for (int i = 0; i < n; i++)
+		if (mentions(msgs[i], reason))
+			return true;
+	return false;
+}
+
+/* "file:line: " of the `modules` setting, "" when it is not from a file. */
+static void modules_location(const struct meshinfo *mi, char *buf, size_t len)
+{
+	const struct core_value *v =
+		core_scope_get(core_config_core(mi->st->cfg), "modules");
+
+	buf[0] = '\0';
+	if (v && v->file &&
+	    (v->source == CORE_SRC_FILE || v->source == CORE_SRC_HOST))
+		snprintf(buf, len, "%s:%d: ", v->file, v->line);
+}
+
+/*
+ * A module that failed is a warning while others still load (the status
+ * says whether any rail is left); under --check it also means the
+ * module's section went unchecked.
+ */
+static int note_module_failures(struct meshinfo *mi)
+{
+	char loc[512], buf[1536];
+
+	modules_location(mi, loc, sizeof(loc));
+	for (int i = 0; i < mi->st->nmodules; i++) {
+		const struct core_module *m = &mi->st->modules[i];
+
+		if (m->status != CORE_MODULE_FAILED ||
+		    warned_already(mi, m->reason))
+			continue;
+		snprintf(buf, sizeof(buf), "%smodule %s not loaded%s: %s", loc,
+			 m->name,
+			 mi->check_file ? ", its keys were not checked" : "",
+			 m->reason);
+		if (meshinfo_strv_add(&mi->module_warnings, buf))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Length of a leading "file:line: ", 0 when the message has none. */
+static size_t location_length(const char *msg)
+{
+	for (const char *p = msg; *p && *p != ' '; p++) {
+		const char *d = p + 1;
+
+		if (*p != ':' || *d < '0' || *d > '9')
+			continue;
+		while (*d >= '0' && *d <= '9')
+			d++;
+		if (d[0] == ':' && d[1] == ' ')
+			return d + 2 - msg;
+	}
+	return 0;
+}
+
+void meshinfo_print_diagnostic(FILE *out, const char *kind, const char *msg)
+{
+	size_t loc = location_length(msg);
+
+	fprintf(out, "%.*s%s: %s\n", (int)loc, msg, kind, msg + loc);
+}
+
+static int gather(struct meshinfo *mi, const struct meshinfo_opts *o)
+{
+	if (!o->verbose)
+		core_log_set_nccl(capture_log);
+	else
+		core_log_set_nccl(NULL);
+	mi->check_file = o->mode == MODE_CHECK ? o->config : NULL;
+	mi->st = core_state_build(o->config);
+	if (!mi->st)
+		return -ENOMEM;
+	if (collect_dcs(mi) || keep_unexplained_log(mi) ||
+	    note_module_failures(mi))
+		return -ENOMEM;
+	return 0;
+}
+
+static void meshinfo_free(struct meshinfo *mi)
+{
+	if (mi->st)
+		core_state_free(mi->st);
+	free(mi->dcs);
+	meshinfo_strv_free(&mi->log);
+	meshinfo_strv_free(&mi->module_warnings);
+	meshinfo_strv_free(&logged_warnings);
+}
+
+static void print_diagnostics(FILE *out, const char *kind,
+			      const char *const *msgs, int n)
+{
+	for (int i = 0; i < n; i++)
+		meshinfo_print_diagnostic(out, kind, msgs[i]);
+}
+
+/* --check: diagnostics on stderr, the verdict on stdout. */
+static int run_check(const struct meshinfo *mi, bool json)
+{
+	const char *const *errs, *const *warns;
+	int nerr = core_config_errors(mi->st->cfg, &errs);
+	int nwarn = core_config_warnings(mi->st->cfg, &warns);
+
+	if (json) {
+		meshinfo_print_check_json(stdout, mi, nerr == 0);
+		return nerr ? 1 : 0;
+	}
+	print_diagnostics(stderr, "error", errs, nerr);
+	print_diagnostics(stderr, "warning", warns, nwarn);
+	print_diagnostics(stderr, "warning",
+			  (const char *const *)mi->module_warnings.items,
+			  mi->module_warnings.n);
+	print_diagnostics(stderr, "warning",
+			  (const char *const *)mi->log.items, mi->log.n);
+	if (nerr) {
+		fprintf(stderr, "%s: %d error%s\n", mi->check_file, nerr,
+			nerr == 1 ? "" : "s");
+		return 1;
+	}
+	printf("%s: OK\n", mi->check_file);
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: meshinfo [--json] [--config FILE] [-v]\n"
+		"       meshinfo --check FILE [--json]\n"
+		"\n"
+		"Shows what the nccl-mesh NCCL plugin would do on this host:\n"
+		"modules, rails, fabricIds, path classes and the effective\n"
+		"config with the source of every value.\n"
+		"\n"
+		"  --json         print one JSON document instead of text\n"
+		"  --config FILE  use FILE instead of NCCL_MESH_CONF or the\n"
+		"                 default config\n"
+		"  --check FILE   validate FILE (syntax, values, unknown keys)\n"
+		"                 and exit 1 if it has errors\n"
+		"  -v, --verbose  let the core log to stderr as it works\n"
+		"  -V, --version  print the version and exit\n"
+		"  -h, --help     print this help and exit\n"
+		"\n"
+		"Exit status: 0 usable, 1 not usable (config errors or no\n"
+		"rails) or check failed, 2 bad usage.\n");
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct meshinfo_opts *o)
+{
+	enum { OPT_JSON = 256, OPT_CHECK, OPT_CONFIG };
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "check", required_argument, NULL, OPT_CHECK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *check = NULL;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":vVh", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_CHECK:
+			check = optarg;
+			break;
+		case OPT_CONFIG:
+			o->config = optarg;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'V':
+			printf("meshinfo (nccl-mesh) %s, module ABI %d.%d\n",
+			       MESHINFO_VERSION, MESH_MODULE_ABI_MAJOR,
+			       MESH_MODULE_ABI_MINOR);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case ':':
+			fprintf(stderr, "meshinfo: %s needs an argument\n",
+				argv[optind - 1]);
+			usage(stderr);
+			return 2;
+		default:
+			if (optopt)
+				fprintf(stderr,
+					"meshinfo: unknown option '-%c'\n",
+					optopt);
+			else
+				fprintf(stderr,
+					"meshinfo: unknown option '%s'\n",
+					argv[optind - 1]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "meshinfo: unexpected argument '%s'\n",
+			argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (check && o->config) {
+		fprintf(stderr,
+			"meshinfo: --check and --config both name a file\n");
+		usage(stderr);
+		return 2;
+	}
+	if (check) {
+		o->mode = MODE_CHECK;
+		o->config = check;
+	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct meshinfo_opts opts = { .mode = MODE_REPORT };
+	struct meshinfo mi = { 0 };
+	int status = parse_args(argc, argv, &opts);
+
+	if (status >= 0)
+		return status;
+	if (gather(&mi, &opts)) {
+		fprintf(stderr, "meshinfo: out of memory\n");
+		meshinfo_free(&mi);
+		return 1;
+	}
+	if (opts.mode == MODE_CHECK) {
+		status = run_check(&mi, opts.json);
+	} else {
+		if (opts.json)
+			meshinfo_print_json(stdout, &mi);
+		else
+			meshinfo_print_text(stdout, &mi);
+		status = mi.st->usable ? 0 : 1;
+	}
+	meshinfo_free(&mi);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "meshinfo: writing output: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	return status;
+}

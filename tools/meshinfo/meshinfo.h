@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meshinfo: what the plugin would do on this host, built with the same
+ * config, loader and fabric code NCCL runs.  meshinfo.c gathers a report,
+ * meshinfo_text.c and meshinfo_json.c print it.
+ */
+#ifndef MESHINFO_H
+#define MESHINFO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fabric.h"
+#include "netaddr.h"
+#include "state.h"
+
+/* An address with its prefix: "[ffff:...:ffff]/128". */
+#define MESH_ADDR_TEXT_MAX (MESH_ADDR_STRLEN + 8)
+
+/* Path of the config when the core fell back to its embedded copy. */
+#define MESHINFO_EMBEDDED_PREFIX '<'
+
+struct meshinfo_strv {
+	char **items;
+	int n;
+};
+
+struct meshinfo {
+	struct core_state *st;
+	const char *check_file;	/* --check: the file under test */
+	uint64_t *dcs;		/* every dc the config mentions, sorted */
+	int ndcs;
+	/* Core log warnings that no config message or module reason covers. */
+	struct meshinfo_strv log;
+	/* Modules that failed to load, as warnings. */
+	struct meshinfo_strv module_warnings;
+};
+
+int meshinfo_strv_add(struct meshinfo_strv *v, const char *text);
+void meshinfo_strv_free(struct meshinfo_strv *v);
+
+/*
+ * The i-th scope of the effective config: the core's first, then each
+ * loaded module's.  NULL past the end.
+ */
+const struct core_scope *meshinfo_scope(const struct meshinfo *mi, int i);
+
+/* The module the preference list picks among the rail's members, or NULL. */
+const char *meshinfo_path_module(const struct meshinfo *mi,
+				 const struct core_rail *rail,
+				 enum core_path_class cls);
+
+/*
+ * Columns of the path matrix: every dc the config mentions times this
+ * host's rails, dc-major.
+ */
+int meshinfo_ncolumns(const struct meshinfo *mi);
+uint64_t meshinfo_column_fabric_id(const struct meshinfo *mi, int col);
+
+/* "10.0.0.1/24" (the prefix is left out when unknown). */
+const char *meshinfo_addr_text(const struct mesh_addr *a, char *buf,
+			       size_t len);
+
+/* "file:line: kind: what" when msg starts with a location. */
+void meshinfo_print_diagnostic(FILE *out, const char *kind, const char *msg);
+
+void meshinfo_print_text(FILE *out, const struct meshinfo *mi);
+void meshinfo_print_json(FILE *out, const struct meshinfo *mi);
+void meshinfo_print_check_json(FILE *out, const struct meshinfo *mi,
+			       bool ok);
+
+#endif

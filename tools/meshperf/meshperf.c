@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meshperf: command line, logging, the bootstrap handshake and the
+ * --reload loop.  One cycle (init .. dlclose) lives in meshperf_run.c.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meshperf.h"
+
+int perf_verbose;
+const char *perf_role = "meshperf";
+
+double perf_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- logging ---- */
+
+static void log_line(const char *level, const char *file, int line,
+		     const char *fmt, va_list ap)
+{
+	char msg[1024];
+	size_t len;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = strlen(msg);
+	while (len && msg[len - 1] == '\n')
+		msg[--len] = '\0';
+	/* one fprintf per line: plugin threads log concurrently */
+	if (file && perf_verbose >= 2)
+		fprintf(stderr, "%s %s %s:%d %s\n", perf_role, level, file,
+			line, msg);
+	else
+		fprintf(stderr, "%s %s %s\n", perf_role, level, msg);
+}
+
+/* The logger handed to the plugin, in NCCL's signature. */
+void perf_logger(ncclDebugLogLevel level, unsigned long flags,
+		 const char *file, int line, const char *fmt, ...)
+{
+	const char *name;
+	va_list ap;
+
+	(void)flags;
+	switch (level) {
+	case NCCL_LOG_WARN:
+		name = "WARN";
+		break;
+	case NCCL_LOG_ABORT:
+		name = "ABORT";
+		break;
+	case NCCL_LOG_VERSION:
+	case NCCL_LOG_INFO:
+		if (perf_verbose < 1)
+			return;
+		name = level == NCCL_LOG_INFO ? "INFO" : "VERSION";
+		break;
+	case NCCL_LOG_TRACE:
+		if (perf_verbose < 2)
+			return;
+		name = "TRACE";
+		break;
+	default:
+		return;
+	}
+	va_start(ap, fmt);
+	log_line(name, file, line, fmt, ap);
+	va_end(ap);
+}
+
+void perf_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line("ERROR", NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void perf_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (perf_verbose < 1)
+		return;
+	va_start(ap, fmt);
+	log_line("INFO", NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- watchdog: a plugin call that blocks must not hang us forever ---- */
+
+static const char *volatile watchdog_phase = "start";
+
+static void watchdog_fire(int sig)
+{
+	static const char pre[] = "meshperf: watchdog: stuck in ";
+	const char *phase = watchdog_phase;
+	ssize_t rc;
+
+	(void)sig;
+	rc = write(STDERR_FILENO, pre, sizeof(pre) - 1);
+	rc = write(STDERR_FILENO, phase, strlen(phase));
+	rc = write(STDERR_FILENO, "\n", 1);
+	(void)rc;
+	_exit(3);
+}
+
+void perf_watchdog(const char *phase, unsigned seconds)
+{
+	watchdog_phase = phase;
+	alarm(seconds);
+}
+
+/* ---- command line ---- */
+
+enum {
+	OPT_PORT_FILE = 256,
+	OPT_SIZES,
+	OPT_MIN,
+	OPT_MAX,
+	OPT_BUDGET,
+	OPT_MEM,
+	OPT_LAT_MAX,
+	OPT_NO_LATENCY,
+	OPT_BIDIR,
+	OPT_RELOAD,
+	OPT_TC,
+	OPT_JSON,
+};
+
+static const struct option long_opts[] = {
+	{ "server", no_argument, NULL, 's' },
+	{ "client", required_argument, NULL, 'c' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "bind", required_argument, NULL, 'b' },
+	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+	{ "plugin", required_argument, NULL, 'P' },
+	{ "abi", required_argument, NULL, 'a' },
+	{ "dev", required_argument, NULL, 'd' },
+	{ "window", required_argument, NULL, 'w' },
+	{ "sizes", required_argument, NULL, OPT_SIZES },
+	{ "min", required_argument, NULL, OPT_MIN },
+	{ "max", required_argument, NULL, OPT_MAX },
+	{ "iters", required_argument, NULL, 'n' },
+	{ "budget", required_argument, NULL, OPT_BUDGET },
+	{ "mem", required_argument, NULL, OPT_MEM },
+	{ "lat-max", required_argument, NULL, OPT_LAT_MAX },
+	{ "no-latency", no_argument, NULL, OPT_NO_LATENCY },
+	{ "bidir", no_argument, NULL, OPT_BIDIR },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "reload", required_argument, NULL, OPT_RELOAD },
+	{ "traffic-class", required_argument, NULL, OPT_TC },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: meshperf --server [options]\n"
+"       meshperf --client HOST [options]\n"
+"Drives an NCCL net plugin between two processes as NCCL does and\n"
+"measures bandwidth and latency, verifying every received byte.\n"
+"\n"
+"  -s, --server            wait for a client on the bootstrap port\n"
+"  -c, --client HOST       connect to the server's bootstrap port on HOST\n"
+"  -p, --port N            bootstrap TCP port (default %d; server: 0 = any)\n"
+"  -b, --bind ADDR         server: bootstrap bind address (default 127.0.0.1)\n"
+"      --port-file FILE    server: write the bootstrap port to FILE\n"
+"  -P, --plugin LIB        plugin path or name (default %s)\n"
+"  -a, --abi N             use ncclNetPlugin_vN, N in 8..12 (default newest)\n"
+"  -d, --dev N             plugin device (default 0)\n"
+"      --traffic-class N   trafficClass in the comm config (default -1)\n"
+"Run parameters (the client's are used by both sides):\n"
+"  -w, --window N          outstanding requests per comm (default %d)\n"
+"      --sizes LIST        message sizes, e.g. 0,8,64K,1M,1G\n"
+"      --min SIZE          sweep from SIZE (power of two, or 0) ...\n"
+"      --max SIZE          ... doubling up to SIZE (power of two)\n"
+"                          default sweep: 0, 8 B .. 128 MiB by 4, 256 MiB\n"
+"  -n, --iters N           most iterations per size (default 1000)\n"
+"      --budget SIZE       bytes per size and direction, bounds iterations\n"
+"                          of large sizes (default 2G)\n"
+"      --mem SIZE          buffer bytes per comm, bounds the window of\n"
+"                          large sizes (default 512M)\n"
+"      --lat-max SIZE      ping-pong latency up to SIZE (default 64K)\n"
+"      --no-latency        no ping-pong (and no reverse connection\n"
+"                          unless --bidir)\n"
+"      --bidir             traffic in both directions at once\n"
+"  -t, --timeout S         give up after S seconds without progress (60)\n"
+"      --reload N          run init .. finalize, dlclose N times (default 1)\n"
+"Output:\n"
+"      --json              JSON lines instead of the table\n"
+"  -v, --verbose           plugin INFO logs; twice: TRACE and file:line\n"
+"Exit status 0 only if every transfer completed and verified.\n",
+		PERF_DEFAULT_PORT, PERF_DEFAULT_PLUGIN, NCCL_NET_MAX_REQUESTS);
+}
+
+/* Sizes in bytes with optional binary K/M/G/T suffix (KiB, K, KB alike). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	unsigned long long v;
+	const char *u;
+	char *end;
+	int shift = 0;
+
+	errno = 0;
+	if (*s == '-')
+		return -EINVAL;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end) {
+		u = strchr(units, end[0] & ~0x20);
+		if (!u || !end[0])
+			return -EINVAL;
+		shift = 10 * (int)(u - units + 1);
+		end++;
+		if (*end == 'i')
+			end++;
+		if (*end == 'B' || *end == 'b')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (shift && v > (ULLONG_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_int(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_size_list(const char *list, struct perf_params *p)
+{
+	char *copy = strdup(list), *tok, *save = NULL;
+	int rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	p->nsizes = 0;
+	for (tok = strtok_r(copy, ",", &save); tok && !rc;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (p->nsizes == PERF_MAX_SIZES)
+			rc = -E2BIG;
+		else
+			rc = parse_size(tok, &p->sizes[p->nsizes++]);
+	}
+	free(copy);
+	if (!rc && !p->nsizes)
+		rc = -EINVAL;
+	return rc;
+}
+
+static bool is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static int sweep_sizes(struct perf_params *p, uint64_t min, uint64_t max)
+{
+	uint64_t s;
+
+	if ((min && !is_pow2(min)) || !is_pow2(max) || min > max) {
+		fprintf(stderr,
+			"meshperf: --min must be 0 or a power of two, --max a power of two not below it\n");
+		return -EINVAL;
+	}
+	p->nsizes = 0;
+	if (!min) {
+		p->sizes[p->nsizes++] = 0;
+		min = 1;
+	}
+	for (s = min; s <= max; s *= 2) {
+		if (p->nsizes == PERF_MAX_SIZES)
+			return -E2BIG;
+		p->sizes[p->nsizes++] = s;
+	}
+	return 0;
+}
+
+static void default_sizes(struct perf_params *p)
+{
+	uint64_t s;
+
+	p->nsizes = 0;
+	p->sizes[p->nsizes++] = 0;
+	for (s = 8; s <= (128ULL << 20); s *= 4)
+		p->sizes[p->nsizes++] = s;
+	p->sizes[p->nsizes++] = 256ULL << 20;
+}
+
+static void default_opts(struct perf_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->bind = "127.0.0.1";
+	o->port = PERF_DEFAULT_PORT;
+	o->plugin = PERF_DEFAULT_PLUGIN;
+	o->traffic_class = -1;
+	o->params.window = NCCL_NET_MAX_REQUESTS;
+	o->params.iters = 1000;
+	o->params.budget = 2ULL << 30;
+	o->params.mem = 512ULL << 20;
+	o->params.lat_max = 64 << 10;
+	o->params.reload = 1;
+	o->params.timeout = 60;
+	default_sizes(&o->params);
+}
+
+static int bad_arg(const char *opt, const char *val)
+{
+	fprintf(stderr, "meshperf: invalid value for --%s: '%s'\n", opt, val);
+	return -EINVAL;
+}
+
+static const char *opt_name(int c)
+{
+	for (const struct option *lo = long_opts; lo->name; lo++)
+		if (lo->val == c)
+			return lo->name;
+	return "?";
+}
+
+static int parse_opt(struct perf_opts *o, int c, const char *arg,
+		     uint64_t *min, uint64_t *max)
+{
+	struct perf_params *p = &o->params;
+	uint64_t v;
+	long l;
+
+	switch (c) {
+	case 's':
+		o->server = true;
+		return 0;
+	case 'c':
+		o->peer = arg;
+		return 0;
+	case 'b':
+		o->bind = arg;
+		return 0;
+	case OPT_PORT_FILE:
+		o->port_file = arg;
+		return 0;
+	case 'P':
+		o->plugin = arg;
+		return 0;
+	case OPT_BIDIR:
+		p->bidir = 1;
+		return 0;
+	case OPT_NO_LATENCY:
+		p->lat_max = -1;
+		return 0;
+	case OPT_JSON:
+		o->json = true;
+		return 0;
+	case 'v':
+		o->verbose++;
+		return 0;
+	case OPT_SIZES:
+		return parse_size_list(arg, p) ? bad_arg("sizes", arg) : 0;
+	case OPT_MIN:
+	case OPT_MAX:
+	case OPT_BUDGET:
+	case OPT_MEM:
+	case OPT_LAT_MAX:
+		if (parse_size(arg, &v) || (c == OPT_MEM && !v) ||
+		    (c == OPT_LAT_MAX && v > INT64_MAX))
+			return bad_arg(opt_name(c), arg);
+		if (c == OPT_MIN)
+			*min = v;
+		else if (c == OPT_MAX)
+			*max = v;
+		else if (c == OPT_BUDGET)
+			p->budget = v;
+		else if (c == OPT_MEM)
+			p->mem = v;
+		else
+			p->lat_max = (int64_t)v;
+		return 0;
+	}
+	/* the integer options */
+	switch (c) {
+	case 'p':
+		if (parse_int(arg, 0, 65535, &l))
+			return bad_arg("port", arg);
+		o->port = (int)l;
+		return 0;
+	case 'a':
+		if (parse_int(arg, 8, 12, &l))
+			return bad_arg("abi", arg);
+		o->abi = (int)l;
+		return 0;
+	case 'd':
+		if (parse_int(arg, 0, INT_MAX, &l))
+			return bad_arg("dev", arg);
+		o->dev = (int)l;
+		return 0;
+	case OPT_TC:
+		if (parse_int(arg, -1, INT_MAX, &l))
+			return bad_arg("traffic-class", arg);
+		o->traffic_class = (int)l;
+		return 0;
+	case 'w':
+		if (parse_int(arg, 1, NCCL_NET_MAX_REQUESTS, &l))
+			return bad_arg("window", arg);
+		p->window = (uint32_t)l;
+		return 0;
+	case 'n':
+		if (parse_int(arg, 1, 100000000, &l))
+			return bad_arg("iters", arg);
+		p->iters = (uint32_t)l;
+		return 0;
+	case 't':
+		if (parse_int(arg, 1, 86400, &l))
+			return bad_arg("timeout", arg);
+		p->timeout = (uint32_t)l;
+		return 0;
+	case OPT_RELOAD:
+		if (parse_int(arg, 1, 100000, &l))
+			return bad_arg("reload", arg);
+		p->reload = (uint32_t)l;
+		return 0;
+	}
+	usage(stderr);
+	return -EINVAL;
+}
+
+static int parse_args(struct perf_opts *o, int argc, char **argv)
+{
+	uint64_t min = UINT64_MAX, max = UINT64_MAX;
+	int c, rc;
+
+	default_opts(o);
+	while ((c = getopt_long(argc, argv, "sc:p:b:P:a:d:w:n:t:vh", long_opts,
+				NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		rc = parse_opt(o, c, optarg, &min, &max);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "meshperf: unexpected argument '%s'\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	if (o->server == !!o->peer) {
+		fprintf(stderr, "meshperf: give exactly one of --server and --client HOST\n");
+		return -EINVAL;
+	}
+	if (!o->server && !o->port) {
+		fprintf(stderr, "meshperf: the client needs a --port other than 0\n");
+		return -EINVAL;
+	}
+	if (min != UINT64_MAX || max != UINT64_MAX)
+		return sweep_sizes(&o->params,
+				   min == UINT64_MAX ? 0 : min,
+				   max == UINT64_MAX ? 256ULL << 20 : max);
+	return 0;
+}
+
+/* ---- bootstrap handshake ---- */
+
+static int write_port_file(const char *path, int port)
+{
+	char tmp[PATH_MAX];
+	FILE *f;
+
+	/* rename makes the port appear all at once to a polling script */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) ||
+	    rename(tmp, path)) {
+		perf_err("cannot write port file %s: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int server_bootstrap(struct perf_opts *o)
+{
+	uint8_t wire[PERF_PARAMS_WIRE_MAX];
+	uint32_t status;
+	int lfd, fd, port, rc;
+
+	lfd = oob_listen(o->bind, o->port, &port);
+	if (lfd < 0)
+		return lfd;
+	perf_info("bootstrap: listening on %s port %d", o->bind, port);
+	if (o->port_file) {
+		rc = write_port_file(o->port_file, port);
+		if (rc) {
+			close(lfd);
+			return rc;
+		}
+	}
+	fd = oob_accept(lfd, (int)o->params.timeout);
+	close(lfd);
+	if (fd < 0)
+		return fd;
+	rc = oob_recv_msg(fd, PERF_MSG_HELLO, wire, sizeof(wire),
+			  (int)o->params.timeout);
+	if (rc)
+		goto err_close;
+	rc = perf_params_decode(&o->params, wire, sizeof(wire));
+	status = htobe32(rc ? 1 : 0);
+	if (rc)
+		perf_err("bootstrap: the client runs another meshperf protocol or sent bad parameters");
+	if (oob_send_msg(fd, PERF_MSG_HELLO_ACK, &status, sizeof(status),
+			 (int)o->params.timeout) && !rc)
+		rc = -EIO;
+	if (rc)
+		goto err_close;
+	return fd;
+
+err_close:
+	close(fd);
+	return rc;
+}
+
+static int client_bootstrap(struct perf_opts *o)
+{
+	uint8_t wire[PERF_PARAMS_WIRE_MAX];
+	struct timespec ts;
+	uint32_t status;
+	size_t len;
+	int fd, rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	o->params.comm_id = (uint64_t)ts.tv_nsec << 20 ^
+			    (uint64_t)ts.tv_sec << 8 ^ (uint64_t)getpid();
+	fd = oob_connect(o->peer, o->port, (int)o->params.timeout);
+	if (fd < 0)
+		return fd;
+	len = perf_params_encode(&o->params, wire);
+	rc = oob_send_msg(fd, PERF_MSG_HELLO, wire, len,
+			  (int)o->params.timeout);
+	if (!rc)
+		rc = oob_recv_msg(fd, PERF_MSG_HELLO_ACK, &status,
+				  sizeof(status), (int)o->params.timeout);
+	if (!rc && status) {
+		perf_err("bootstrap: the server refused our parameters");
+		rc = -EPROTO;
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct perf_opts o;
+	uint32_t cycle;
+	int fd, rc = 0;
+
+	if (parse_args(&o, argc, argv))
+		return 2;
+	perf_verbose = o.verbose;
+	perf_role = o.server ? "meshperf[server]" : "meshperf[client]";
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, watchdog_fire);
+
+	fd = o.server ? server_bootstrap(&o) : client_bootstrap(&o);
+	if (fd < 0)
+		return 1;
+	for (cycle = 0; cycle < o.params.reload && !rc; cycle++)
+		rc = perf_run_cycle(&o, fd, cycle);
+	alarm(0);
+	close(fd);
+	if (o.json)
+		printf("{\"event\":\"summary\",\"role\":\"%s\",\"cycles\":%u,\"status\":\"%s\"}\n",
+		       o.server ? "server" : "client", cycle,
+		       rc ? "fail" : "ok");
+	else
+		printf("# %s: %s after %u cycle(s)\n", perf_role,
+		       rc ? "FAILED" : "all checks passed", cycle);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path, as NCCL's proxy runs it: a ring of request slots per comm,
+ * isend/irecv retried while the plugin hands back NULL, outstanding requests
+ * tested round-robin, grouped receives matched by tag.  Every received byte
+ * is checked against a pattern of (size, iteration, message, offset), so a
+ * stale, swapped or shifted chunk cannot pass.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "meshperf.h"
+
+#define PERF_MIN_ITERS 2
+#define PERF_MIN_REGION 4096
+/* Tag of group member k: member 0 carries the sender's rank, as in NCCL. */
+#define PERF_TAG(rank, k) ((rank) + 2 * (k))
+/* Idle passes between checks that the peer is still alive. */
+#define PERF_IDLE_CHECK 4096
+
+#define NET_CALL(name, call)                                                   \
+	({                                                                     \
+		ncclResult_t res_ = (call);                                    \
+		if (res_ != ncclSuccess)                                       \
+			perf_err("%s failed: %s (%d)", name,                   \
+				 perf_result_str(res_), (int)res_);            \
+		res_ == ncclSuccess ? 0 : -EIO;                                \
+	})
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+void perf_plan_size(const struct perf_params *p, uint64_t size, int group,
+		    struct perf_plan *plan)
+{
+	uint64_t unit = max_u64(size, 1);
+	uint64_t per_iter;
+
+	plan->size = size;
+	plan->group = (int)min_u64(group, max_u64(1, p->mem / unit));
+	per_iter = plan->group * size;
+	plan->window = per_iter ? (int)min_u64(p->window,
+					       max_u64(1, p->mem / per_iter))
+				: (int)p->window;
+	if (!per_iter)
+		plan->iters = p->iters;
+	else
+		plan->iters = (uint32_t)min_u64(
+			p->iters, max_u64(PERF_MIN_ITERS, p->budget / per_iter));
+}
+
+uint32_t perf_latency_iters(const struct perf_params *p, uint64_t size)
+{
+	if (!size)
+		return p->iters;
+	return (uint32_t)min_u64(p->iters,
+				 max_u64(PERF_MIN_ITERS, p->budget / size));
+}
+
+size_t perf_region_len(const struct perf_params *p, int group, bool for_bw)
+{
+	struct perf_plan plan;
+	uint64_t len = PERF_MIN_REGION, need;
+	uint32_t i;
+
+	for (i = 0; i < p->nsizes; i++) {
+		uint64_t size = p->sizes[i];
+
+		need = 0;
+		if (p->lat_max >= 0 && size <= (uint64_t)p->lat_max)
+			need = size;
+		if (for_bw) {
+			perf_plan_size(p, size, group, &plan);
+			need = max_u64(need, (uint64_t)plan.window *
+						     plan.group * size);
+		}
+		len = max_u64(len, need);
+	}
+	return (len + PERF_MIN_REGION - 1) / PERF_MIN_REGION * PERF_MIN_REGION;
+}
+
+/* ---- data pattern ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static uint64_t pattern_seed(uint64_t size, uint64_t iter, int member,
+			     int dir_id)
+{
+	return mix64(mix64(size) ^ mix64(iter + 1) ^
+		     ((uint64_t)member << 48) ^ ((uint64_t)dir_id << 56));
+}
+
+static inline uint64_t pattern_word(uint64_t seed, uint64_t index)
+{
+	return seed + index * 0x9e3779b97f4a7c15ULL;
+}
+
+static void pattern_fill(uint8_t *p, uint64_t len, uint64_t seed)
+{
+	uint64_t i, words = len / 8, w;
+
+	for (i = 0; i < words; i++) {
+		w = pattern_word(seed, i);
+		memcpy(p + 8 * i, &w, 8);
+	}
+	if (len % 8) {
+		w = pattern_word(seed, words);
+		memcpy(p + 8 * words, &w, len % 8);
+	}
+}
+
+static uint8_t pattern_byte(uint64_t seed, uint64_t off)
+{
+	uint64_t w = pattern_word(seed, off / 8);
+	uint8_t b[8];
+
+	memcpy(b, &w, 8);
+	return b[off % 8];
+}
+
+/* Returns the offset of the first wrong byte, or len if all are right. */
+static uint64_t pattern_find_bad(const uint8_t *p, uint64_t len, uint64_t seed)
+{
+	uint64_t i, words = len / 8, w, off;
+
+	for (i = 0; i < words; i++) {
+		memcpy(&w, p + 8 * i, 8);
+		if (w != pattern_word(seed, i))
+			break;
+	}
+	for (off = 8 * i; off < len; off++)
+		if (p[off] != pattern_byte(seed, off))
+			return off;
+	return len;
+}
+
+static const char *dir_name(int dir_id)
+{
+	return dir_id == 0 ? "client->server" : "server->client";
+}
+
+static int verify_message(const struct perf_dir *d, const uint8_t *p,
+			  uint64_t size, int got_size, uint64_t iter,
+			  int member)
+{
+	uint64_t seed = pattern_seed(size, iter, member, d->dir_id);
+	uint64_t bad, nbad = 0, off;
+
+	if (got_size < 0 || (uint64_t)got_size != size) {
+		perf_err("size mismatch (%s): posted and sent %" PRIu64
+			 " bytes, test() reported %d (iteration %" PRIu64
+			 ", message %d, tag %d)",
+			 dir_name(d->dir_id), size, got_size, iter, member,
+			 PERF_TAG(d->sender_rank, member));
+		return -EBADMSG;
+	}
+	bad = pattern_find_bad(p, size, seed);
+	if (bad == size)
+		return 0;
+	for (off = bad; off < size; off++)
+		nbad += p[off] != pattern_byte(seed, off);
+	perf_err("data mismatch (%s): size %" PRIu64 ", iteration %" PRIu64
+		 ", message %d (tag %d), first bad byte at offset %" PRIu64
+		 ": expected 0x%02x, got 0x%02x; %" PRIu64 " bad bytes",
+		 dir_name(d->dir_id), size, iter, member,
+		 PERF_TAG(d->sender_rank, member), bad, pattern_byte(seed, bad),
+		 p[bad], nbad);
+	return -EBADMSG;
+}
+
+/* ---- request slots ---- */
+
+struct slot {
+	bool busy;
+	uint64_t iter;
+	int posted;		/* messages posted so far (sends: one per member) */
+	int pending;		/* requests not yet completed */
+	void *req[PERF_MAX_GROUP];
+};
+
+struct stream {
+	struct perf_net *net;
+	struct perf_dir *dir;
+	struct perf_plan plan;
+	bool sender;
+	uint64_t next;		/* next iteration to post */
+	uint64_t completed;
+	struct slot slots[NCCL_NET_MAX_REQUESTS];
+	double overhead;	/* time spent filling and verifying */
+};
+
+static uint8_t *slot_data(struct stream *st, int slot, int member)
+{
+	return st->dir->buf +
+	       ((uint64_t)slot * st->plan.group + member) * st->plan.size;
+}
+
+static void stream_init(struct stream *st, struct perf_net *net,
+			struct perf_dir *dir, const struct perf_plan *plan,
+			bool sender)
+{
+	memset(st, 0, sizeof(*st));
+	st->net = net;
+	st->dir = dir;
+	st->plan = *plan;
+	st->sender = sender;
+}
+
+static bool stream_done(const struct stream *st)
+{
+	return st->completed == st->plan.iters;
+}
+
+/*
+ * Members go out last first, so a plugin matching grouped receives by
+ * arrival order rather than by tag delivers them to the wrong buffers.
+ */
+static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress)
+{
+	int group = st->plan.group;
+	double t0;
+
+	if (!sl->posted) {
+		t0 = perf_now();
+		for (int k = 0; k < group; k++)
+			pattern_fill(slot_data(st, idx, k), st->plan.size,
+				     pattern_seed(st->plan.size, sl->iter, k,
+						  st->dir->dir_id));
+		st->overhead += perf_now() - t0;
+	}
+	while (sl->posted < group) {
+		int k = group - 1 - sl->posted;
+		void *req = NULL;
+		int rc;
+
+		rc = NET_CALL("isend",
+			      perf_net_isend(st->net, st->dir->comm,
+					     slot_data(st, idx, k),
+					     st->plan.size,
+					     PERF_TAG(st->dir->sender_rank, k),
+					     st->dir->mhandle, &req));
+		if (rc)
+			return rc;
+		if (!req)
+			return 0;	/* not ready: NCCL retries later */
+		sl->req[k] = req;
+		sl->posted++;
+		sl->pending++;
+		*progress = true;
+	}
+	return 0;
+}
+
+static int recv_post(struct stream *st, struct slot *sl, int idx, bool *progress)
+{
+	void *data[PERF_MAX_GROUP], *mh[PERF_MAX_GROUP], *req = NULL;
+	size_t sizes[PERF_MAX_GROUP];
+	int tags[PERF_MAX_GROUP];
+	int group = st->plan.group, rc;
+
+	for (int k = 0; k < group; k++) {
+		data[k] = slot_data(st, idx, k);
+		sizes[k] = st->plan.size;
+		tags[k] = PERF_TAG(st->dir->sender_rank, k);
+		mh[k] = st->dir->mhandle;
+	}
+	rc = NET_CALL("irecv", perf_net_irecv(st->net, st->dir->comm, group,
+					      data, sizes, tags, mh, &req));
+	if (rc || !req)
+		return rc;
+	sl->req[0] = req;
+	sl->posted = group;
+	sl->pending = 1;
+	*progress = true;
+	return 0;
+}
+
+static int stream_post(struct stream *st, bool *progress)
+{
+	while (st->next < st->plan.iters) {
+		int idx = (int)(st->next % st->plan.window);
+		struct slot *sl = &st->slots[idx];
+		int rc;
+
+		if (sl->busy && sl->iter != st->next)
+			return 0;	/* ring full */
+		if (!sl->busy) {
+			memset(sl, 0, sizeof(*sl));
+			sl->busy = true;
+			sl->iter = st->next;
+		}
+		rc = st->sender ? send_post(st, sl, idx, progress)
+				: recv_post(st, sl, idx, progress);
+		if (rc)
+			return rc;
+		if (sl->posted < st->plan.group)
+			return 0;
+		st->next++;
+	}
+	return 0;
+}
+
+static int recv_complete(struct stream *st, int idx, const int *sizes)
+{
+	struct slot *sl = &st->slots[idx];
+	double t0 = perf_now();
+	int rc = 0;
+
+	for (int k = 0; k < st->plan.group && !rc; k++)
+		rc = verify_message(st->dir, slot_data(st, idx, k),
+				    st->plan.size, sizes[k], sl->iter, k);
+	st->overhead += perf_now() - t0;
+	return rc;
+}
+
+static int test_slot(struct stream *st, int idx, bool *progress)
+{
+	struct slot *sl = &st->slots[idx];
+	int sizes[PERF_MAX_GROUP];
+	int nreq = st->sender ? st->plan.group : 1;
+	int rc;
+
+	for (int k = 0; k < nreq; k++) {
+		int done = 0;
+
+		if (!sl->req[k])
+			continue;
+		for (int j = 0; j < PERF_MAX_GROUP; j++)
+			sizes[j] = -1;
+		rc = NET_CALL("test", perf_net_test(st->net, sl->req[k], &done,
+						    sizes));
+		if (rc)
+			return rc;
+		if (!done)
+			continue;
+		sl->req[k] = NULL;
+		sl->pending--;
+		*progress = true;
+		if (!st->sender) {
+			rc = recv_complete(st, idx, sizes);
+			if (rc)
+				return rc;
+		}
+	}
+	if (sl->posted == st->plan.group && !sl->pending) {
+		sl->busy = false;
+		st->completed++;
+	}
+	return 0;
+}
+
+/* One pass over the outstanding requests, oldest first. */
+static int stream_test(struct stream *st, bool *progress)
+{
+	uint64_t it;
+	int rc;
+
+	for (it = st->completed; it < st->next + 1 && it < st->plan.iters;
+	     it++) {
+		int idx = (int)(it % st->plan.window);
+		struct slot *sl = &st->slots[idx];
+
+		if (!sl->busy || sl->iter != it || !sl->pending)
+			continue;
+		rc = test_slot(st, idx, progress);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct waiter {
+	const struct perf_side *side;
+	double last_progress;
+	unsigned idle;
+	const char *what;
+};
+
+static void waiter_init(struct waiter *w, const struct perf_side *s,
+			const char *what)
+{
+	w->side = s;
+	w->last_progress = perf_now();
+	w->idle = 0;
+	w->what = what;
+}
+
+/* Gives up when the plugin makes no progress for the timeout or the peer
+ * is gone; yields meanwhile, since plugin threads may need the CPU. */
+static int waiter_idle(struct waiter *w, bool progress)
+{
+	if (progress) {
+		w->idle = 0;
+		w->last_progress = perf_now();
+		return 0;
+	}
+	if (++w->idle % PERF_IDLE_CHECK)
+		goto out;
+	if (oob_peer_gone(w->side->oob)) {
+		perf_err("%s: peer closed the bootstrap connection (it died or failed)",
+			 w->what);
+		return -ECONNRESET;
+	}
+	if (perf_now() - w->last_progress > w->side->params->timeout) {
+		perf_err("%s: no progress for %u s", w->what,
+			 w->side->params->timeout);
+		return -ETIMEDOUT;
+	}
+out:
+	sched_yield();
+	return 0;
+}
+
+static int streams_run(const struct perf_side *s, struct stream **st, int n,
+		       const char *what)
+{
+	struct waiter w;
+	bool all_done = false;
+	int rc, i;
+
+	waiter_init(&w, s, what);
+	while (!all_done) {
+		bool progress = false;
+
+		all_done = true;
+		for (i = 0; i < n; i++) {
+			if (stream_done(st[i]))
+				continue;
+			rc = stream_post(st[i], &progress);
+			if (!rc)
+				rc = stream_test(st[i], &progress);
+			if (rc)
+				return rc;
+			all_done &= stream_done(st[i]);
+		}
+		if (!all_done) {
+			rc = waiter_idle(&w, progress);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int perf_run_bw(struct perf_side *s, struct perf_dir *send,
+		struct perf_dir *recv, uint64_t size, double *elapsed)
+{
+	struct stream tx, rx, *st[2];
+	struct perf_plan plan;
+	char what[64];
+	int n = 0, rc;
+	double t0;
+
+	if (send) {
+		perf_plan_size(s->params, size, send->group, &plan);
+		stream_init(&tx, s->net, send, &plan, true);
+		st[n++] = &tx;
+	}
+	if (recv) {
+		perf_plan_size(s->params, size, recv->group, &plan);
+		stream_init(&rx, s->net, recv, &plan, false);
+		st[n++] = &rx;
+	}
+	snprintf(what, sizeof(what), "bandwidth, size %" PRIu64, size);
+	t0 = perf_now();
+	rc = streams_run(s, st, n, what);
+	*elapsed = perf_now() - t0;
+	return rc;
+}
+
+/* Waits for one stream's single outstanding request. */
+static int stream_wait(const struct perf_side *s, struct stream *st,
+		       const char *what)
+{
+	return streams_run(s, &st, 1, what);
+}
+
+/*
+ * Ping-pong with a window of one: the initiator posts its receive for the
+ * reply before it sends; the responder receives, then replies.  Time
+ * spent filling and checking patterns, on either side, is reported apart so
+ * the caller can take it out of the round trip.
+ */
+int perf_run_latency(struct perf_side *s, struct perf_dir *send,
+		     struct perf_dir *recv, bool initiator, uint64_t size,
+		     uint32_t iters, double *elapsed, double *overhead)
+{
+	struct perf_plan plan = {
+		.size = size, .group = 1, .window = 1, .iters = iters,
+	};
+	struct stream tx, rx;
+	char what[64];
+	double t0;
+	int rc = 0;
+
+	snprintf(what, sizeof(what), "latency, size %" PRIu64, size);
+	stream_init(&tx, s->net, send, &plan, true);
+	stream_init(&rx, s->net, recv, &plan, false);
+	t0 = perf_now();
+	for (uint32_t i = 0; i < iters && !rc; i++) {
+		/* post exactly one iteration on each stream */
+		tx.plan.iters = rx.plan.iters = i + 1;
+		if (initiator) {
+			struct stream *both[2] = { &rx, &tx };
+
+			rc = streams_run(s, both, 2, what);
+		} else {
+			rc = stream_wait(s, &rx, what);
+			if (!rc)
+				rc = stream_wait(s, &tx, what);
+		}
+	}
+	*elapsed = perf_now() - t0;
+	*overhead = tx.overhead + rx.overhead;
+	return rc;
+}

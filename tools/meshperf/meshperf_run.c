@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One cycle, in NCCL's order: init, devices, getProperties, listen, the
+ * handle out of band, connect/accept polled until both ends exist, regMr,
+ * the size sweep, deregMr, close*, finalize, dlclose.
+ *
+ * The forward connection (client sends, server receives) carries the
+ * bandwidth test.  A reverse one (server sends) carries the ping-pong
+ * replies and, with --bidir, bandwidth the other way at the same time.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "meshperf.h"
+
+#define PERF_POLL_NS (200 * 1000)
+#define PERF_PAGE 4096
+
+#define NET_CHECK(name, call)                                                  \
+	({                                                                     \
+		ncclResult_t res_ = (call);                                    \
+		if (res_ != ncclSuccess)                                       \
+			perf_err("%s failed: %s (%d)", name,                   \
+				 perf_result_str(res_), (int)res_);            \
+		res_ == ncclSuccess ? 0 : -EIO;                                \
+	})
+
+struct cycle {
+	const struct perf_opts *o;
+	const struct perf_params *p;
+	struct perf_net net;
+	struct perf_props props;
+	int oob;
+	uint32_t index;
+	bool client;
+	bool need_rev;
+	int group;		/* our grouped-receive count */
+	void *listen_comm;
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t peer_handle[NCCL_NET_HANDLE_MAXSIZE];
+	bool has_send, has_recv;
+	struct perf_dir send, recv;
+};
+
+struct handle_msg {
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
+	uint32_t group;
+};
+
+struct result_msg {
+	uint64_t bw_ns;
+	uint64_t lat_ns;
+	uint64_t lat_overhead_ns;
+};
+
+static int timeout_s(const struct cycle *c)
+{
+	return (int)c->p->timeout;
+}
+
+static void arm(const struct cycle *c, const char *phase)
+{
+	/* twice the progress timeout: our own checks should fire first */
+	perf_watchdog(phase, 2 * c->p->timeout + 10);
+}
+
+static bool latency_on(const struct perf_params *p, uint64_t size)
+{
+	return p->lat_max >= 0 && size <= (uint64_t)p->lat_max;
+}
+
+static bool any_latency(const struct perf_params *p)
+{
+	for (uint32_t i = 0; i < p->nsizes; i++)
+		if (latency_on(p, p->sizes[i]))
+			return true;
+	return false;
+}
+
+/* ---- device report ---- */
+
+static const char *ptr_str(int ptr, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s%s", ptr & NCCL_PTR_HOST ? "HOST " : "",
+		 ptr & NCCL_PTR_CUDA ? "CUDA " : "",
+		 ptr & NCCL_PTR_DMABUF ? "DMABUF " : "",
+		 ptr & ~7 ? "? " : "");
+	if (*buf)
+		buf[strlen(buf) - 1] = '\0';
+	return buf;
+}
+
+static void print_props_json(const struct cycle *c, int dev,
+			     const struct perf_props *pr)
+{
+	printf("{\"event\":\"device\",\"role\":\"%s\",\"net\":\"%s\",\"abi\":%d,"
+	       "\"dev\":%d,\"name\":\"%s\",\"pci_path\":\"%s\",\"guid\":%" PRIu64
+	       ",\"ptr_support\":%d,\"reg_is_global\":%d,\"speed_mbps\":%d,"
+	       "\"port\":%d,\"latency_us\":%.3f,\"max_comms\":%d,"
+	       "\"max_recvs\":%d,\"net_device_type\":%d",
+	       c->client ? "client" : "server", perf_net_name(&c->net),
+	       c->net.abi, dev, pr->name ? pr->name : "",
+	       pr->pci_path ? pr->pci_path : "", pr->guid, pr->ptr_support,
+	       pr->reg_is_global, pr->speed, pr->port, pr->latency,
+	       pr->max_comms, pr->max_recvs, pr->net_device_type);
+	if (pr->has_v9)
+		printf(",\"force_flush\":%d,\"vdevs\":%d,\"max_p2p_bytes\":%" PRIu64
+		       ",\"max_coll_bytes\":%" PRIu64,
+		       pr->force_flush, pr->vdev_ndevs, pr->max_p2p_bytes,
+		       pr->max_coll_bytes);
+	if (pr->has_v11)
+		printf(",\"max_multi_request_size\":%d",
+		       pr->max_multi_request_size);
+	if (pr->has_v12)
+		printf(",\"rail_id\":%d,\"plane_id\":%d", pr->rail_id,
+		       pr->plane_id);
+	printf("}\n");
+}
+
+static void print_props(const struct cycle *c, int dev,
+			const struct perf_props *pr)
+{
+	char ptr[64];
+
+	if (c->o->json) {
+		print_props_json(c, dev, pr);
+		return;
+	}
+	printf("# dev %d: %s, pci %s, guid 0x%" PRIx64 ", speed %d Mb/s, "
+	       "latency %.1f us, port %d\n",
+	       dev, pr->name ? pr->name : "(null)",
+	       pr->pci_path ? pr->pci_path : "-", pr->guid, pr->speed,
+	       pr->latency, pr->port);
+	printf("#   ptrSupport %s, regIsGlobal %d, maxComms %d, maxRecvs %d, "
+	       "netDeviceType %d\n",
+	       ptr_str(pr->ptr_support, ptr, sizeof(ptr)), pr->reg_is_global,
+	       pr->max_comms, pr->max_recvs, pr->net_device_type);
+	if (pr->has_v9)
+		printf("#   forceFlush %d, vdevs %d, maxP2pBytes %" PRIu64
+		       ", maxCollBytes %" PRIu64 "\n",
+		       pr->force_flush, pr->vdev_ndevs, pr->max_p2p_bytes,
+		       pr->max_coll_bytes);
+	if (pr->has_v11)
+		printf("#   maxMultiRequestSize %d", pr->max_multi_request_size);
+	if (pr->has_v12)
+		printf(", railId %d, planeId %d", pr->rail_id, pr->plane_id);
+	if (pr->has_v11)
+		printf("\n");
+}
+
+/* What this benchmark needs from the device, checked before connecting. */
+static int check_props(const struct cycle *c)
+{
+	const struct perf_props *pr = &c->props;
+
+	if (!(pr->ptr_support & NCCL_PTR_HOST)) {
+		perf_err("device %d does not support host memory (ptrSupport 0x%x)",
+			 c->o->dev, pr->ptr_support);
+		return -ENOTSUP;
+	}
+	if (pr->net_device_type != NCCL_NET_DEVICE_HOST) {
+		perf_err("device %d has netDeviceType %d; only host devices are driven",
+			 c->o->dev, pr->net_device_type);
+		return -ENOTSUP;
+	}
+	for (uint32_t i = 0; i < c->p->nsizes; i++) {
+		if (pr->has_v9 && c->p->sizes[i] > pr->max_p2p_bytes) {
+			perf_err("size %" PRIu64 " exceeds the device's maxP2pBytes %" PRIu64,
+				 c->p->sizes[i], pr->max_p2p_bytes);
+			return -EMSGSIZE;
+		}
+	}
+	return 0;
+}
+
+static int open_device(struct cycle *c)
+{
+	int ndev = 0, rc;
+
+	rc = NET_CHECK("init", perf_net_init(&c->net, c->p->comm_id + c->index));
+	if (rc)
+		return rc;
+	rc = NET_CHECK("devices", perf_net_devices(&c->net, &ndev));
+	if (rc)
+		return rc;
+	if (ndev <= 0 || c->o->dev >= ndev) {
+		perf_err("plugin reports %d device(s); device %d does not exist",
+			 ndev, c->o->dev);
+		return -ENODEV;
+	}
+	if (c->index == 0 || perf_verbose) {
+		if (!c->o->json)
+			printf("# %s: net \"%s\" from %s, ABI v%d, %d device(s)\n",
+			       perf_role, perf_net_name(&c->net), c->o->plugin,
+			       c->net.abi, ndev);
+		for (int d = 0; d < ndev; d++) {
+			struct perf_props pr;
+
+			if (d != c->o->dev && !perf_verbose)
+				continue;
+			rc = NET_CHECK("getProperties",
+				       perf_net_get_props(&c->net, d, &pr));
+			if (rc)
+				return rc;
+			print_props(c, d, &pr);
+		}
+	}
+	rc = NET_CHECK("getProperties",
+		       perf_net_get_props(&c->net, c->o->dev, &c->props));
+	if (rc)
+		return rc;
+	c->group = c->props.max_recvs > 1 ? c->props.max_recvs : 1;
+	if (c->group > PERF_MAX_GROUP)
+		c->group = PERF_MAX_GROUP;
+	return check_props(c);
+}
+
+/* ---- connection setup ---- */
+
+static int send_handle(struct cycle *c)
+{
+	struct handle_msg m;
+
+	memcpy(m.handle, c->handle, sizeof(m.handle));
+	m.group = htobe32((uint32_t)c->group);
+	return oob_send_msg(c->oob, PERF_MSG_HANDLE, &m, sizeof(m),
+			    timeout_s(c));
+}
+
+static int recv_handle(struct cycle *c)
+{
+	struct handle_msg m;
+	int rc;
+
+	rc = oob_recv_msg(c->oob, PERF_MSG_HANDLE, &m, sizeof(m),
+			  timeout_s(c));
+	if (rc)
+		return rc;
+	memcpy(c->peer_handle, m.handle, sizeof(m.handle));
+	c->send.group = (int)be32toh(m.group);
+	if (c->send.group < 1 || c->send.group > PERF_MAX_GROUP) {
+		perf_err("peer announced %d grouped receives", c->send.group);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/*
+ * The server speaks first: its forward handle, then the client's reverse
+ * one if there is a reverse connection.
+ */
+static int exchange_handles(struct cycle *c)
+{
+	int rc = 0;
+
+	if (c->has_recv) {
+		rc = NET_CHECK("listen", perf_net_listen(&c->net, c->o->dev,
+							 c->handle,
+							 &c->listen_comm));
+		if (!rc && !c->listen_comm) {
+			perf_err("listen returned no listen comm");
+			rc = -EIO;
+		}
+		if (rc)
+			return rc;
+	}
+	if (!c->client) {
+		rc = send_handle(c);
+		if (!rc && c->has_send)
+			rc = recv_handle(c);
+	} else {
+		rc = recv_handle(c);
+		if (!rc && c->has_recv)
+			rc = send_handle(c);
+	}
+	return rc;
+}
+
+/* connect and accept never block: poll both until each end exists. */
+static int establish(struct cycle *c)
+{
+	struct timespec pause = { 0, PERF_POLL_NS };
+	double deadline = perf_now() + c->p->timeout;
+	int rc;
+
+	for (;;) {
+		if (c->has_send && !c->send.comm) {
+			rc = NET_CHECK("connect",
+				       perf_net_connect(&c->net, c->o->dev,
+							c->peer_handle,
+							&c->send.comm));
+			if (rc)
+				return rc;
+		}
+		if (c->has_recv && !c->recv.comm) {
+			rc = NET_CHECK("accept",
+				       perf_net_accept(&c->net, c->listen_comm,
+						       &c->recv.comm));
+			if (rc)
+				return rc;
+		}
+		if ((!c->has_send || c->send.comm) &&
+		    (!c->has_recv || c->recv.comm))
+			return 0;
+		if (perf_now() > deadline) {
+			perf_err("no connection within %u s (%s still NULL)",
+				 c->p->timeout,
+				 c->has_send && !c->send.comm ? "connect"
+							      : "accept");
+			return -ETIMEDOUT;
+		}
+		if (oob_peer_gone(c->oob)) {
+			perf_err("peer closed the bootstrap connection during connection setup");
+			return -ECONNRESET;
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
+static int setup_region(struct cycle *c, struct perf_dir *d, bool for_bw)
+{
+	void *buf;
+	int rc;
+
+	d->buf_len = perf_region_len(c->p, d->group, for_bw);
+	if (posix_memalign(&buf, PERF_PAGE, d->buf_len)) {
+		perf_err("cannot allocate %zu bytes of buffers", d->buf_len);
+		return -ENOMEM;
+	}
+	/* touch every page now, not during the timed transfers */
+	memset(buf, 0, d->buf_len);
+	d->buf = buf;
+	rc = NET_CHECK("regMr", perf_net_reg_mr(&c->net, d->comm, d->buf,
+						d->buf_len, &d->mhandle));
+	if (!rc && !d->mhandle)
+		perf_info("regMr returned a NULL mhandle (allowed)");
+	return rc;
+}
+
+static void plan_roles(struct cycle *c)
+{
+	c->need_rev = c->p->bidir || any_latency(c->p);
+	c->has_send = c->client || c->need_rev;
+	c->has_recv = !c->client || c->need_rev;
+	/* direction 0 is client->server, tagged with the client's rank */
+	c->send.dir_id = c->client ? 0 : 1;
+	c->recv.dir_id = c->client ? 1 : 0;
+	c->send.sender_rank = c->client ? PERF_RANK_CLIENT : PERF_RANK_SERVER;
+	c->recv.sender_rank = c->client ? PERF_RANK_SERVER : PERF_RANK_CLIENT;
+}
+
+static int connect_all(struct cycle *c)
+{
+	int rc;
+
+	c->recv.group = c->group;
+	rc = exchange_handles(c);
+	if (!rc)
+		rc = establish(c);
+	/* the forward direction always carries bandwidth; the reverse only
+	 * with --bidir */
+	if (!rc && c->has_send)
+		rc = setup_region(c, &c->send, c->send.dir_id == 0 ||
+						      c->p->bidir);
+	if (!rc && c->has_recv)
+		rc = setup_region(c, &c->recv, c->recv.dir_id == 0 ||
+						      c->p->bidir);
+	if (!rc)
+		perf_info("connected: %s%s", c->has_send ? "send " : "",
+			  c->has_recv ? "recv" : "");
+	return rc;
+}
+
+/* ---- results ---- */
+
+struct size_result {
+	uint64_t size;
+	struct perf_plan fwd, rev;
+	double bw_s[2];		/* [0] ours, [1] the peer's */
+	double lat_s[2];
+	double lat_overhead_s[2];
+	uint32_t lat_iters;
+};
+
+static int exchange_results(struct cycle *c, struct size_result *r)
+{
+	struct result_msg out = {
+		.bw_ns = htobe64((uint64_t)(r->bw_s[0] * 1e9)),
+		.lat_ns = htobe64((uint64_t)(r->lat_s[0] * 1e9)),
+		.lat_overhead_ns = htobe64((uint64_t)(r->lat_overhead_s[0] * 1e9)),
+	}, in;
+	int rc;
+
+	rc = oob_send_msg(c->oob, PERF_MSG_RESULT, &out, sizeof(out),
+			  timeout_s(c));
+	if (!rc)
+		rc = oob_recv_msg(c->oob, PERF_MSG_RESULT, &in, sizeof(in),
+				  timeout_s(c));
+	if (rc)
+		return rc;
+	r->bw_s[1] = be64toh(in.bw_ns) * 1e-9;
+	r->lat_s[1] = be64toh(in.lat_ns) * 1e-9;
+	r->lat_overhead_s[1] = be64toh(in.lat_overhead_ns) * 1e-9;
+	return 0;
+}
+
+static void print_header(const struct cycle *c)
+{
+	if (c->o->json)
+		return;
+	if (c->p->reload > 1)
+		printf("# cycle %u of %u\n", c->index + 1, c->p->reload);
+	printf("# %s%s\n", c->p->bidir ? "bandwidth is both directions together; " : "",
+	       "latency is half the ping-pong round trip");
+	printf("#%13s %5s %6s %7s %10s %10s %9s %10s\n", "size", "group",
+	       "window", "iters", "GB/s", "Gb/s", "Mmsg/s", "lat_us");
+}
+
+static void print_result(const struct cycle *c, const struct size_result *r)
+{
+	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group;
+	double t = r->bw_s[0] > r->bw_s[1] ? r->bw_s[0] : r->bw_s[1];
+	double bytes, gbs, lat_us = -1;
+	/* the client initiates the ping-pong and timed it */
+	int ini = c->client ? 0 : 1;
+
+	if (c->p->bidir)
+		msgs += (uint64_t)r->rev.iters * r->rev.group;
+	bytes = (double)msgs * r->size;
+	gbs = t > 0 ? bytes / t / 1e9 : 0;
+	if (r->lat_iters) {
+		double net = r->lat_s[ini] - r->lat_overhead_s[0] -
+			     r->lat_overhead_s[1];
+
+		lat_us = (net > 0 ? net : 0) / r->lat_iters / 2 * 1e6;
+	}
+	if (c->o->json) {
+		printf("{\"event\":\"result\",\"role\":\"%s\",\"cycle\":%u,"
+		       "\"size\":%" PRIu64 ",\"group\":%d,\"window\":%d,"
+		       "\"iters\":%u,\"bidir\":%s,\"bytes\":%.0f,"
+		       "\"seconds\":%.6f,\"gbytes_per_s\":%.4f,"
+		       "\"gbits_per_s\":%.4f,\"mmsgs_per_s\":%.4f,"
+		       "\"lat_iters\":%u,\"lat_us\":",
+		       c->client ? "client" : "server", c->index, r->size,
+		       r->fwd.group, r->fwd.window, r->fwd.iters,
+		       c->p->bidir ? "true" : "false", bytes, t, gbs, gbs * 8,
+		       t > 0 ? msgs / t / 1e6 : 0, r->lat_iters);
+		if (r->lat_iters)
+			printf("%.3f}\n", lat_us);
+		else
+			printf("null}\n");
+		return;
+	}
+	printf("%14" PRIu64 " %5d %6d %7u %10.3f %10.3f %9.4f ", r->size,
+	       r->fwd.group, r->fwd.window, r->fwd.iters, gbs, gbs * 8,
+	       t > 0 ? msgs / t / 1e6 : 0);
+	if (r->lat_iters)
+		printf("%10.2f\n", lat_us);
+	else
+		printf("%10s\n", "-");
+}
+
+/* ---- the sweep ---- */
+
+static int run_size(struct cycle *c, uint32_t i)
+{
+	struct perf_side side = { &c->net, c->p, c->oob };
+	struct size_result r = { .size = c->p->sizes[i] };
+	uint32_t tag = c->index << 16 | i << 1;
+	int fwd_group = c->client ? c->send.group : c->recv.group;
+	int rev_group = c->client ? c->recv.group : c->send.group;
+	int rc;
+
+	perf_plan_size(c->p, r.size, fwd_group, &r.fwd);
+	if (c->need_rev)
+		perf_plan_size(c->p, r.size, rev_group, &r.rev);
+	rc = oob_barrier(c->oob, tag, timeout_s(c));
+	if (rc)
+		return rc;
+	if (latency_on(c->p, r.size)) {
+		r.lat_iters = perf_latency_iters(c->p, r.size);
+		rc = perf_run_latency(&side, &c->send, &c->recv, c->client,
+				      r.size, r.lat_iters, &r.lat_s[0],
+				      &r.lat_overhead_s[0]);
+		if (!rc)
+			rc = oob_barrier(c->oob, tag | 1, timeout_s(c));
+		if (rc)
+			return rc;
+	}
+	rc = perf_run_bw(&side,
+			 c->client || c->p->bidir ? &c->send : NULL,
+			 !c->client || c->p->bidir ? &c->recv : NULL,
+			 r.size, &r.bw_s[0]);
+	if (!rc)
+		rc = exchange_results(c, &r);
+	if (!rc)
+		print_result(c, &r);
+	return rc;
+}
+
+static int run_sweep(struct cycle *c)
+{
+	int rc = 0;
+
+	print_header(c);
+	for (uint32_t i = 0; i < c->p->nsizes && !rc; i++) {
+		arm(c, "transfers");
+		rc = run_size(c, i);
+	}
+	return rc;
+}
+
+/* ---- teardown ---- */
+
+static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send)
+{
+	int rc = 0, rc2;
+
+	if (d->comm && d->buf)
+		rc = NET_CHECK("deregMr",
+			       perf_net_dereg_mr(&c->net, d->comm, d->mhandle));
+	if (d->comm) {
+		rc2 = is_send ? NET_CHECK("closeSend",
+					  perf_net_close_send(&c->net, d->comm))
+			      : NET_CHECK("closeRecv",
+					  perf_net_close_recv(&c->net, d->comm));
+		rc = rc ? rc : rc2;
+	}
+	free(d->buf);
+	d->buf = NULL;
+	d->comm = NULL;
+	return rc;
+}
+
+static int teardown(struct cycle *c)
+{
+	int rc, rc2;
+
+	arm(c, "teardown");
+	rc = release_dir(c, &c->send, true);
+	rc2 = release_dir(c, &c->recv, false);
+	rc = rc ? rc : rc2;
+	if (c->listen_comm) {
+		rc2 = NET_CHECK("closeListen",
+				perf_net_close_listen(&c->net, c->listen_comm));
+		rc = rc ? rc : rc2;
+		c->listen_comm = NULL;
+	}
+	rc2 = NET_CHECK("finalize", perf_net_finalize(&c->net));
+	rc = rc ? rc : rc2;
+	if (c->net.prof_events)
+		perf_info("plugin reported %lu profiler events",
+			  c->net.prof_events);
+	return rc;
+}
+
+int perf_run_cycle(const struct perf_opts *o, int oob, uint32_t index)
+{
+	struct cycle *c;
+	int rc, rc2;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->o = o;
+	c->p = &o->params;
+	c->oob = oob;
+	c->index = index;
+	c->client = !o->server;
+	plan_roles(c);
+
+	arm(c, "plugin load");
+	rc = perf_net_open(&c->net, o->plugin, o->abi);
+	if (rc)
+		goto out;
+	c->net.config.trafficClass = o->traffic_class;
+	arm(c, "init");
+	rc = open_device(c);
+	if (!rc) {
+		arm(c, "connection setup");
+		rc = connect_all(c);
+	}
+	if (!rc)
+		rc = run_sweep(c);
+	if (!rc) {
+		arm(c, "final barrier");
+		rc = oob_barrier(c->oob, 0xffffffffu - index, timeout_s(c));
+	}
+	rc2 = teardown(c);
+	/*
+	 * After a failure the plugin may still run threads on its code:
+	 * leave it mapped, the process is about to exit anyway.
+	 */
+	if (!rc && !rc2) {
+		arm(c, "dlclose");
+		perf_net_close(&c->net);
+	}
+	rc = rc ? rc : rc2;
+out:
+	perf_watchdog("idle", 0);
+	free(c);
+	return rc;
+}
