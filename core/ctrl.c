@@ -76,6 +76,7 @@ struct core_listen_comm {
 	struct routed *q;
 	int nq;
 	struct core_conn *conn;
+	int conn_given;		/* conn now owned by the caller of accept */
 };
 
 /* Listeners are touched only while connections are set up, never on the
@@ -295,8 +296,10 @@ void core_ctrl_close_listen(struct core_listen_comm *lc)
 		listener_free(l);
 	pthread_mutex_unlock(&listeners_lock);
 	free(lc->q);
-	if (lc->conn)
+	if (lc->conn && !lc->conn_given)
 		core_conn_free(lc->conn);
+	else if (lc->conn)
+		lc->conn->lc = NULL;
 	free(lc);
 }
 
@@ -492,12 +495,12 @@ int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 
 	if (err)
 		return err;
-	if (!lc->conn)
+	if (!lc->conn || lc->conn_given)
 		return -EAGAIN;
+	/* lc->conn stays set so that its streams are still routed to it. */
 	lc->conn->deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;
+	lc->conn_given = 1;
 	*conn = lc->conn;
-	lc->conn = NULL;
-	(*conn)->lc = lc;
 	return 0;
 }
 
@@ -733,8 +736,10 @@ void core_conn_free(struct core_conn *c)
 {
 	if (!c)
 		return;
-	if (c->lc && c->lc->conn == c)
+	if (c->lc && c->lc->conn == c) {
 		c->lc->conn = NULL;
+		c->lc->conn_given = 0;
+	}
 	for (int i = 0; i < c->nstreams; i++)
 		if (c->streams[i].fd >= 0)
 			close(c->streams[i].fd);

@@ -256,7 +256,7 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->payload_done += (size_t)n;
 		if (s->payload_done < s->len)
 			continue;
-		/* Last touch of the slot: the proxy may recycle it after this. */
+		/* Last touch of the slot: the proxy may recycle it now. */
 		atomic_fetch_add_explicit(&s->req->chunks_done, 1,
 					  memory_order_release);
 		s->req = NULL;
@@ -313,7 +313,7 @@ static void *send_thread(void *arg)
 			idle |= s->state == TCP_XDC_IDLE;
 		}
 		if (idle) {
-			/* Pairs with the posted store in isend: no lost wakeup. */
+			/* Pairs with the posted store in isend. */
 			atomic_store(&t->want_work, 1);
 			if (send_work_available(comm)) {
 				atomic_store(&t->want_work, 0);
@@ -802,8 +802,9 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	if (ret)
 		goto err;
 	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu KiB chunks",
-		  comm_kind(comm), comm->id, is_send ? "to" : "from", comm->peer,
-		  comm->nstreams, comm->nthreads, chunk_size >> 10);
+		  comm_kind(comm), comm->id, is_send ? "to" : "from",
+		  comm->peer, comm->nstreams, comm->nthreads,
+		  chunk_size >> 10);
 	*comm_out = comm;
 	return 0;
 err:

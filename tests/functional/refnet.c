@@ -352,7 +352,7 @@ static int send_progress(struct ref_comm *c)
 	return 0;
 }
 
-static struct ref_comm *match_comm;
+/* oldest() takes a predicate without context: single-threaded plugin */
 static int match_tag;
 
 static bool wants_tag(struct ref_req *r)
@@ -388,7 +388,6 @@ static int find_target(struct ref_comm *c)
 {
 	struct ref_req *r;
 
-	match_comm = c;
 	match_tag = (int)c->hdr[0];
 	r = oldest(c, wants_tag);
 	if (!r)

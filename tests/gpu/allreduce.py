@@ -467,8 +467,9 @@ def launcher_main(args):
     log("all-reduce: net=%s ranks=%d sizes=%s gpus=%s timeout=%ds" %
         (args.net, WORLD, ",".join(human_size(s) for s in args.sizes),
          args.gpus or "all visible", args.timeout))
-    log("env: " + " ".join("%s=%s" % (k, os.environ[k])
-                           for k in NCCL_ENV_SHOWN if k in os.environ))
+    log("env: " + (" ".join("%s=%s" % (k, os.environ[k])
+                            for k in NCCL_ENV_SHOWN if k in os.environ) or
+                   "no NCCL settings"))
     log("NCCL logs: " + logdir)
 
     # The ranks run in their own sessions (so that a hung rank can be
@@ -486,6 +487,9 @@ def launcher_main(args):
         for p in procs:
             kill_group(p)
 
+    if EXIT_USAGE in codes:
+        log("FAIL: a rank could not start (its message is above)")
+        return EXIT_USAGE
     failed = timed_out or any(c != 0 for c in codes)
     show_logs(logs, args.debug, failed)
     nets_known, nets_right = check_used_nets(args, logs)

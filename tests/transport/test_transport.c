@@ -155,9 +155,9 @@ static const struct mesh_host host = {
 
 struct test_ctrl {
 	struct mesh_ctrl base;
-	int msg_fd;		/* socketpair end, messages with a length prefix */
+	int msg_fd;		/* socketpair end, length-prefixed messages */
 	bool dialer;
-	int listen_fd;		/* shared by the pair, owned by the test */
+	int listen_fd;		/* shared by the pair */
 	uint16_t port;
 	int streams[MAX_STREAMS];
 	struct mesh_addr local, remote;
@@ -602,10 +602,10 @@ static void test_peer_closed(bool sender_closes)
 	if (ret)
 		goto out;
 	req = post_send(&p, src, size, 1);
-	usleep(100000);		/* the socket buffers fill, the rest waits */
+	usleep(100000);		/* socket buffers fill, the rest waits */
 	t0 = now_s();
 	if (sender_closes) {
-		mod->close_send(p.send_comm);	/* with a request in flight */
+		mod->close_send(p.send_comm);	/* request in flight */
 		p.send_comm = NULL;
 		req = post_recv(&p, dst, size, 1);
 	} else {
@@ -721,9 +721,10 @@ static void test_devices(void)
 
 /* ---- benchmark ---- */
 
-static int bench(void)
+/* gib GiB in 64 MiB messages with 8 in flight, sender to receiver. */
+static int bench(int gib)
 {
-	const size_t msg = 64 << 20, total = 1ULL << 30;
+	const size_t msg = 64 << 20, total = (size_t)gib << 30;
 	const int count = (int)(total / msg), window = 8;
 	unsigned char *src = malloc(msg), *dst = malloc(msg);
 	void *sreq[8], *rreq[8];
@@ -773,16 +774,19 @@ int main(int argc, char **argv)
 {
 	const char *path = getenv("MESH_TEST_MODULE");
 	bool do_bench = false;
+	int gib = 1;
 	void *dl;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--bench"))
 			do_bench = true;
+		else if (!strcmp(argv[i], "--gib") && i + 1 < argc)
+			gib = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
 		else
 			path = argv[i];
 	}
 	if (!path) {
-		fprintf(stderr, "usage: %s [--bench] MODULE.so\n", argv[0]);
+		fprintf(stderr, "usage: %s [--bench [--gib N]] MODULE.so\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -799,7 +803,7 @@ int main(int argc, char **argv)
 	}
 	param_set("ifname", "=lo");
 	if (do_bench)
-		return bench();
+		return bench(gib);
 
 	test_devices();
 	test_refuse();

@@ -387,6 +387,7 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		o->verbose++;
 		return 0;
 	case OPT_SIZES:
+		o->sizes_given = true;
 		return parse_size_list(arg, p) ? bad_arg("sizes", arg) : 0;
 	case OPT_MIN:
 	case OPT_MAX:
@@ -482,6 +483,10 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	}
 	if (!o->server && !o->port) {
 		fprintf(stderr, "meshperf: the client needs a --port other than 0\n");
+		return -EINVAL;
+	}
+	if ((min != UINT64_MAX || max != UINT64_MAX) && o->sizes_given) {
+		fprintf(stderr, "meshperf: give either --sizes or --min/--max\n");
 		return -EINVAL;
 	}
 	if (min != UINT64_MAX || max != UINT64_MAX)

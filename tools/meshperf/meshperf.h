@@ -47,6 +47,7 @@ struct perf_opts {
 	int traffic_class;
 	int verbose;
 	bool json;
+	bool sizes_given;
 	struct perf_params params;
 };
 

@@ -202,6 +202,7 @@ struct stream {
 	bool sender;
 	uint64_t next;		/* next iteration to post */
 	uint64_t completed;
+	uint64_t oldest;	/* lowest iteration not yet completed */
 	struct slot slots[NCCL_NET_MAX_REQUESTS];
 	double overhead;	/* time spent filling and verifying */
 };
@@ -366,14 +367,23 @@ static int test_slot(struct stream *st, int idx, bool *progress)
 	return 0;
 }
 
-/* One pass over the outstanding requests, oldest first. */
+static bool iter_complete(const struct stream *st, uint64_t it)
+{
+	const struct slot *sl = &st->slots[it % st->plan.window];
+
+	return !sl->busy || sl->iter != it;
+}
+
+/*
+ * One pass over the outstanding requests, oldest first.  Requests may
+ * complete out of order, so the oldest is tracked apart from the count.
+ */
 static int stream_test(struct stream *st, bool *progress)
 {
 	uint64_t it;
 	int rc;
 
-	for (it = st->completed; it < st->next + 1 && it < st->plan.iters;
-	     it++) {
+	for (it = st->oldest; it <= st->next && it < st->plan.iters; it++) {
 		int idx = (int)(it % st->plan.window);
 		struct slot *sl = &st->slots[idx];
 
@@ -383,6 +393,8 @@ static int stream_test(struct stream *st, bool *progress)
 		if (rc)
 			return rc;
 	}
+	while (st->oldest < st->next && iter_complete(st, st->oldest))
+		st->oldest++;
 	return 0;
 }
 

@@ -1,0 +1,131 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Runs a meshperf server and client on loopback against one plugin and
+# checks how both ended.
+#
+# usage: run-meshperf.sh MESHPERF PLUGIN [check...] -- [arg...]
+#   args after -- go to both processes; checks:
+#   --server-arg A / --client-arg A   an argument for one side only
+#   --results N        the client printed N JSON result lines (needs --json)
+#   --expect-fail RE   at least one side fails, and a log matches RE
+#   --limit S          kill both and fail after S seconds (default 90)
+#   --server-env V=X   environment only for the server (fault injection)
+set -u
+
+meshperf=$1
+plugin=$2
+shift 2
+server_args=()
+client_args=()
+server_env=()
+results=""
+expect_fail=""
+limit=90
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+	case $1 in
+	--server-arg) server_args+=("$2"); shift 2 ;;
+	--client-arg) client_args+=("$2"); shift 2 ;;
+	--server-env) server_env+=("$2"); shift 2 ;;
+	--results) results=$2; shift 2 ;;
+	--expect-fail) expect_fail=$2; shift 2 ;;
+	--limit) limit=$2; shift 2 ;;
+	*) echo "run-meshperf.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+[ "${1:-}" = "--" ] && shift
+common=("$@")
+
+tmp=$(mktemp -d)
+server_pid=""
+client_pid=""
+
+stop() {
+	local pid=$1
+
+	[ -n "$pid" ] || return 0
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null
+	sleep 1
+	kill -KILL "$pid" 2>/dev/null
+}
+
+cleanup() {
+	stop "$client_pid"
+	stop "$server_pid"
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+show_logs() {
+	local side
+
+	for side in server client; do
+		[ -f "$tmp/$side.log" ] || continue
+		echo "---- $side ----"
+		cat "$tmp/$side.log"
+	done
+}
+
+fail() {
+	echo "FAIL: $*"
+	show_logs
+	exit 1
+}
+
+env "${server_env[@]}" "$meshperf" --server --port 0 \
+	--port-file "$tmp/port" --plugin "$plugin" \
+	"${common[@]}" "${server_args[@]}" >"$tmp/server.log" 2>&1 &
+server_pid=$!
+
+# the server writes its bootstrap port once it listens
+for _ in $(seq 100); do
+	[ -s "$tmp/port" ] && break
+	kill -0 "$server_pid" 2>/dev/null || fail "server exited before listening"
+	sleep 0.1
+done
+[ -s "$tmp/port" ] || fail "server did not listen within 10 s"
+port=$(cat "$tmp/port")
+
+"$meshperf" --client 127.0.0.1 --port "$port" --plugin "$plugin" \
+	"${common[@]}" "${client_args[@]}" >"$tmp/client.log" 2>&1 &
+client_pid=$!
+
+deadline=$((SECONDS + limit))
+while kill -0 "$server_pid" 2>/dev/null || kill -0 "$client_pid" 2>/dev/null
+do
+	[ $SECONDS -lt "$deadline" ] || fail "still running after $limit s"
+	sleep 0.2
+done
+wait "$server_pid"
+server_rc=$?
+wait "$client_pid"
+client_rc=$?
+server_pid=""
+client_pid=""
+
+if [ -n "$expect_fail" ]; then
+	[ $server_rc -ne 0 ] || [ $client_rc -ne 0 ] ||
+		fail "both sides succeeded; expected a failure"
+	cat "$tmp/server.log" "$tmp/client.log" | grep -Eq -- "$expect_fail" ||
+		fail "no log line matches '$expect_fail'"
+	# a failure must never look like a crash or a hang
+	[ $server_rc -lt 128 ] && [ $client_rc -lt 128 ] ||
+		fail "killed by a signal (server $server_rc, client $client_rc)"
+	show_logs
+	echo "PASS: failed as expected (server $server_rc, client $client_rc)"
+	exit 0
+fi
+
+[ $server_rc -eq 0 ] || fail "server exited with $server_rc"
+[ $client_rc -eq 0 ] || fail "client exited with $client_rc"
+if [ -n "$results" ]; then
+	got=$(grep -c '"event":"result"' "$tmp/client.log")
+	[ "$got" -eq "$results" ] ||
+		fail "client printed $got results, expected $results"
+	grep -q '"event":"summary".*"status":"ok"' "$tmp/server.log" ||
+		fail "server summary missing or not ok"
+fi
+show_logs
+echo "PASS"
