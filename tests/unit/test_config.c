@@ -15,27 +15,7 @@
 #include "config.h"
 #include "params.h"
 
-static int failures;
-
-#define CHECK(cond)                                                      \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: check failed: %s\n",     \
-				__FILE__, __LINE__, #cond);              \
-			failures++;                                      \
-		}                                                        \
-	} while (0)
-
-#define CHECK_STR(got, want)                                             \
-	do {                                                             \
-		const char *got_ = (got), *want_ = (want);               \
-		if (!got_ || strcmp(got_, want_)) {                      \
-			fprintf(stderr, "%s:%d: %s is \"%s\", want \"%s\"\n", \
-				__FILE__, __LINE__, #got,                \
-				got_ ? got_ : "(null)", want_);          \
-			failures++;                                      \
-		}                                                        \
-	} while (0)
+#include "check.h"
 
 /* Checks a value's text, number and source text in one line. */
 #define CHECK_VALUE(scope, key, text, num, source)                        \

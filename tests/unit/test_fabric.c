@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the pure logic under the control plane: fabricIds and path
+ * classes, the handle codec (including what does not fit in 128 bytes and
+ * what is not a handle at all), and the subnet matching that orders dials.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "fabric.h"
+#include "handle.h"
+#include "netaddr.h"
+
+static struct mesh_addr addr(const char *text)
+{
+	struct mesh_addr a;
+
+	if (mesh_addr_parse(text, &a)) {
+		fprintf(stderr, "bad test address %s\n", text);
+		exit(2);
+	}
+	return a;
+}
+
+static void test_fabric_ids(void)
+{
+	const uint64_t max = 16;
+	uint64_t dc0r1 = core_fabric_id(0, max, 1);
+	uint64_t dc1r1 = core_fabric_id(1, max, 1);
+	uint64_t dc1r2 = core_fabric_id(1, max, 2);
+
+	CHECK(dc0r1 == 1);
+	CHECK(dc1r1 == 17);
+	CHECK(core_fabric_dc(dc1r2, max) == 1);
+	CHECK(core_fabric_rail(dc1r2, max) == 2);
+	CHECK(core_fabric_id(5, 1, 0) == 5);	/* one rail per dc */
+	CHECK(core_path_class(dc0r1, dc0r1, max) == CORE_PATH_SAME_DC);
+	CHECK(core_path_class(dc0r1, dc1r1, max) == CORE_PATH_CROSS_DC);
+	CHECK(core_path_class(dc1r1, dc0r1, max) == CORE_PATH_CROSS_DC);
+	CHECK(core_path_class(dc1r1, dc1r2, max) == CORE_PATH_DISCONNECTED);
+	CHECK(core_path_class(dc0r1, dc1r2, max) == CORE_PATH_DISCONNECTED);
+	CHECK_STR(core_path_class_name(CORE_PATH_SAME_DC), "same-DC");
+	CHECK_STR(core_path_class_name(CORE_PATH_CROSS_DC), "cross-DC");
+	CHECK_STR(core_path_class_name(CORE_PATH_DISCONNECTED), "disconnected");
+}
+
+static void test_handle_roundtrip(void)
+{
+	struct core_handle h = { .nonce = 0x0123456789abcdefull,
+				 .fabric_id = 17,
+				 .nmembers = 2,
+				 .members = { core_module_tag("tcp-xdc"),
+					      core_module_tag("ib-fabric") } };
+	struct core_handle back;
+	uint8_t buf[CORE_HANDLE_SIZE];
+	const char *why = NULL;
+
+	h.addrs[h.naddrs++] = addr("10.1.2.3:40000/24");
+	h.addrs[h.naddrs++] = addr("[fd00::7]:40001/64");
+	CHECK(core_handle_encode(&h, buf) == 2);
+	CHECK(core_handle_decode(buf, &back, &why) == 0);
+	CHECK(back.nonce == h.nonce);
+	CHECK(back.fabric_id == 17);
+	CHECK(back.nmembers == 2);
+	CHECK(back.members[1] == core_module_tag("ib-fabric"));
+	CHECK(back.naddrs == 2);
+	CHECK(mesh_addr_equal_ip(&back.addrs[0], &h.addrs[0]));
+	CHECK(back.addrs[0].port == 40000 && back.addrs[0].prefix_len == 24);
+	CHECK(mesh_addr_equal_ip(&back.addrs[1], &h.addrs[1]));
+	CHECK(back.addrs[1].port == 40001 && back.addrs[1].prefix_len == 64);
+	CHECK(core_module_tag("tcp-xdc") != core_module_tag("ib-fabric"));
+}
+
+/* 11 IPv4 addresses fill the 88 bytes; IPv6 ones that do not fit are
+ * skipped while a later IPv4 one still goes in. */
+static void test_handle_capacity(void)
+{
+	struct core_handle h = { .nonce = 1 }, back;
+	uint8_t buf[CORE_HANDLE_SIZE];
+	const char *why;
+	char text[32];
+
+	for (int i = 0; i < CORE_HANDLE_ADDRS_MAX; i++) {
+		snprintf(text, sizeof(text), "10.0.%d.1:4000", i);
+		h.addrs[h.naddrs++] = addr(text);
+	}
+	CHECK(core_handle_encode(&h, buf) == CORE_HANDLE_ADDRS_MAX);
+	CHECK(core_handle_decode(buf, &back, &why) == 0);
+	CHECK(back.naddrs == CORE_HANDLE_ADDRS_MAX);
+
+	h.naddrs = 0;
+	for (int i = 0; i < 4; i++)
+		h.addrs[h.naddrs++] = addr("[fd00::1]:1");
+	h.addrs[h.naddrs++] = addr("10.9.9.9:2");
+	CHECK(core_handle_encode(&h, buf) == 5);
+	h.naddrs = 0;
+	for (int i = 0; i < 5; i++)
+		h.addrs[h.naddrs++] = addr("[fd00::1]:1");
+	h.addrs[h.naddrs++] = addr("10.9.9.9:2");
+	/* 4 IPv6 (80 bytes) + 1 IPv4 (8) = 88: the fifth IPv6 is dropped. */
+	CHECK(core_handle_encode(&h, buf) == 5);
+	CHECK(core_handle_decode(buf, &back, &why) == 0);
+	CHECK(back.addrs[4].family == AF_INET);
+	/* The connect state slot stays clear for the connecting side. */
+	for (int i = CORE_HANDLE_STATE_OFFSET; i < CORE_HANDLE_SIZE; i++)
+		CHECK(buf[i] == 0);
+	h.naddrs = 0;
+	CHECK(core_handle_encode(&h, buf) == -E2BIG);
+}
+
+static void test_handle_garbage(void)
+{
+	struct core_handle h = { .nonce = 1, .naddrs = 1 }, back;
+	uint8_t buf[CORE_HANDLE_SIZE], bad[CORE_HANDLE_SIZE];
+	const char *why = NULL;
+
+	h.addrs[0] = addr("127.0.0.1:5");
+	CHECK(core_handle_encode(&h, buf) == 1);
+	memset(bad, 0xa5, sizeof(bad));
+	CHECK(core_handle_decode(bad, &back, &why) == -EPROTO && why);
+	memcpy(bad, buf, sizeof(bad));
+	bad[4] = 99;	/* version */
+	CHECK(core_handle_decode(bad, &back, &why) == -EPROTO);
+	memcpy(bad, buf, sizeof(bad));
+	bad[5] = 200;	/* address count */
+	CHECK(core_handle_decode(bad, &back, &why) == -EPROTO);
+	memcpy(bad, buf, sizeof(bad));
+	bad[32] = 7;	/* family */
+	CHECK(core_handle_decode(bad, &back, &why) == -EPROTO);
+	memcpy(bad, buf, sizeof(bad));
+	bad[5] = CORE_HANDLE_ADDRS_MAX;	/* claims more than were written */
+	CHECK(core_handle_decode(bad, &back, &why) == -EPROTO);
+}
+
+static void test_subnets(void)
+{
+	struct mesh_addr local = addr("192.168.7.1/30");
+	struct mesh_addr peer_in = addr("192.168.7.2");
+	struct mesh_addr peer_out = addr("192.168.7.5");
+	struct mesh_addr v6_local = addr("fd00:1::1/64");
+	struct mesh_addr v6_peer = addr("fd00:1::9");
+	char text[MESH_ADDR_STRLEN];
+
+	CHECK(mesh_addr_same_subnet(&local, &peer_in));
+	CHECK(!mesh_addr_same_subnet(&local, &peer_out));
+	CHECK(mesh_addr_same_subnet(&v6_local, &v6_peer));
+	CHECK(!mesh_addr_same_subnet(&local, &v6_peer));
+	CHECK(mesh_addr_is_link_local(&(struct mesh_addr){ 0 }) == false);
+	CHECK(mesh_addr_is_link_local(&(struct mesh_addr){
+		.family = AF_INET, .ip = { 169, 254, 1, 1 } }));
+	CHECK(mesh_addr_is_loopback(&(struct mesh_addr){
+		.family = AF_INET, .ip = { 127, 0, 0, 2 } }));
+	CHECK_STR(mesh_addr_str(&(struct mesh_addr){ .family = AF_INET6,
+						      .port = 80,
+						      .ip = { [15] = 1 } },
+				text, sizeof(text)),
+		  "[::1]:80");
+	CHECK(mesh_addr_parse("300.1.1.1", &local) == -EINVAL);
+	CHECK(mesh_addr_parse("1.2.3.4:99999", &local) == -EINVAL);
+	CHECK(mesh_addr_parse("1.2.3.4/33", &local) == -EINVAL);
+}
+
+static void test_ifname_filter(void)
+{
+	CHECK(mesh_netif_match("eth", "eth0"));
+	CHECK(!mesh_netif_match("=eth", "eth0"));
+	CHECK(mesh_netif_match("=eth0,ib0", "ib0"));
+	CHECK(!mesh_netif_match("^eth", "eth1"));
+	CHECK(mesh_netif_match("^eth", "ib0"));
+	CHECK(mesh_netif_match("^=eth0", "eth00"));
+	CHECK(mesh_netif_match("ib0:1", "ib0"));
+}
+
+int main(void)
+{
+	test_fabric_ids();
+	test_handle_roundtrip();
+	test_handle_capacity();
+	test_handle_garbage();
+	test_subnets();
+	test_ifname_filter();
+	if (failures)
+		fprintf(stderr, "%d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}
