@@ -12,6 +12,7 @@
  *   REFNET_MAX_RECVS     maxRecvs reported (default 4)
  *   REFNET_CORRUPT_MSG   flip one byte of the Nth received message
  *   REFNET_EXIT_AT_MSG   _exit(9) on the Nth received message (peer death)
+ *   REFNET_MISROUTE      deliver grouped messages by arrival, not by tag
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -354,11 +355,12 @@ static int send_progress(struct ref_comm *c)
 
 /* oldest() takes a predicate without context: single-threaded plugin */
 static int match_tag;
+static bool match_any;
 
 static bool wants_tag(struct ref_req *r)
 {
 	for (int k = 0; k < r->n; k++)
-		if (!r->filled[k] && r->tag[k] == match_tag)
+		if (!r->filled[k] && (r->tag[k] == match_tag || match_any))
 			return true;
 	return false;
 }
@@ -386,14 +388,16 @@ static int message_arrived(struct ref_comm *c)
 
 static int find_target(struct ref_comm *c)
 {
+	bool misroute = env_long("REFNET_MISROUTE", 0) != 0;
 	struct ref_req *r;
 
+	match_any = misroute;
 	match_tag = (int)c->hdr[0];
 	r = oldest(c, wants_tag);
 	if (!r)
 		return 0;	/* not posted yet: leave it in the socket */
 	for (int k = 0; k < r->n; k++) {
-		if (!r->filled[k] && r->tag[k] == match_tag) {
+		if (!r->filled[k] && (r->tag[k] == match_tag || misroute)) {
 			if (c->hdr[1] > r->size[k]) {
 				REF_WARN("refnet: message of %u bytes for a %zu byte receive",
 					 c->hdr[1], r->size[k]);

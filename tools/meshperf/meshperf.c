@@ -122,10 +122,26 @@ static void watchdog_fire(int sig)
 	_exit(3);
 }
 
+static unsigned watchdog_seconds;
+static double watchdog_armed_at;
+
 void perf_watchdog(const char *phase, unsigned seconds)
 {
 	watchdog_phase = phase;
+	watchdog_seconds = seconds;
+	watchdog_armed_at = perf_now();
 	alarm(seconds);
+}
+
+/* Progress pushes the deadline out; once a second is often enough. */
+void perf_watchdog_kick(void)
+{
+	double now = perf_now();
+
+	if (watchdog_seconds && now - watchdog_armed_at > 1.0) {
+		watchdog_armed_at = now;
+		alarm(watchdog_seconds);
+	}
 }
 
 /* ---- command line ---- */

@@ -64,6 +64,7 @@ void perf_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double perf_now(void);
 /* Arms a SIGALRM that ends the process, naming the phase that hung. */
 void perf_watchdog(const char *phase, unsigned seconds);
+void perf_watchdog_kick(void);
 
 /* One init .. finalize, dlclose cycle (meshperf_run.c). */
 int perf_run_cycle(const struct perf_opts *o, int oob, uint32_t cycle);

@@ -47,6 +47,13 @@ const char *perf_result_str(ncclResult_t res)
 	return "unknown ncclResult_t";
 }
 
+static const char *dl_error(void)
+{
+	const char *err = dlerror();
+
+	return err ? err : "unknown error";
+}
+
 /* NCCL's rule: the name as given, else libnccl-net-NAME.so for bare names. */
 static void *plugin_dlopen(const char *plugin)
 {
@@ -57,7 +64,7 @@ static void *plugin_dlopen(const char *plugin)
 	lib = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
 	if (lib)
 		return lib;
-	perf_info("dlopen %s: %s", plugin, dlerror());
+	perf_info("dlopen %s: %s", plugin, dl_error());
 	if (strchr(plugin, '/') ||
 	    (strncmp(plugin, "lib", 3) == 0 && len > 3 &&
 	     strcmp(plugin + len - 3, ".so") == 0))
@@ -65,7 +72,7 @@ static void *plugin_dlopen(const char *plugin)
 	snprintf(alt, sizeof(alt), "libnccl-net-%s.so", plugin);
 	lib = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
 	if (!lib)
-		perf_info("dlopen %s: %s", alt, dlerror());
+		perf_info("dlopen %s: %s", alt, dl_error());
 	return lib;
 }
 
@@ -108,7 +115,7 @@ int perf_net_open(struct perf_net *net, const char *plugin, int abi)
 void perf_net_close(struct perf_net *net)
 {
 	if (net->lib && dlclose(net->lib))
-		perf_err("dlclose: %s", dlerror());
+		perf_err("dlclose: %s", dl_error());
 	net->lib = NULL;
 	net->api.any = NULL;
 }

@@ -421,6 +421,7 @@ static int waiter_idle(struct waiter *w, bool progress)
 	if (progress) {
 		w->idle = 0;
 		w->last_progress = perf_now();
+		perf_watchdog_kick();
 		return 0;
 	}
 	if (++w->idle % PERF_IDLE_CHECK)

@@ -95,17 +95,40 @@ static const char *ptr_str(int ptr, char *buf, size_t len)
 	return buf;
 }
 
+/* Plugin strings may hold anything: keep the JSON line valid. */
+static const char *json_str(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (; s && *s && o + 7 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			o += snprintf(buf + o, len - o, "\\%c", ch);
+		else if (ch < 0x20)
+			o += snprintf(buf + o, len - o, "\\u%04x", ch);
+		else
+			buf[o++] = (char)ch;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
 static void print_props_json(const struct cycle *c, int dev,
 			     const struct perf_props *pr)
 {
+	char net[128], name[256], pci[512];
+
 	printf("{\"event\":\"device\",\"role\":\"%s\",\"net\":\"%s\",\"abi\":%d,"
 	       "\"dev\":%d,\"name\":\"%s\",\"pci_path\":\"%s\",\"guid\":%" PRIu64
 	       ",\"ptr_support\":%d,\"reg_is_global\":%d,\"speed_mbps\":%d,"
 	       "\"port\":%d,\"latency_us\":%.3f,\"max_comms\":%d,"
 	       "\"max_recvs\":%d,\"net_device_type\":%d",
-	       c->client ? "client" : "server", perf_net_name(&c->net),
-	       c->net.abi, dev, pr->name ? pr->name : "",
-	       pr->pci_path ? pr->pci_path : "", pr->guid, pr->ptr_support,
+	       c->client ? "client" : "server",
+	       json_str(perf_net_name(&c->net), net, sizeof(net)), c->net.abi,
+	       dev, json_str(pr->name, name, sizeof(name)),
+	       json_str(pr->pci_path, pci, sizeof(pci)), pr->guid,
+	       pr->ptr_support,
 	       pr->reg_is_global, pr->speed, pr->port, pr->latency,
 	       pr->max_comms, pr->max_recvs, pr->net_device_type);
 	if (pr->has_v9)
