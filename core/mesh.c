@@ -396,6 +396,12 @@ static const struct core_member *choose_member(const struct core_rail *rail,
 		if (m && handle_lists(h, pref[i]))
 			return m;
 	}
+	/* Inside a DC any shared module will do, listed or not (a new
+	 * module works without editing the list); across DCs only those
+	 * the operator named. */
+	for (int i = 0; cls == CORE_PATH_SAME_DC && i < rail->nmembers; i++)
+		if (handle_lists(h, rail->members[i].module->name))
+			return &rail->members[i];
 	for (int i = 0; i < rail->nmembers; i++)
 		len += (size_t)snprintf(members + len, sizeof(members) - len,
 					"%s%s", i ? "," : "",
