@@ -166,7 +166,7 @@ int mesh_finalize(void *ctx)
 		return 0;	/* NCCL 2.28 finalizes after a failed init */
 	pthread_mutex_lock(&mesh_lock);
 	free(ctx);
-	if (--mesh_refs == 0)
+	if (mesh_refs > 0 && --mesh_refs == 0)
 		teardown();
 	pthread_mutex_unlock(&mesh_lock);
 	return 0;

@@ -266,6 +266,12 @@ static ncclResult_t init_v10(ncclDebugLogger_t logger,
 	return to_nccl(mesh_init(&v10_ctx, 0, logger));
 }
 
+__attribute__((destructor)) static void v10_unload(void)
+{
+	mesh_finalize(v10_ctx);
+	v10_ctx = NULL;
+}
+
 static ncclResult_t listen_v10(int dev, void *handle, void **listen_comm)
 {
 	return p_listen(v10_ctx, dev, handle, listen_comm);
