@@ -144,6 +144,19 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	return 0;
 }
 
+/* Last phase of both sides: 0 while streams are missing or once the comm
+ * is built, -errno on failure (the caller frees the pending state). */
+static int streams_then_finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+			       struct tcp_xdc_pending *p, bool is_send,
+			       void **comm_out)
+{
+	int ret = streams_collect(ctx, ctrl, p);
+
+	if (ret <= 0)
+		return ret;
+	return finish(ctx, ctrl, p, is_send, comm_out);
+}
+
 static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl)
 {
 	struct tcp_xdc_hello h = {
@@ -220,12 +233,10 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		p->phase = TCP_XDC_STREAMS;
 		/* fall through */
 	case TCP_XDC_STREAMS:
-		ret = streams_collect(ctx, ctrl, p);
+		ret = streams_then_finish(ctx, ctrl, p, true, send_comm);
 		if (ret < 0)
 			goto err;
-		if (ret == 0)
-			return 0;
-		return finish(ctx, ctrl, p, true, send_comm);
+		return 0;
 	default:
 		ret = -EINVAL;
 		break;
@@ -330,12 +341,10 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		p->phase = TCP_XDC_STREAMS;
 		/* fall through */
 	case TCP_XDC_STREAMS:
-		ret = streams_collect(ctx, ctrl, p);
+		ret = streams_then_finish(ctx, ctrl, p, false, recv_comm);
 		if (ret < 0)
 			goto err;
-		if (ret == 0)
-			return 0;
-		return finish(ctx, ctrl, p, false, recv_comm);
+		return 0;
 	default:
 		ret = -EINVAL;
 		break;

@@ -210,4 +210,14 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     uint32_t iters, double *elapsed, double *overhead);
 uint32_t perf_latency_iters(const struct perf_params *p, uint64_t size);
 
+/* Runs one plugin call; reports a failure with its name, -EIO. */
+#define NET_CALL(name, call)                                                   \
+	({                                                                     \
+		ncclResult_t res_ = (call);                                    \
+		if (res_ != ncclSuccess)                                       \
+			perf_err("%s failed: %s (%d)", name,                   \
+				 perf_result_str(res_), (int)res_);            \
+		res_ == ncclSuccess ? 0 : -EIO;                                \
+	})
+
 #endif

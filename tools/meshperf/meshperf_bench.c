@@ -21,14 +21,6 @@
 /* Idle passes between checks that the peer is still alive. */
 #define PERF_IDLE_CHECK 4096
 
-#define NET_CALL(name, call)                                                   \
-	({                                                                     \
-		ncclResult_t res_ = (call);                                    \
-		if (res_ != ncclSuccess)                                       \
-			perf_err("%s failed: %s (%d)", name,                   \
-				 perf_result_str(res_), (int)res_);            \
-		res_ == ncclSuccess ? 0 : -EIO;                                \
-	})
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {

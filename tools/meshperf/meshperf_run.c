@@ -21,14 +21,6 @@
 #define PERF_POLL_NS (200 * 1000)
 #define PERF_PAGE 4096
 
-#define NET_CHECK(name, call)                                                  \
-	({                                                                     \
-		ncclResult_t res_ = (call);                                    \
-		if (res_ != ncclSuccess)                                       \
-			perf_err("%s failed: %s (%d)", name,                   \
-				 perf_result_str(res_), (int)res_);            \
-		res_ == ncclSuccess ? 0 : -EIO;                                \
-	})
 
 struct cycle {
 	const struct perf_opts *o;
@@ -205,10 +197,10 @@ static int open_device(struct cycle *c)
 {
 	int ndev = 0, rc;
 
-	rc = NET_CHECK("init", perf_net_init(&c->net, c->p->comm_id + c->index));
+	rc = NET_CALL("init", perf_net_init(&c->net, c->p->comm_id + c->index));
 	if (rc)
 		return rc;
-	rc = NET_CHECK("devices", perf_net_devices(&c->net, &ndev));
+	rc = NET_CALL("devices", perf_net_devices(&c->net, &ndev));
 	if (rc)
 		return rc;
 	if (ndev <= 0 || c->o->dev >= ndev) {
@@ -226,14 +218,14 @@ static int open_device(struct cycle *c)
 
 			if (d != c->o->dev && !perf_verbose)
 				continue;
-			rc = NET_CHECK("getProperties",
+			rc = NET_CALL("getProperties",
 				       perf_net_get_props(&c->net, d, &pr));
 			if (rc)
 				return rc;
 			print_props(c, d, &pr);
 		}
 	}
-	rc = NET_CHECK("getProperties",
+	rc = NET_CALL("getProperties",
 		       perf_net_get_props(&c->net, c->o->dev, &c->props));
 	if (rc)
 		return rc;
@@ -282,7 +274,7 @@ static int exchange_handles(struct cycle *c)
 	int rc = 0;
 
 	if (c->has_recv) {
-		rc = NET_CHECK("listen", perf_net_listen(&c->net, c->o->dev,
+		rc = NET_CALL("listen", perf_net_listen(&c->net, c->o->dev,
 							 c->handle,
 							 &c->listen_comm));
 		if (!rc && !c->listen_comm) {
@@ -313,7 +305,7 @@ static int establish(struct cycle *c)
 
 	for (;;) {
 		if (c->has_send && !c->send.comm) {
-			rc = NET_CHECK("connect",
+			rc = NET_CALL("connect",
 				       perf_net_connect(&c->net, c->o->dev,
 							c->peer_handle,
 							&c->send.comm));
@@ -321,7 +313,7 @@ static int establish(struct cycle *c)
 				return rc;
 		}
 		if (c->has_recv && !c->recv.comm) {
-			rc = NET_CHECK("accept",
+			rc = NET_CALL("accept",
 				       perf_net_accept(&c->net, c->listen_comm,
 						       &c->recv.comm));
 			if (rc)
@@ -358,7 +350,7 @@ static int setup_region(struct cycle *c, struct perf_dir *d, bool for_bw)
 	/* touch every page now, not during the timed transfers */
 	memset(buf, 0, d->buf_len);
 	d->buf = buf;
-	rc = NET_CHECK("regMr", perf_net_reg_mr(&c->net, d->comm, d->buf,
+	rc = NET_CALL("regMr", perf_net_reg_mr(&c->net, d->comm, d->buf,
 						d->buf_len, &d->mhandle));
 	if (!rc && !d->mhandle)
 		perf_info("regMr returned a NULL mhandle (allowed)");
@@ -545,12 +537,12 @@ static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send)
 	int rc = 0, rc2;
 
 	if (d->comm && d->buf)
-		rc = NET_CHECK("deregMr",
+		rc = NET_CALL("deregMr",
 			       perf_net_dereg_mr(&c->net, d->comm, d->mhandle));
 	if (d->comm) {
-		rc2 = is_send ? NET_CHECK("closeSend",
+		rc2 = is_send ? NET_CALL("closeSend",
 					  perf_net_close_send(&c->net, d->comm))
-			      : NET_CHECK("closeRecv",
+			      : NET_CALL("closeRecv",
 					  perf_net_close_recv(&c->net, d->comm));
 		rc = rc ? rc : rc2;
 	}
@@ -569,12 +561,12 @@ static int teardown(struct cycle *c)
 	rc2 = release_dir(c, &c->recv, false);
 	rc = rc ? rc : rc2;
 	if (c->listen_comm) {
-		rc2 = NET_CHECK("closeListen",
+		rc2 = NET_CALL("closeListen",
 				perf_net_close_listen(&c->net, c->listen_comm));
 		rc = rc ? rc : rc2;
 		c->listen_comm = NULL;
 	}
-	rc2 = NET_CHECK("finalize", perf_net_finalize(&c->net));
+	rc2 = NET_CALL("finalize", perf_net_finalize(&c->net));
 	rc = rc ? rc : rc2;
 	if (c->net.prof_events)
 		perf_info("plugin reported %lu profiler events",
