@@ -287,13 +287,15 @@ void core_ctrl_close_listen(struct core_listen_comm *lc)
 	struct core_listen_comm **pp;
 
 	pthread_mutex_lock(&listeners_lock);
-	for (pp = &l->comms; *pp != lc; pp = &(*pp)->next)
-		;
-	*pp = lc->next;
+	if (l) {	/* NULL once core_ctrl_shutdown closed its listener */
+		for (pp = &l->comms; *pp != lc; pp = &(*pp)->next)
+			;
+		*pp = lc->next;
+		if (--l->refs == 0)
+			listener_free(l);
+	}
 	for (int i = 0; i < lc->nq; i++)
 		close(lc->q[i].fd);
-	if (--l->refs == 0)
-		listener_free(l);
 	pthread_mutex_unlock(&listeners_lock);
 	free(lc->q);
 	if (lc->conn && !lc->conn_given)

@@ -11,6 +11,8 @@
 #   --expect-fail RE   at least one side fails, and a log matches RE
 #   --limit S          kill both and fail after S seconds (default 90)
 #   --server-env V=X   environment only for the server (fault injection)
+#   --env V=X          environment for both processes
+#   --expect-log RE    on success, a log line of either side matches RE
 set -u
 
 meshperf=$1
@@ -21,12 +23,16 @@ client_args=()
 server_env=()
 results=""
 expect_fail=""
+expect_log=""
+both_env=()
 limit=90
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 	case $1 in
 	--server-arg) server_args+=("$2"); shift 2 ;;
 	--client-arg) client_args+=("$2"); shift 2 ;;
 	--server-env) server_env+=("$2"); shift 2 ;;
+	--env) both_env+=("$2"); shift 2 ;;
+	--expect-log) expect_log=$2; shift 2 ;;
 	--results) results=$2; shift 2 ;;
 	--expect-fail) expect_fail=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
@@ -74,7 +80,7 @@ fail() {
 	exit 1
 }
 
-env "${server_env[@]}" "$meshperf" --server --port 0 \
+env "${both_env[@]}" "${server_env[@]}" "$meshperf" --server --port 0 \
 	--port-file "$tmp/port" --plugin "$plugin" \
 	"${common[@]}" "${server_args[@]}" >"$tmp/server.log" 2>&1 &
 server_pid=$!
@@ -88,7 +94,7 @@ done
 [ -s "$tmp/port" ] || fail "server did not listen within 10 s"
 port=$(cat "$tmp/port")
 
-"$meshperf" --client 127.0.0.1 --port "$port" --plugin "$plugin" \
+env "${both_env[@]}" "$meshperf" --client 127.0.0.1 --port "$port" --plugin "$plugin" \
 	"${common[@]}" "${client_args[@]}" >"$tmp/client.log" 2>&1 &
 client_pid=$!
 
@@ -126,6 +132,10 @@ if [ -n "$results" ]; then
 		fail "client printed $got results, expected $results"
 	grep -q '"event":"summary".*"status":"ok"' "$tmp/server.log" ||
 		fail "server summary missing or not ok"
+fi
+if [ -n "$expect_log" ]; then
+	cat "$tmp/server.log" "$tmp/client.log" | grep -Eq -- "$expect_log" ||
+		fail "no log line matches '$expect_log'"
 fi
 show_logs
 echo "PASS"
