@@ -32,7 +32,7 @@ struct core_value {
 	enum core_source source;
 	const char *file;	/* FILE, HOST */
 	int line;		/* FILE, HOST */
-	const char *env;	/* ENV: the variable's name */
+	const char *env;	/* ENV: the variable's name; HOST: the glob */
 };
 
 /* The resolved parameters of the core (module == NULL) or one module. */
@@ -84,7 +84,8 @@ int core_config_errors(const struct core_config *cfg,
 int core_config_warnings(const struct core_config *cfg,
 			 const char *const **msgs);
 
-/* "default", "/etc/nccl-mesh.conf:12", "host dc1-*:/etc/...:30", "env NCCL_MESH_DC" */
+/* "default", "/etc/nccl-mesh.conf:12", "host 'dc1-*' at /etc/...:30",
+ * "env NCCL_MESH_DC" */
 const char *core_value_source(const struct core_value *v, char *buf,
 			      unsigned len);
 /* NCCL_MESH_<KEY> or NCCL_MESH_<MODULE>_<KEY>. */
