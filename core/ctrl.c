@@ -148,6 +148,15 @@ static const char *hello_decode(const uint8_t *b, struct hello *h)
 	return NULL;
 }
 
+const char *core_ctrl_hello_check(const uint8_t *buf, size_t len)
+{
+	struct hello h;
+
+	if (len != HELLO_SIZE)
+		return "a hello is 40 bytes";
+	return hello_decode(buf, &h);
+}
+
 static int set_nonblocking(int fd)
 {
 	int flags = fcntl(fd, F_GETFL);

@@ -71,6 +71,9 @@ const char *core_conn_tried(const struct core_conn *c);
 int core_ctrl_flush(struct core_conn *c);
 void core_conn_free(struct core_conn *c);
 
+/* NULL if buf is a well-formed hello, else what is wrong (for fuzzing). */
+const char *core_ctrl_hello_check(const uint8_t *buf, size_t len);
+
 /* Closes every listener; for the last finalize. */
 void core_ctrl_shutdown(void);
 

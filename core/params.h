@@ -34,7 +34,21 @@
 	  "Listen ports as <low>-<high>; empty: any free port")                \
 	X(CP_CONNECT_TIMEOUT_MS, "connect_timeout_ms", MESH_PARAM_INT,         \
 	  "60000", 100, 86400000,                                              \
-	  "How long connect and accept may take before they fail")
+	  "How long connect and accept may take before they fail")             \
+	X(CP_ADVERTISE_ADDRS, "advertise_addrs", MESH_PARAM_LIST, "", 0, 0,    \
+	  "External addresses (NAT, port mapping) put first in every handle")  \
+	X(CP_ADVERTISE_PORT_OFFSET, "advertise_port_offset", MESH_PARAM_INT,   \
+	  "0", -65535, 65535,                                                  \
+	  "External port = listen port + this offset, for advertise_addrs")   \
+	X(CP_ADVERTISE_PORTS, "advertise_ports", MESH_PARAM_LIST, "", 0, 0,    \
+	  "Explicit port map for advertise_addrs as <listen>=<external>; "     \
+	  "wins over the offset")                                              \
+	X(CP_ADVERTISE_LOCAL, "advertise_local", MESH_PARAM_BOOL, "true", 0,   \
+	  0, "Also advertise the rail's own addresses, after the external "    \
+	  "ones")                                                              \
+	X(CP_AUTH_KEY_FILE, "auth_key_file", MESH_PARAM_STR, "", 0, 0,         \
+	  "File holding a pre-shared key; when set, every connection is "      \
+	  "authenticated both ways before any data moves")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,
