@@ -14,12 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "log.h"
 #include "netaddr.h"
 
 #define HELLO_MAGIC 0x4348534du		/* "MSHC" */
 #define HELLO_VERSION 1
-#define HELLO_SIZE 40
+#define HELLO_SIZE CORE_AUTH_HELLO_SIZE
 #define ACK_MAGIC 0x4b41534du		/* "MSAK" */
 #define FRAME_MAX 4096
 #define HELLO_TIMEOUT_NS (10 * 1000000000ll)
@@ -29,6 +30,7 @@ enum hello_kind { HELLO_CTRL = 1, HELLO_STREAM = 2 };
 
 struct hello {
 	uint8_t kind;
+	uint8_t auth;		/* the connector will authenticate */
 	uint16_t module_tag;
 	uint32_t stream_index;
 	uint64_t nonce;
@@ -36,11 +38,27 @@ struct hello {
 	uint64_t fabric_id;
 };
 
+/*
+ * One side of a handshake over a non-blocking socket.  Each side reads
+ * exactly the bytes the other sends before the socket changes hands
+ * (listener: RESPONSE; connector: CHALLENGE and PROOF), so no byte meant
+ * for the module is ever swallowed here.
+ */
+#define AUTH_LISTENER_READS 52
+#define AUTH_CONNECTOR_READS (20 + 36)
+
+struct auth_io {
+	struct core_auth a;
+	size_t recvd, recv_total;
+	int done;
+};
+
 struct core_stream {
 	int fd;
-	int stage;		/* connector: 0 idle, 1 dialing, 2 hello, 3 given */
+	int stage;	/* connector: 0 idle, 1 dialing, 2 hello, 3 auth, 4 given */
 	size_t hello_sent;
 	uint8_t hello[HELLO_SIZE];
+	struct auth_io auth;
 };
 
 /* A socket that connected to a listener and has not said who it is yet. */
@@ -50,6 +68,9 @@ struct incoming {
 	int64_t deadline_ns;
 	struct mesh_addr from;
 	uint8_t buf[HELLO_SIZE];
+	struct hello h;
+	int authing;
+	struct auth_io auth;
 };
 
 struct routed {
@@ -83,6 +104,12 @@ struct core_listen_comm {
  * data path, so one lock for all of them is enough. */
 static pthread_mutex_t listeners_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct core_listener *listeners;
+static const struct core_auth_key *auth_key;	/* NULL: no authentication */
+
+void core_ctrl_set_auth_key(const struct core_auth_key *key)
+{
+	auth_key = key && key->len ? key : NULL;
+}
 
 int64_t core_now_ns(void)
 {
@@ -121,6 +148,7 @@ static void hello_encode(const struct hello *h, uint8_t *b)
 	put32(b, HELLO_MAGIC);
 	b[4] = HELLO_VERSION;
 	b[5] = h->kind;
+	b[36] = h->auth;
 	b[6] = (uint8_t)h->module_tag;
 	b[7] = (uint8_t)(h->module_tag >> 8);
 	put32(b + 8, h->stream_index);
@@ -145,6 +173,9 @@ static const char *hello_decode(const uint8_t *b, struct hello *h)
 	h->nonce = get64(b + 12);
 	h->conn_id = get64(b + 20);
 	h->fabric_id = get64(b + 28);
+	if (b[36] > 1)
+		return "bad authentication flag";
+	h->auth = b[36];
 	return NULL;
 }
 
@@ -183,6 +214,62 @@ static void sock_name(int fd, struct mesh_addr *a, int peer)
 	if (!(peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss,
 						&len))
 		mesh_addr_from_sockaddr((struct sockaddr *)&ss, a);
+}
+
+static void auth_begin(struct auth_io *io, enum core_auth_role role,
+		       const uint8_t *hello)
+{
+	memset(io, 0, sizeof(*io));
+	io->recv_total = role == CORE_AUTH_LISTENER ? AUTH_LISTENER_READS :
+						      AUTH_CONNECTOR_READS;
+	core_auth_start(&io->a, role, auth_key, hello);
+}
+
+/* 0 once authenticated and everything queued was sent, -EAGAIN before. */
+static int auth_step(int fd, struct auth_io *io)
+{
+	for (;;) {
+		uint8_t buf[AUTH_CONNECTOR_READS];
+		size_t used;
+		ssize_t n;
+		int err;
+
+		while (io->a.out_len) {
+			n = send(fd, io->a.out, io->a.out_len, MSG_NOSIGNAL);
+			if (n < 0)
+				return errno == EAGAIN ? -EAGAIN : -errno;
+			core_auth_sent(&io->a, (size_t)n);
+		}
+		if (io->done)
+			return 0;
+		if (io->recvd == io->recv_total)
+			return -EPROTO;
+		n = recv(fd, buf, io->recv_total - io->recvd, 0);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0)
+			return errno == EAGAIN ? -EAGAIN : -errno;
+		io->recvd += (size_t)n;
+		err = core_auth_feed(&io->a, buf, (size_t)n, &used);
+		if (err == 0)
+			io->done = 1;
+		else if (err != -EAGAIN)
+			return err;
+	}
+}
+
+static const char *auth_failure(int err)
+{
+	switch (err) {
+	case -EACCES:
+		return "authentication failed (wrong key, or a replay)";
+	case -EPROTO:
+		return "garbage in the authentication handshake";
+	case -ECONNRESET:
+		return "closed during the authentication handshake";
+	default:
+		return strerror(-err);
+	}
 }
 
 /* ---------------------------------------------------------------- listen */
@@ -361,20 +448,43 @@ static struct core_listen_comm *comm_by_nonce(struct core_listener *l,
 	return lc;
 }
 
+static void refuse(struct core_listener *l, struct incoming *in,
+		   const char *why)
+{
+	char from[MESH_ADDR_STRLEN];
+
+	CORE_WARN("refused connection from %s on port %u: %s",
+		  mesh_addr_str(&in->from, from, sizeof(from)), l->port, why);
+}
+
+/* After the hello: 0 to go on (authenticating if configured), else refuse. */
+static int check_hello(struct core_listener *l, struct incoming *in)
+{
+	const char *bad = hello_decode(in->buf, &in->h);
+
+	if (!bad && in->h.auth && !auth_key)
+		bad = "it authenticates but no auth_key_file is set here";
+	if (!bad && !in->h.auth && auth_key)
+		bad = "it does not authenticate and auth_key_file is set here";
+	if (bad) {
+		refuse(l, in, bad);
+		return -EPROTO;
+	}
+	if (auth_key) {
+		auth_begin(&in->auth, CORE_AUTH_LISTENER, in->buf);
+		in->authing = 1;
+	}
+	return 0;
+}
+
 static int route(struct core_listener *l, struct incoming *in)
 {
 	char from[MESH_ADDR_STRLEN];
 	struct core_listen_comm *lc;
 	struct routed *grown;
-	struct hello h;
-	const char *bad = hello_decode(in->buf, &h);
+	struct hello h = in->h;
 
 	mesh_addr_str(&in->from, from, sizeof(from));
-	if (bad) {
-		CORE_WARN("refused connection from %s on port %u: %s", from,
-			  l->port, bad);
-		return -EPROTO;
-	}
 	lc = comm_by_nonce(l, h.nonce);
 	if (!lc) {
 		CORE_WARN("refused connection from %s on port %u: it names no "
@@ -389,6 +499,38 @@ static int route(struct core_listener *l, struct incoming *in)
 	return 0;
 }
 
+/* 1 while the socket is still saying who it is, 0 to drop it, -1 once it
+ * was handed to a listen. */
+static int incoming_step(struct core_listener *l, struct incoming *in,
+			 int64_t now)
+{
+	int err;
+
+	if (in->got < HELLO_SIZE) {
+		ssize_t n = recv(in->fd, in->buf + in->got,
+				 HELLO_SIZE - in->got, 0);
+
+		if (n > 0)
+			in->got += (size_t)n;
+		else if (n == 0 || errno != EAGAIN)
+			return 0;
+		if (in->got < HELLO_SIZE)
+			return now > in->deadline_ns ? 0 : 1;
+		if (check_hello(l, in))
+			return 0;
+	}
+	if (in->authing) {
+		err = auth_step(in->fd, &in->auth);
+		if (err == -EAGAIN)
+			return now > in->deadline_ns ? 0 : 1;
+		if (err) {
+			refuse(l, in, auth_failure(err));
+			return 0;
+		}
+	}
+	return route(l, in) ? 0 : -1;
+}
+
 /* Reads hellos of new sockets and hands each to the listen it names. */
 static void listener_progress(struct core_listener *l)
 {
@@ -397,17 +539,8 @@ static void listener_progress(struct core_listener *l)
 	accept_new(l);
 	for (int i = 0; i < l->nin; i++) {
 		struct incoming *in = &l->in[i];
-		ssize_t n = recv(in->fd, in->buf + in->got,
-				 HELLO_SIZE - in->got, 0);
-		int keep = 1;
+		int keep = incoming_step(l, in, now);
 
-		if (n > 0)
-			in->got += (size_t)n;
-		if (in->got == HELLO_SIZE)
-			keep = route(l, in) ? 0 : -1;
-		else if (n == 0 || (n < 0 && errno != EAGAIN) ||
-			 now > in->deadline_ns)
-			keep = 0;
 		if (keep == 1)
 			continue;
 		if (keep == 0)
@@ -676,6 +809,7 @@ static int stream_connect_side(struct core_conn *c, struct core_stream *s,
 
 	if (s->stage == 0) {
 		struct hello h = { .kind = HELLO_STREAM,
+				   .auth = auth_key != NULL,
 				   .module_tag = c->module_tag,
 				   .stream_index = (uint32_t)index,
 				   .nonce = c->target.nonce,
@@ -701,7 +835,17 @@ static int stream_connect_side(struct core_conn *c, struct core_stream *s,
 			return errno == EAGAIN ? -EAGAIN : -errno;
 		s->hello_sent += (size_t)n;
 	}
-	return 0;
+	if (!auth_key)
+		return 0;
+	if (s->stage == 2) {
+		auth_begin(&s->auth, CORE_AUTH_CONNECTOR, s->hello);
+		s->stage = 3;
+	}
+	err = auth_step(s->fd, &s->auth);
+	if (err && err != -EAGAIN)
+		CORE_WARN("stream %d to %s: %s", index, c->peer_text,
+			  auth_failure(err));
+	return err;
 }
 
 static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
@@ -713,7 +857,7 @@ static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
 	if (err)
 		return err;
 	s = &c->streams[index];
-	if (s->stage == 3)
+	if (s->stage == 4)
 		return -EINVAL;	/* already handed out */
 	if (c->connector) {
 		err = stream_connect_side(c, s, index);
@@ -729,7 +873,7 @@ static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
 		return err;
 	*fd_out = s->fd;
 	s->fd = -1;
-	s->stage = 3;
+	s->stage = 4;
 	return 0;
 }
 
@@ -757,6 +901,7 @@ void core_conn_free(struct core_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->streams);
+	free(c->auth);
 	free(c->out);
 	free(c->in);
 	free(c);
@@ -764,7 +909,8 @@ void core_conn_free(struct core_conn *c)
 
 /* ---------------------------------------------------------------- dial */
 
-enum dial_stage { DIAL_NEXT, DIAL_CONNECTING, DIAL_ACK, DIAL_DONE };
+enum dial_stage { DIAL_NEXT, DIAL_CONNECTING, DIAL_AUTH, DIAL_ACK,
+		  DIAL_DONE };
 
 /* Peer addresses on a subnet we are on come first: a direct cable or the
  * local fabric beats a routed detour. */
@@ -852,6 +998,7 @@ static int send_hello(struct core_conn *c)
 {
 	uint8_t b[HELLO_SIZE];
 	struct hello h = { .kind = HELLO_CTRL,
+			   .auth = auth_key != NULL,
 			   .module_tag = c->module_tag,
 			   .nonce = c->target.nonce,
 			   .conn_id = c->conn_id,
@@ -867,6 +1014,12 @@ static int send_hello(struct core_conn *c)
 	}
 	memcpy(c->out, b, HELLO_SIZE);
 	c->out_len = HELLO_SIZE;
+	if (auth_key) {
+		c->auth = calloc(1, sizeof(*c->auth));
+		if (!c->auth)
+			return -ENOMEM;
+		auth_begin(c->auth, CORE_AUTH_CONNECTOR, b);
+	}
 	return 0;
 }
 
@@ -895,6 +1048,22 @@ static int dial_step(struct core_conn *c)
 		err = send_hello(c);
 		if (err)
 			return err;
+		c->dial_stage = c->auth ? DIAL_AUTH : DIAL_ACK;
+		return -EAGAIN;
+	case DIAL_AUTH:
+		err = core_ctrl_flush(c);
+		if (!err)
+			err = auth_step(c->fd, c->auth);
+		if (err == -EAGAIN)
+			return err;
+		if (err) {
+			CORE_WARN("connect to %s: %s", c->peer_text,
+				  err == -ECONNRESET ?
+					  "the peer refused our authentication "
+					  "(is its auth_key_file the same?)" :
+					  auth_failure(err));
+			return -EACCES;
+		}
 		c->dial_stage = DIAL_ACK;
 		return -EAGAIN;
 	case DIAL_ACK: {

@@ -13,9 +13,11 @@
 #include <stdint.h>
 
 #include <nccl-mesh/module.h>
+#include "auth.h"
 #include "handle.h"
 
 struct core_listen_comm;
+struct auth_io;
 
 /* A control connection; its mesh_ctrl is what a module sees. */
 struct core_conn {
@@ -40,12 +42,16 @@ struct core_conn {
 	size_t out_len, out_cap;
 	uint8_t *in;
 	size_t in_len, in_cap;
+	struct auth_io *auth;		/* connecting side, while authenticating */
 	/* extra streams by index */
 	struct core_stream *streams;
 	int nstreams;
 };
 
 int64_t core_now_ns(void);
+
+/* The key every connection must prove (NULL or empty: none). */
+void core_ctrl_set_auth_key(const struct core_auth_key *key);
 
 /* Registers a listen on `rail`, binding the rail's listener on first use. */
 int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,

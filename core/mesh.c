@@ -30,11 +30,20 @@ static void log_new_messages(const struct core_config *cfg, int *errors_seen,
 		CORE_WARN("config: %s", msgs[*warnings_seen]);
 }
 
+static void config_error(const struct core_value *v, const char *what,
+			 const char *got)
+{
+	char src[256];
+
+	CORE_WARN("config error: %s: %s: expected %s, got \"%s\"",
+		  core_value_source(v, src, sizeof(src)), v->param->name, what,
+		  got);
+}
+
 static int parse_port_range(struct core_state *st)
 {
 	const struct core_value *v =
 		&core_config_core(st->cfg)->values[CP_PORT_RANGE];
-	char src[256];
 	int lo, hi, end = 0;
 
 	if (!*v->text)
@@ -45,10 +54,68 @@ static int parse_port_range(struct core_state *st)
 		st->port_high = hi;
 		return 0;
 	}
-	CORE_WARN("config error: %s: port_range: expected <low>-<high> with "
-		  "1 <= low <= high <= 65535, got \"%s\"",
-		  core_value_source(v, src, sizeof(src)), v->text);
+	config_error(v, "<low>-<high> with 1 <= low <= high <= 65535",
+		     v->text);
 	return -EINVAL;
+}
+
+static int parse_advertise(struct core_state *st)
+{
+	const struct core_value *vals = core_config_core(st->cfg)->values;
+	const struct core_value *addrs = &vals[CP_ADVERTISE_ADDRS];
+	const struct core_value *ports = &vals[CP_ADVERTISE_PORTS];
+	struct core_advertise *adv = &st->advertise;
+	int err = 0;
+
+	adv->port_offset = (int)vals[CP_ADVERTISE_PORT_OFFSET].num;
+	adv->local = vals[CP_ADVERTISE_LOCAL].num != 0;
+	for (int i = 0; i < addrs->nitems; i++) {
+		struct mesh_addr a;
+
+		if (mesh_addr_parse(addrs->items[i], &a) || a.port ||
+		    a.prefix_len || adv->naddrs == CORE_HANDLE_ADDRS_MAX) {
+			config_error(addrs, "at most 11 IP addresses without "
+				     "port or prefix", addrs->items[i]);
+			err = -EINVAL;
+			continue;
+		}
+		adv->addrs[adv->naddrs++] = a;
+	}
+	adv->ports = calloc((size_t)ports->nitems + 1, sizeof(*adv->ports));
+	if (!adv->ports)
+		return -ENOMEM;
+	for (int i = 0; i < ports->nitems; i++) {
+		unsigned from, to;
+		int end = 0;
+
+		if (sscanf(ports->items[i], "%u=%u%n", &from, &to, &end) != 2 ||
+		    ports->items[i][end] || !from || !to || from > 65535 ||
+		    to > 65535) {
+			config_error(ports, "<listen port>=<external port>",
+				     ports->items[i]);
+			err = -EINVAL;
+			continue;
+		}
+		adv->ports[adv->nports].listen = (uint16_t)from;
+		adv->ports[adv->nports++].external = (uint16_t)to;
+	}
+	return err;
+}
+
+static int load_auth_key(struct core_state *st)
+{
+	const struct core_value *v =
+		&core_config_core(st->cfg)->values[CP_AUTH_KEY_FILE];
+	char why[256], src[256];
+	int err;
+
+	if (!*v->text)
+		return 0;
+	err = core_auth_load_key(v->text, &st->auth_key, why, sizeof(why));
+	if (err)
+		CORE_WARN("config error: %s: auth_key_file: %s",
+			  core_value_source(v, src, sizeof(src)), why);
+	return err;
 }
 
 static void module_names(const struct core_state *st, const char **names)
@@ -74,6 +141,10 @@ struct core_state *core_state_build(const char *conf_path)
 	st->max_rails = (uint64_t)core->values[CP_MAX_RAILS].num;
 	st->connect_timeout_ms = (int)core->values[CP_CONNECT_TIMEOUT_MS].num;
 	st->usable = parse_port_range(st) == 0;
+	if (parse_advertise(st))
+		st->usable = 0;
+	if (load_auth_key(st))
+		st->usable = 0;
 	if (core_loader_load(st->cfg, &st->modules, &st->nmodules)) {
 		core_state_free(st);
 		return NULL;
@@ -104,6 +175,7 @@ void core_state_free(struct core_state *st)
 	if (!st)
 		return;
 	free(st->rails);
+	free(st->advertise.ports);
 	core_loader_unload(st->modules, st->nmodules);
 	core_config_free(st->cfg);
 	free(st);
@@ -122,6 +194,7 @@ struct mesh_ctx {
 static void teardown(void)
 {
 	core_ctrl_shutdown();
+	core_ctrl_set_auth_key(NULL);
 	core_state_free(mesh_state);
 	mesh_state = NULL;
 }
@@ -150,6 +223,7 @@ int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 	if (err && !mesh_refs && mesh_state)
 		teardown();	/* the next init reads the config again */
 	if (!err) {
+		core_ctrl_set_auth_key(&mesh_state->auth_key);
 		mesh_refs++;
 		c->comm_id = comm_id;
 		*ctx = c;
@@ -218,30 +292,64 @@ static uint64_t new_nonce(void)
 	return v;
 }
 
-static void handle_addresses(const struct core_rail *rail, uint16_t port,
-			     struct core_handle *h)
+/* The port a peer behind the same NAT rules must dial for `port`. */
+static int external_port(const struct core_advertise *adv, uint16_t port)
+{
+	for (int i = 0; i < adv->nports; i++)
+		if (adv->ports[i].listen == port)
+			return adv->ports[i].external;
+	return port + adv->port_offset;
+}
+
+static void add_addr(struct core_handle *h, const struct mesh_addr *a,
+		     int port)
+{
+	if (h->naddrs == CORE_HANDLE_ADDRS_MAX)
+		return;
+	h->addrs[h->naddrs] = *a;
+	h->addrs[h->naddrs++].port = (uint16_t)port;
+}
+
+/* Local addresses: the rail's members', IPv4 first (they take less room
+ * in the handle); members with no IP (verbs-only) fall back to every
+ * interface's. */
+static void add_local_addrs(const struct core_rail *rail, uint16_t port,
+			    struct core_handle *h)
 {
 	const struct mesh_dev_props *p = &rail->props;
 	struct mesh_netif *ifs = NULL;
-	int nifs;
+	int nifs, before = h->naddrs;
 
-	/* IPv4 first: they take less room in the handle. */
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < p->naddrs; i++)
-			if ((p->addrs[i].family == AF_INET) == !pass &&
-			    h->naddrs < CORE_HANDLE_ADDRS_MAX)
-				h->addrs[h->naddrs++] = p->addrs[i];
-	if (!h->naddrs) {
-		/* Members with no IP (verbs-only): any address reaches us. */
-		nifs = mesh_netif_list("", &ifs);
-		for (int i = 0; i < nifs; i++)
-			for (int a = 0; a < ifs[i].naddrs; a++)
-				if (h->naddrs < CORE_HANDLE_ADDRS_MAX)
-					h->addrs[h->naddrs++] = ifs[i].addrs[a];
-		free(ifs);
+			if ((p->addrs[i].family == AF_INET) == !pass)
+				add_addr(h, &p->addrs[i], port);
+	if (h->naddrs > before)
+		return;
+	nifs = mesh_netif_list("", &ifs);
+	for (int i = 0; i < nifs; i++)
+		for (int a = 0; a < ifs[i].naddrs; a++)
+			add_addr(h, &ifs[i].addrs[a], port);
+	free(ifs);
+}
+
+static int handle_addresses(const struct core_rail *rail, uint16_t port,
+			    struct core_handle *h)
+{
+	const struct core_advertise *adv = &mesh_state->advertise;
+	int ext = external_port(adv, port);
+
+	if (adv->naddrs && (ext < 1 || ext > 65535)) {
+		CORE_WARN("listen on %s: port %u maps to %d, outside 1..65535 "
+			  "(advertise_port_offset, advertise_ports)",
+			  rail->name, port, ext);
+		return -EINVAL;
 	}
-	for (int i = 0; i < h->naddrs; i++)
-		h->addrs[i].port = port;
+	for (int i = 0; i < adv->naddrs; i++)
+		add_addr(h, &adv->addrs[i], ext);
+	if (!adv->naddrs || adv->local)
+		add_local_addrs(rail, port, h);
+	return 0;
 }
 
 int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
@@ -269,11 +377,13 @@ int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
 		free(ml);
 		return err;
 	}
-	handle_addresses(rail, port, &h);
-	err = core_handle_encode(&h, handle);
+	err = handle_addresses(rail, port, &h);
+	if (!err)
+		err = core_handle_encode(&h, handle);
 	if (err < 0) {
-		CORE_WARN("listen on %s: no address fits in the handle",
-			  rail->name);
+		if (err == -E2BIG)
+			CORE_WARN("listen on %s: no address fits in the handle",
+				  rail->name);
 		core_ctrl_close_listen(ml->lc);
 		free(ml);
 		return err;
@@ -470,13 +580,16 @@ static int connect_step(const struct core_rail *rail,
 		err = core_ctrl_dial_progress(cs->conn);
 		if (err == -EAGAIN)
 			return 0;
-		if (err) {
+		if (err == -ETIMEDOUT)
 			CORE_WARN("connect %s: cannot reach the peer within "
 				  "%d ms: tried %s", rail->name,
 				  mesh_state->connect_timeout_ms,
 				  core_conn_tried(cs->conn));
+		else if (err)
+			CORE_WARN("connect %s: setup with the peer failed: %s",
+				  rail->name, strerror(-err));
+		if (err)
 			return err;
-		}
 		cs->dialed = 1;
 	}
 	return module_step("send", rail, cs->member, cs->conn, &cs->mcomm,

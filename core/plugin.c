@@ -32,6 +32,7 @@ static ncclResult_t to_nccl(int err)
 	case -EINVAL:
 	case -ENOENT:
 	case -EHOSTUNREACH:
+	case -EACCES:
 		return ncclInvalidUsage;
 	case -ENOMEM:
 	case -ECONNRESET:

@@ -8,9 +8,21 @@
 
 #include <stdbool.h>
 
+#include "auth.h"
 #include "config.h"
 #include "fabric.h"
+#include "handle.h"
 #include "loader.h"
+
+/* Where peers must dial us when they cannot reach us directly (NAT). */
+struct core_advertise {
+	int naddrs;
+	struct mesh_addr addrs[CORE_HANDLE_ADDRS_MAX];
+	int port_offset;
+	int nports;
+	struct { uint16_t listen, external; } *ports;
+	bool local;		/* also our own addresses, after these */
+};
 
 struct core_state {
 	struct core_config *cfg;
@@ -22,6 +34,8 @@ struct core_state {
 	uint64_t max_rails;
 	int connect_timeout_ms;
 	int port_low, port_high;	/* 0, 0: any port */
+	struct core_advertise advertise;
+	struct core_auth_key auth_key;	/* len 0: no authentication */
 	bool usable;			/* no config error, >= 1 rail */
 };
 

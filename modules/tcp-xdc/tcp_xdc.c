@@ -24,12 +24,25 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
 	  TCP_XDC_MAX_CHUNK,
 	  "Messages are cut into chunks of this size, each sent on whichever stream is free." },
+	{ "min_chunk", MESH_PARAM_SIZE, "64K", TCP_XDC_MIN_CHUNK,
+	  TCP_XDC_MAX_CHUNK,
+	  "Smallest piece a message is cut into to spread it over the streams." },
 	{ "sndbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
 	  "SO_SNDBUF of each data stream; 0 keeps kernel autotuning." },
 	{ "rcvbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
 	  "SO_RCVBUF of each data stream; 0 keeps kernel autotuning." },
 	{ "speed_mbps", MESH_PARAM_INT, "0", 0, 100000000,
 	  "Speed reported to NCCL; 0 reads it from sysfs (10000 when unknown)." },
+	{ "keepalive_idle_s", MESH_PARAM_INT, "60", 1, 32767,
+	  "Seconds a data stream may be silent before TCP keepalive probes it." },
+	{ "keepalive_interval_s", MESH_PARAM_INT, "10", 1, 32767,
+	  "Seconds between TCP keepalive probes." },
+	{ "keepalive_count", MESH_PARAM_INT, "6", 1, 127,
+	  "Unanswered keepalive probes before a stream counts as dead." },
+	{ "timeout_ms", MESH_PARAM_INT, "30000", 0, 3600000,
+	  "A stream whose peer acknowledges nothing for this long fails (TCP_USER_TIMEOUT and receiver pings); 0 turns it off." },
+	{ "spin_us", MESH_PARAM_INT, "50", 0, 10000,
+	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
@@ -48,6 +61,13 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->streams = (int)host->param_int(host, "streams");
 	ctx->threads = (int)host->param_int(host, "threads");
 	ctx->chunk_size = (size_t)host->param_int(host, "chunk_size");
+	ctx->min_chunk = (size_t)host->param_int(host, "min_chunk");
+	ctx->keepalive_idle_s = (int)host->param_int(host, "keepalive_idle_s");
+	ctx->keepalive_interval_s =
+		(int)host->param_int(host, "keepalive_interval_s");
+	ctx->keepalive_count = (int)host->param_int(host, "keepalive_count");
+	ctx->timeout_ms = (int)host->param_int(host, "timeout_ms");
+	ctx->spin_us = (int)host->param_int(host, "spin_us");
 	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");

@@ -33,7 +33,9 @@ extern const struct mesh_host *tcp_xdc_host;
 /* ---- wire protocol (all integers big-endian) ---- */
 
 #define TCP_XDC_MAGIC 0x54584443u	/* "TXDC" */
-#define TCP_XDC_PROTO_VERSION 1
+/* 2: the receiver may write ping bytes on a data stream, the sender drops
+ * them (version 1 senders took any byte from the receiver as a close). */
+#define TCP_XDC_PROTO_VERSION 2
 
 /* Connector -> acceptor, over the core's control channel. */
 struct tcp_xdc_hello {
@@ -71,9 +73,15 @@ struct tcp_xdc_ctx {
 	int streams;
 	int threads;
 	size_t chunk_size;
+	size_t min_chunk;
 	int sndbuf;
 	int rcvbuf;
 	int speed_mbps;
+	int keepalive_idle_s;
+	int keepalive_interval_s;
+	int keepalive_count;
+	int timeout_ms;
+	int spin_us;
 	atomic_uint next_comm_id;
 };
 
@@ -121,6 +129,7 @@ struct tcp_xdc_stream {
 	int32_t tag;
 	size_t payload_done;
 	uint64_t last_seq;
+	uint64_t rx_bytes;		/* recv: everything read, pings' clock */
 };
 
 struct tcp_xdc_thread {
@@ -132,6 +141,9 @@ struct tcp_xdc_thread {
 	struct tcp_xdc_stream **streams;
 	atomic_int want_work;		/* send: an idle stream waits for work */
 	_Atomic uint64_t wait_seq;	/* recv: first message a parked stream needs */
+	uint64_t rx_seen;		/* recv: sum of rx_bytes at last_rx_ns */
+	uint64_t last_rx_ns;		/* recv: when a byte last arrived */
+	uint64_t last_ping_ns;
 };
 
 enum tcp_xdc_fail_state {
@@ -146,14 +158,20 @@ struct tcp_xdc_comm {
 	unsigned int id;
 	char peer[128];
 	size_t chunk_size;
+	size_t min_chunk;
 	int nstreams;
 	int nthreads;
+	int timeout_ms;
+	int spin_us;
+	uint64_t ping_busy_ns;		/* recv: quiet time before a ping */
+	uint64_t ping_idle_ns;		/* the same with no receive posted */
 	struct tcp_xdc_stream *streams;
 	struct tcp_xdc_thread *threads;
 	struct tcp_xdc_req reqs[TCP_XDC_MAX_REQUESTS];
 	uint64_t next_seq;		/* proxy only */
 	_Atomic uint64_t posted;	/* messages published to the threads */
 	_Atomic uint64_t cursor;	/* send: next chunk to claim */
+	_Atomic uint64_t completed;	/* requests test() saw finish */
 	atomic_int stop;
 	atomic_int error;		/* first failure, negative errno */
 	atomic_int fail_state;		/* enum tcp_xdc_fail_state */

@@ -16,15 +16,6 @@
 
 #include "tcp_xdc.h"
 
-/*
- * Keepalive well below the idle timeouts of NAT gateways and firewalls
- * (350 s on some clouds), so an idle inter-DC connection survives and a
- * vanished peer is noticed in about two minutes.
- */
-#define TCP_XDC_KEEPIDLE_S 60
-#define TCP_XDC_KEEPINTVL_S 10
-#define TCP_XDC_KEEPCNT 6
-
 enum tcp_xdc_phase {
 	TCP_XDC_SEND_HELLO,
 	TCP_XDC_WAIT_HELLO,
@@ -96,13 +87,19 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd,
 		set_opt(fd, SOL_SOCKET, SO_RCVBUF, ctx->rcvbuf, "SO_RCVBUF",
 			peer);
 	set_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", peer);
+	/* Keeps NAT and firewall state of a quiet stream alive. */
 	set_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, TCP_XDC_KEEPIDLE_S,
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, ctx->keepalive_idle_s,
 		"TCP_KEEPIDLE", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, TCP_XDC_KEEPINTVL_S,
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, ctx->keepalive_interval_s,
 		"TCP_KEEPINTVL", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, TCP_XDC_KEEPCNT, "TCP_KEEPCNT",
-		peer);
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, ctx->keepalive_count,
+		"TCP_KEEPCNT", peer);
+	/* Unacknowledged data (a chunk, a receiver's ping) older than this
+	 * fails the socket with ETIMEDOUT instead of retrying for minutes. */
+	if (ctx->timeout_ms)
+		set_opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, ctx->timeout_ms,
+			"TCP_USER_TIMEOUT", peer);
 }
 
 /* Returns 1 when all streams are there, 0 to come back later, or -errno. */

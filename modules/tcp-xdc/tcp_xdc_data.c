@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tcp_xdc.h"
@@ -36,6 +38,14 @@
 static const char *comm_kind(const struct tcp_xdc_comm *comm)
 {
 	return comm->is_send ? "send" : "recv";
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- failure ---- */
@@ -107,13 +117,48 @@ static int stream_fail(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 comm->nstreams, what);
 }
 
+/*
+ * A socket error in words.  TCP reports a stream that went unacknowledged
+ * for timeout_ms as ETIMEDOUT, or as the last ICMP error it saw on the way
+ * (no route, unreachable), so both say how long it waited.
+ */
 static int stream_syscall_fail(struct tcp_xdc_comm *comm,
 			       struct tcp_xdc_stream *s, int err)
 {
-	if (err == EPIPE || err == ECONNRESET)
-		return stream_fail(comm, s, -err,
-				   "connection closed by peer");
-	return stream_fail(comm, s, -err, strerror(err));
+	char what[128];
+
+	switch (err) {
+	case EPIPE:
+		return stream_fail(comm, s, -err, "connection closed by peer");
+	case ECONNRESET:
+		return stream_fail(comm, s, -err, "connection reset by peer");
+	case ETIMEDOUT:
+		snprintf(what, sizeof(what),
+			 "timed out after %d ms without an acknowledgement (link down or peer gone)",
+			 comm->timeout_ms);
+		return stream_fail(comm, s, -err, what);
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+		snprintf(what, sizeof(what), "%s, gave up after %d ms",
+			 strerror(err), comm->timeout_ms);
+		return stream_fail(comm, s, -err, what);
+	default:
+		return stream_fail(comm, s, -err, strerror(err));
+	}
+}
+
+/* The pending error of a socket that poll flagged with POLLERR. */
+static int stream_pending_error(struct tcp_xdc_comm *comm,
+				struct tcp_xdc_stream *s)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || !err)
+		err = ECONNRESET;
+	return stream_syscall_fail(comm, s, err);
 }
 
 static bool thread_should_exit(struct tcp_xdc_comm *comm)
@@ -122,14 +167,44 @@ static bool thread_should_exit(struct tcp_xdc_comm *comm)
 	       atomic_load_explicit(&comm->error, memory_order_relaxed);
 }
 
-/* Sleeps until a socket in pfd[0..n-1] or the thread's eventfd is ready. */
-static int thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n)
+/*
+ * Looks at the sockets and the eventfd without sleeping for up to spin_us:
+ * the next message of a busy connection usually comes within microseconds,
+ * and a sleeping thread costs a wake-up on both sides.  Each round yields
+ * the CPU, so on a small host the proxy thread still runs.  Returns the
+ * poll() result of the last round.
+ */
+static int thread_spin(struct tcp_xdc_thread *t, struct pollfd *pfd, int n)
+{
+	uint64_t end = now_ns() + (uint64_t)t->comm->spin_us * 1000;
+	int ret;
+
+	do {
+		ret = poll(pfd, (nfds_t)n + 1, 0);
+		if (ret)
+			return ret;
+		sched_yield();
+	} while (now_ns() < end);
+	return 0;
+}
+
+/*
+ * Sleeps until a socket in pfd[0..n-1] or the thread's eventfd is ready, or
+ * for at most timeout_ms (-1: no limit).
+ */
+static int thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n,
+		       int timeout_ms)
 {
 	uint64_t count;
+	int ret = 0;
 
 	pfd[n].fd = t->efd;
 	pfd[n].events = POLLIN;
-	if (poll(pfd, (nfds_t)n + 1, -1) < 0) {
+	if (t->comm->spin_us)
+		ret = thread_spin(t, pfd, n);
+	if (!ret)
+		ret = poll(pfd, (nfds_t)n + 1, timeout_ms);
+	if (ret < 0) {
 		if (errno == EINTR)
 			return 0;
 		return comm_fail(t->comm, -errno, "poll: %s", strerror(errno));
@@ -181,16 +256,17 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 						       memory_order_acquire);
 		uint64_t msg = cursor_msg(cur, posted);
 		struct tcp_xdc_req *req;
-		uint64_t size, off, len, next;
+		uint64_t size, off, len, next, piece;
 
 		if (msg == posted)
 			return false;
 		req = &comm->reqs[msg % TCP_XDC_MAX_REQUESTS];
 		size = __atomic_load_n(&req->size, __ATOMIC_RELAXED);
+		piece = __atomic_load_n(&req->piece, __ATOMIC_RELAXED);
 		off = cur & OFFSET_MASK;
 		len = size > off ? size - off : 0;
-		if (len > comm->chunk_size)
-			len = comm->chunk_size;
+		if (len > piece)
+			len = piece;
 		if (off + len >= size)
 			next = ((msg + 1) & SEQ_MASK) << TCP_XDC_OFFSET_BITS;
 		else
@@ -264,21 +340,37 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	}
 }
 
-/* The receiver never writes on a data stream: readable means it closed. */
+/*
+ * The receiver writes nothing but pings on a data stream: they only prove
+ * the link alive (our kernel acknowledges them) and are dropped here.
+ */
+static int send_drain_pings(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s)
+{
+	char buf[256];
+
+	for (;;) {
+		ssize_t n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return stream_fail(comm, s, -ECONNRESET,
+					   "connection closed by peer");
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno != EINTR)
+			return stream_syscall_fail(comm, s, errno);
+	}
+}
+
 static int send_check_events(struct tcp_xdc_comm *comm,
 			     struct tcp_xdc_stream *s, short revents)
 {
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (revents & POLLERR) {
-		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || !err)
-			err = ECONNRESET;
-		return stream_syscall_fail(comm, s, err);
-	}
-	if (revents & (POLLHUP | POLLRDHUP | POLLIN))
-		return stream_fail(comm, s, -ECONNRESET,
-				   "connection closed by peer");
+	if (revents & POLLERR)
+		return stream_pending_error(comm, s);
+	if (revents & (POLLIN | POLLRDHUP | POLLHUP))
+		return send_drain_pings(comm, s);
 	return 0;
 }
 
@@ -307,7 +399,7 @@ static void *send_thread(void *arg)
 				return NULL;
 			pfd[i].fd = s->fd;
 			/* A stream holding a chunk is blocked on its socket. */
-			pfd[i].events = POLLRDHUP |
+			pfd[i].events = POLLIN | POLLRDHUP |
 				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
 			pfd[i].revents = 0;
 			idle |= s->state == TCP_XDC_IDLE;
@@ -320,7 +412,7 @@ static void *send_thread(void *arg)
 				continue;
 			}
 		}
-		if (thread_poll(t, pfd, t->nstreams))
+		if (thread_poll(t, pfd, t->nstreams, -1))
 			return NULL;
 		atomic_store_explicit(&t->want_work, 0, memory_order_relaxed);
 	}

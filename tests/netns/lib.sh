@@ -1,0 +1,407 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Network namespace helpers for the scenario tests and benchmarks.  Sourced,
+# never run.  Everything made here lives inside namespaces whose names start
+# with a prefix unique to this process, so parallel runs do not collide and
+# nothing is ever added to the root namespace: veth pairs are created with
+# both ends directly in their namespaces.  An EXIT trap kills every process
+# started here and deletes every namespace, also on failure or Ctrl-C.
+#
+# The XDC topology (xdc_topology) is two "datacenters" behind NAT routers:
+#
+#   a1 10.1.0.11 --+                                      +-- b1 10.2.0.11
+#                  br0 rA 192.0.2.1 ==shaped== 192.0.2.2 rB br0
+#   a2 10.1.0.12 --+   (10.1.0.1)                (10.2.0.1)  +-- b2 10.2.0.12
+#
+# Each router masquerades outbound and forwards inbound only a small port
+# range per host, to different internal ports (see xdc_fwd_base).
+
+NETNS_PREFIX=${NETNS_PREFIX:-nm$$}
+NETNS_LIST=()
+NETNS_PIDS=()
+NETNS_TMP=""
+NETNS_IPT=iptables
+
+# Host and router facts of the XDC topology, shared by tests and benchmarks.
+XDC_HOSTS=(a1 a2 b1 b2)
+declare -gA XDC_IP=([a1]=10.1.0.11 [a2]=10.1.0.12 [b1]=10.2.0.11
+		    [b2]=10.2.0.12)
+declare -gA XDC_ROUTER=([a1]=ra [a2]=ra [b1]=rb [b2]=rb)
+declare -gA XDC_EXT=([ra]=192.0.2.1 [rb]=192.0.2.2)
+# First external port forwarded to each host (internal ports start at 40000).
+declare -gA XDC_FWD_BASE=([a1]=50000 [a2]=50010 [b1]=50000 [b2]=50010)
+XDC_PORT_LOW=40000	# the hosts' plugin port_range is 40000-40007
+XDC_NPORTS=10		# forwarded: 40000-40009; 40009 is meshperf's bootstrap
+XDC_BOOT_PORT=40009
+XDC_RATE=${XDC_RATE:-200mbit}	# the shaped inter-DC link, each direction
+XDC_DELAY=${XDC_DELAY:-}	# optional one-way delay (netem), e.g. 10ms
+XDC_MTU=${XDC_MTU:-1500}
+
+netns_log() {
+	printf '[netns] %s\n' "$*" >&2
+}
+
+netns_die() {
+	printf 'FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+netns_skip() {
+	printf 'SKIP: %s\n' "$*" >&2
+	exit 77
+}
+
+# Full name of namespace NAME.
+ns() {
+	printf '%s-%s' "$NETNS_PREFIX" "$1"
+}
+
+# nsx NAME CMD...: runs CMD inside namespace NAME.
+nsx() {
+	local name=$1
+
+	shift
+	ip netns exec "$(ns "$name")" "$@"
+}
+
+netns_cleanup() {
+	local pid n
+
+	for pid in "${NETNS_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	# anything still running inside our namespaces was started by us
+	for n in "${NETNS_LIST[@]}"; do
+		for pid in $(ip netns pids "$n" 2>/dev/null); do
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+	done
+	for pid in "${NETNS_PIDS[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	for n in "${NETNS_LIST[@]}"; do
+		ip netns del "$n" 2>/dev/null || true
+	done
+	NETNS_LIST=()
+	NETNS_PIDS=()
+	if [ -n "$NETNS_TMP" ]; then
+		rm -rf "$NETNS_TMP"
+	fi
+}
+
+# Checks that namespaces can be made here (else SKIP), picks the iptables
+# flavour that works and installs the cleanup trap.
+netns_init() {
+	local probe
+
+	[ "$(id -u)" -eq 0 ] || netns_skip "needs root"
+	command -v ip >/dev/null || netns_skip "no ip (iproute2)"
+	trap netns_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	NETNS_TMP=$(mktemp -d)
+	probe=$(ns probe)
+	ip netns add "$probe" 2>/dev/null ||
+		netns_skip "cannot create a network namespace"
+	NETNS_LIST+=("$probe")
+	NETNS_IPT=""
+	for ipt in iptables iptables-nft iptables-legacy; do
+		command -v "$ipt" >/dev/null || continue
+		if ip netns exec "$probe" "$ipt" -t nat -A POSTROUTING \
+			-o lo -j MASQUERADE 2>/dev/null &&
+		   ip netns exec "$probe" "$ipt" -A FORWARD -m conntrack \
+			--ctstate DNAT -j ACCEPT 2>/dev/null; then
+			NETNS_IPT=$ipt
+			break
+		fi
+	done
+	ip netns del "$probe"
+	NETNS_LIST=("${NETNS_LIST[@]:0:${#NETNS_LIST[@]}-1}")
+	[ -n "$NETNS_IPT" ] ||
+		netns_skip "no iptables with nat and conntrack works here"
+	command -v tc >/dev/null || netns_skip "no tc (iproute2)"
+}
+
+# netns_add NAME...: new namespaces with loopback up.
+netns_add() {
+	local name
+
+	for name in "$@"; do
+		ip netns add "$(ns "$name")" ||
+			netns_die "cannot create namespace $(ns "$name")"
+		NETNS_LIST+=("$(ns "$name")")
+		nsx "$name" ip link set lo up
+	done
+}
+
+# netns_veth NS1 IF1 NS2 IF2: a veth pair, one end in each namespace, up.
+netns_veth() {
+	ip link add "$2" mtu "$XDC_MTU" netns "$(ns "$1")" type veth \
+		peer name "$4" mtu "$XDC_MTU" netns "$(ns "$3")"
+	nsx "$1" ip link set "$2" up
+	nsx "$3" ip link set "$4" up
+}
+
+# netns_bridge NS BR PORT...: a bridge in NS enslaving the given interfaces.
+netns_bridge() {
+	local name=$1 br=$2 port
+
+	shift 2
+	nsx "$name" ip link add "$br" type bridge
+	for port in "$@"; do
+		nsx "$name" ip link set "$port" master "$br"
+	done
+	nsx "$name" ip link set "$br" up
+}
+
+# netns_addr NS IF CIDR
+netns_addr() {
+	nsx "$1" ip addr add "$3" dev "$2"
+}
+
+# netns_route NS DEST VIA ("default" for DEST works)
+netns_route() {
+	nsx "$1" ip route add "$2" via "$3"
+}
+
+netns_forwarding() {
+	nsx "$1" sysctl -qw net.ipv4.ip_forward=1
+}
+
+# netns_ipt NS ARGS...: iptables inside NS.
+netns_ipt() {
+	local name=$1
+
+	shift
+	nsx "$name" "$NETNS_IPT" "$@"
+}
+
+netns_have_netem() {
+	local probe=$NETNS_PREFIX-netem ok=1
+
+	ip netns add "$probe" || return 1
+	ip netns exec "$probe" ip link set lo up
+	ip netns exec "$probe" tc qdisc add dev lo root netem delay 1ms \
+		2>/dev/null || ok=0
+	ip netns del "$probe"
+	[ "$ok" -eq 1 ]
+}
+
+# netns_shape NS IF RATE [DELAY]: egress of IF limited to RATE (tc rate
+# syntax, e.g. 200mbit) by a token bucket; with DELAY (e.g. 10ms) a netem
+# delay sits in front of it.  The bucket holds 50 ms of traffic, so TCP
+# sees a queue like a router's rather than drops at every burst.
+netns_shape() {
+	local name=$1 dev=$2 rate=$3 delay=${4:-} bits burst parent=root
+
+	bits=$(tc_rate_bits "$rate")
+	# at least one 64 KiB GSO packet, else about 1 ms at the rate
+	burst=$(( bits / 8 / 1000 ))
+	[ "$burst" -ge 65536 ] || burst=65536
+	if [ -n "$delay" ]; then
+		nsx "$name" tc qdisc add dev "$dev" root handle 1: netem \
+			delay "$delay" limit 100000 ||
+			netns_die "tc netem is not available (kernel without sch_netem)"
+		parent="parent 1:1"
+	fi
+	# shellcheck disable=SC2086 # parent is one or two words on purpose
+	nsx "$name" tc qdisc add dev "$dev" $parent handle 10: tbf \
+		rate "$rate" burst "$burst" latency 50ms
+}
+
+# tc_rate_bits RATE: bits per second of a tc rate (kbit, mbit, gbit, bit).
+tc_rate_bits() {
+	local r=${1,,} n unit
+
+	n=${r%%[a-z]*}
+	unit=${r#"$n"}
+	case $unit in
+	""|bit) echo "$n" ;;
+	kbit) echo $((n * 1000)) ;;
+	mbit) echo $((n * 1000000)) ;;
+	gbit) echo $((n * 1000000000)) ;;
+	*) netns_die "unsupported rate unit in '$1' (use bit, kbit, mbit, gbit)" ;;
+	esac
+}
+
+# netns_spawn NS LOG CMD...: CMD in the background inside NS, output to LOG;
+# its pid is in NETNS_LAST_PID and killed by the cleanup.
+netns_spawn() {
+	local name=$1 log=$2
+
+	shift 2
+	ip netns exec "$(ns "$name")" "$@" >"$log" 2>&1 &
+	NETNS_LAST_PID=$!
+	NETNS_PIDS+=("$NETNS_LAST_PID")
+}
+
+# netns_wait PID LIMIT_S: waits for PID at most LIMIT_S seconds; returns
+# its status, or 124 after killing it when it ran too long.
+netns_wait() {
+	local pid=$1 deadline=$((SECONDS + $2)) rc
+
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			kill -KILL "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+			return 124
+		fi
+		sleep 0.1
+	done
+	rc=0
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
+# netns_wait_listen NS PORT LIMIT_S: until something listens on TCP PORT.
+netns_wait_listen() {
+	local deadline=$((SECONDS + $3))
+
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		nsx "$1" ss -Htln "sport = :$2" | grep -q . && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# --------------------------------------------------------- XDC topology
+
+# xdc_router NAME DC_OCTET EXT_IP PEER_EXT_IP HOST...
+xdc_router() {
+	local r=$1 dc=$2 ext=$3 peer=$4 h k base ports=()
+
+	shift 4
+	for h in "$@"; do
+		netns_veth "$h" "lan-$h" "$r" "p-$h"
+		ports+=("p-$h")
+		netns_addr "$h" "lan-$h" "${XDC_IP[$h]}/24"
+		netns_route "$h" default "10.$dc.0.1"
+	done
+	netns_bridge "$r" br0 "${ports[@]}"
+	netns_addr "$r" br0 "10.$dc.0.1/24"
+	netns_addr "$r" ext "$ext/30"
+	# the "internet" is the other router; private addresses of the other
+	# DC are routed there too, and its firewall drops them
+	netns_route "$r" default "$peer"
+	netns_forwarding "$r"
+
+	# NAT: outbound masquerades to the external address; inbound, each
+	# host gets XDC_NPORTS external ports from its base, one rule each,
+	# mapped to internal ports from XDC_PORT_LOW
+	netns_ipt "$r" -t nat -A POSTROUTING -o ext -j SNAT --to-source "$ext"
+	for h in "$@"; do
+		base=${XDC_FWD_BASE[$h]}
+		for ((k = 0; k < XDC_NPORTS; k++)); do
+			netns_ipt "$r" -t nat -A PREROUTING -i ext -p tcp \
+				-d "$ext" --dport $((base + k)) -j DNAT \
+				--to-destination "${XDC_IP[$h]}:$((XDC_PORT_LOW + k))"
+		done
+	done
+
+	# firewall: from outside only replies and forwarded ports; every
+	# other new connection is dropped silently (counted by the last rule)
+	netns_ipt "$r" -P FORWARD DROP
+	netns_ipt "$r" -A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED \
+		-j ACCEPT
+	netns_ipt "$r" -A FORWARD -i br0 -o ext -j ACCEPT
+	# LAN traffic, seen here when the host has br_netfilter loaded
+	netns_ipt "$r" -A FORWARD -i br0 -o br0 -j ACCEPT
+	netns_ipt "$r" -A FORWARD -i ext -m conntrack --ctstate DNAT -j ACCEPT
+	netns_ipt "$r" -A FORWARD -i ext -j DROP
+	netns_ipt "$r" -A INPUT -i ext -m conntrack \
+		--ctstate ESTABLISHED,RELATED -j ACCEPT
+	netns_ipt "$r" -A INPUT -i ext -j DROP
+}
+
+# Builds the two-DC topology; the inter-DC link is shaped to XDC_RATE in
+# both directions (plus XDC_DELAY each way when set).
+xdc_topology() {
+	netns_add a1 a2 b1 b2 ra rb
+	netns_veth ra ext rb ext
+	xdc_router ra 1 "${XDC_EXT[ra]}" "${XDC_EXT[rb]}" a1 a2
+	xdc_router rb 2 "${XDC_EXT[rb]}" "${XDC_EXT[ra]}" b1 b2
+	netns_shape ra ext "$XDC_RATE" "$XDC_DELAY"
+	netns_shape rb ext "$XDC_RATE" "$XDC_DELAY"
+}
+
+# Packets dropped by a router's firewall rules for new inbound connections.
+xdc_drops() {
+	local r=$1
+
+	{
+		netns_ipt "$r" -L FORWARD -v -x -n
+		netns_ipt "$r" -L INPUT -v -x -n
+	} | awk '$3 == "DROP" && $6 == "ext" { n += $1 } END { print n + 0 }'
+}
+
+# Where HOST's port P (internal) is reachable from the other DC.
+xdc_ext_port() {
+	echo $((XDC_FWD_BASE[$1] + $2 - XDC_PORT_LOW))
+}
+
+# The address and bootstrap port a meshperf client in host FROM dials to
+# reach a server in host TO (directly inside a DC, else through NAT).
+xdc_dial() {
+	local from=$1 to=$2
+
+	if [ "${XDC_ROUTER[$from]}" = "${XDC_ROUTER[$to]}" ]; then
+		echo "${XDC_IP[$to]} $XDC_BOOT_PORT"
+	else
+		echo "${XDC_EXT[${XDC_ROUTER[$to]}]} $(xdc_ext_port "$to" \
+			"$XDC_BOOT_PORT")"
+	fi
+}
+
+# ---------------------------------------------------------------- meshperf
+
+# Set by the caller: MESHPERF, PLUGIN, MODULE_DIR, CONF.
+#
+# xdc_meshperf SERVER CLIENT TAG LIMIT_S [meshperf args...]: one meshperf
+# run, the server in host SERVER, the client in host CLIENT, each process
+# told its host name for the config's host sections.  Logs go to
+# $NETNS_TMP/TAG.server and TAG.client; returns the client's status (or
+# the server's when only it failed; 124 on the time limit).
+xdc_meshperf() {
+	local srv=$1 cli=$2 tag=$3 limit=$4 addr port spid cpid src=0 crc=0
+
+	shift 4
+	read -r addr port < <(xdc_dial "$cli" "$srv")
+	netns_spawn "$srv" "$NETNS_TMP/$tag.server" env \
+		NCCL_MESH_HOSTNAME="$srv" NCCL_MESH_CONF="$CONF" \
+		NCCL_MESH_MODULE_PATH="$MODULE_DIR" "${XDC_ENV[@]}" \
+		"$MESHPERF" --server --bind 0.0.0.0 --port "$XDC_BOOT_PORT" \
+		--plugin "$PLUGIN" "$@"
+	spid=$NETNS_LAST_PID
+	netns_wait_listen "$srv" "$XDC_BOOT_PORT" 10 ||
+		netns_die "$tag: meshperf server in $srv did not listen"
+	netns_spawn "$cli" "$NETNS_TMP/$tag.client" env \
+		NCCL_MESH_HOSTNAME="$cli" NCCL_MESH_CONF="$CONF" \
+		NCCL_MESH_MODULE_PATH="$MODULE_DIR" "${XDC_ENV[@]}" \
+		"$MESHPERF" --client "$addr" --port "$port" \
+		--plugin "$PLUGIN" "$@"
+	cpid=$NETNS_LAST_PID
+	netns_wait "$cpid" "$limit" || crc=$?
+	netns_wait "$spid" 10 || src=$?
+	[ "$crc" -ne 0 ] && return "$crc"
+	return "$src"
+}
+
+# Extra environment for both meshperf processes (VAR=value words).
+XDC_ENV=()
+
+xdc_show_logs() {
+	local tag=$1 side
+
+	for side in server client; do
+		[ -f "$NETNS_TMP/$tag.$side" ] || continue
+		echo "---- $tag $side ----"
+		cat "$NETNS_TMP/$tag.$side"
+	done
+}
+
+# xdc_log_has TAG SIDE REGEX: a log line of that run matches.
+xdc_log_has() {
+	grep -Eq -- "$3" "$NETNS_TMP/$1.$2"
+}
