@@ -214,6 +214,38 @@ static int read_all(int fd, uint8_t *buf, size_t cap, size_t *n)
 	return 0;
 }
 
+/* Opens the key file if it is one we may trust: regular, owner-only. */
+static int open_key_file(const char *path, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd, rc;
+
+	/* O_NONBLOCK: a FIFO put in the key's place must not hang init. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "cannot open: %s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "cannot stat: %s", strerror(-rc));
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		snprintf(why, whylen, "not a regular file");
+	} else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		/* Anyone else who can read the key can pass the handshake. */
+		rc = -EPERM;
+		snprintf(why, whylen,
+			 "mode %04o gives group or others access; chmod 600 it",
+			 (unsigned)(st.st_mode & 07777));
+	} else {
+		return fd;
+	}
+	close(fd);
+	return rc;
+}
+
 int core_auth_load_key(const char *path, struct core_auth_key *key,
 		       char *err, size_t errlen)
 {
@@ -221,64 +253,38 @@ int core_auth_load_key(const char *path, struct core_auth_key *key,
 	 * that is too long from one that just fits. */
 	uint8_t buf[CORE_AUTH_KEY_MAX + 2];
 	char why[160];
-	struct stat st;
-	size_t n;
+	size_t n = 0;
 	int fd, rc;
 
 	key->len = 0;
 	if (!path || !*path)
 		return key_error(-EINVAL, err, errlen, "(none)",
 				 "no path given");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, sizeof(why), "cannot open: %s", strerror(-rc));
-		return key_error(rc, err, errlen, path, why);
-	}
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		close(fd);
-		snprintf(why, sizeof(why), "cannot stat: %s", strerror(-rc));
-		return key_error(rc, err, errlen, path, why);
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return key_error(-EINVAL, err, errlen, path,
-				 "not a regular file");
-	}
-	/* Anyone else who can read the key can pass the handshake. */
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		close(fd);
-		snprintf(why, sizeof(why),
-			 "mode %04o gives group or others access; "
-			 "chmod 600 it", (unsigned)(st.st_mode & 07777));
-		return key_error(-EPERM, err, errlen, path, why);
-	}
+	fd = open_key_file(path, why, sizeof(why));
+	if (fd < 0)
+		return key_error(fd, err, errlen, path, why);
 	rc = read_all(fd, buf, sizeof(buf), &n);
 	close(fd);
-	if (rc) {
-		snprintf(why, sizeof(why), "cannot read: %s", strerror(-rc));
-		return key_error(rc, err, errlen, path, why);
-	}
 	if (n && buf[n - 1] == '\n')
 		n--;
-	if (n > CORE_AUTH_KEY_MAX) {
-		explicit_bzero(buf, sizeof(buf));
+	if (rc) {
+		snprintf(why, sizeof(why), "cannot read: %s", strerror(-rc));
+	} else if (n > CORE_AUTH_KEY_MAX) {
+		rc = -EFBIG;
 		snprintf(why, sizeof(why), "key is longer than %d bytes",
 			 CORE_AUTH_KEY_MAX);
-		return key_error(-EFBIG, err, errlen, path, why);
-	}
-	if (n < CORE_AUTH_KEY_MIN) {
-		explicit_bzero(buf, sizeof(buf));
+	} else if (n < CORE_AUTH_KEY_MIN) {
+		rc = -EINVAL;
 		snprintf(why, sizeof(why),
 			 "key has %zu bytes, at least %d are needed", n,
 			 CORE_AUTH_KEY_MIN);
-		return key_error(-EINVAL, err, errlen, path, why);
 	}
-	memcpy(key->bytes, buf, n);
-	key->len = n;
+	if (!rc) {
+		memcpy(key->bytes, buf, n);
+		key->len = n;
+	}
 	explicit_bzero(buf, sizeof(buf));
-	return 0;
+	return rc ? key_error(rc, err, errlen, path, why) : 0;
 }
 
 /* ---- the handshake engine ---- */

@@ -499,6 +499,17 @@ static int route(struct core_listener *l, struct incoming *in)
 	return 0;
 }
 
+static int still_waiting(struct core_listener *l, struct incoming *in,
+			 int64_t now)
+{
+	if (now <= in->deadline_ns)
+		return 1;
+	refuse(l, in, in->got < HELLO_SIZE ?
+			      "no complete hello within 10 s" :
+			      "no complete authentication within 10 s");
+	return 0;
+}
+
 /* 1 while the socket is still saying who it is, 0 to drop it, -1 once it
  * was handed to a listen. */
 static int incoming_step(struct core_listener *l, struct incoming *in,
@@ -512,17 +523,19 @@ static int incoming_step(struct core_listener *l, struct incoming *in,
 
 		if (n > 0)
 			in->got += (size_t)n;
-		else if (n == 0 || errno != EAGAIN)
+		if (n == 0 || (n < 0 && errno != EAGAIN)) {
+			refuse(l, in, "closed before a complete hello");
 			return 0;
+		}
 		if (in->got < HELLO_SIZE)
-			return now > in->deadline_ns ? 0 : 1;
+			return still_waiting(l, in, now);
 		if (check_hello(l, in))
 			return 0;
 	}
 	if (in->authing) {
 		err = auth_step(in->fd, &in->auth);
 		if (err == -EAGAIN)
-			return now > in->deadline_ns ? 0 : 1;
+			return still_waiting(l, in, now);
 		if (err) {
 			refuse(l, in, auth_failure(err));
 			return 0;

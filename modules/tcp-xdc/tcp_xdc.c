@@ -41,7 +41,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Unanswered keepalive probes before a stream counts as dead." },
 	{ "timeout_ms", MESH_PARAM_INT, "30000", 0, 3600000,
 	  "A stream whose peer acknowledges nothing for this long fails (TCP_USER_TIMEOUT and receiver pings); 0 turns it off." },
-	{ "spin_us", MESH_PARAM_INT, "50", 0, 10000,
+	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };

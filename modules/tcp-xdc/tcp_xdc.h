@@ -102,6 +102,7 @@ struct tcp_xdc_req {
 	char *data;
 	size_t size;
 	int tag;
+	size_t piece;			/* send: chunk length for this message */
 	uint64_t nchunks;		/* send: chunks the message is cut into */
 	_Atomic uint64_t chunks_done;
 	_Atomic uint64_t bytes_done;	/* recv */

@@ -200,7 +200,7 @@ static int thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n,
 
 	pfd[n].fd = t->efd;
 	pfd[n].events = POLLIN;
-	if (t->comm->spin_us)
+	if (t->comm->spin_us && !t->comm->is_send)
 		ret = thread_spin(t, pfd, n);
 	if (!ret)
 		ret = poll(pfd, (nfds_t)n + 1, timeout_ms);
@@ -287,6 +287,27 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		chunk_hdr_encode(s);
 		return true;
 	}
+}
+
+/*
+ * An idle send thread looks for the next message for up to spin_us before
+ * it asks to be woken: a busy proxy posts again within microseconds, and
+ * then neither side pays for an eventfd write and a wake-up.  Yielding in
+ * the loop keeps the proxy thread running on a small host.
+ */
+static bool send_spin(struct tcp_xdc_comm *comm)
+{
+	uint64_t end;
+
+	if (!comm->spin_us)
+		return false;
+	end = now_ns() + (uint64_t)comm->spin_us * 1000;
+	do {
+		if (send_work_available(comm))
+			return true;
+		sched_yield();
+	} while (now_ns() < end && !thread_should_exit(comm));
+	return false;
 }
 
 /* Returns 1 when the socket is full, 0 when out of work, or -errno. */
@@ -383,7 +404,7 @@ static void *send_thread(void *arg)
 	for (int i = 0; i < t->nstreams; i++)
 		pfd[i].revents = POLLOUT;
 	while (!thread_should_exit(comm)) {
-		bool idle = false;
+		bool idle = false, busy = false;
 
 		for (int i = 0; i < t->nstreams; i++) {
 			struct tcp_xdc_stream *s = t->streams[i];
@@ -403,7 +424,11 @@ static void *send_thread(void *arg)
 				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
 			pfd[i].revents = 0;
 			idle |= s->state == TCP_XDC_IDLE;
+			busy |= s->state == TCP_XDC_PAYLOAD;
 		}
+		/* Only when no stream waits for its socket: those are polled. */
+		if (idle && !busy && send_spin(comm))
+			continue;
 		if (idle) {
 			/* Pairs with the posted store in isend. */
 			atomic_store(&t->want_work, 1);
@@ -442,6 +467,7 @@ static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		return stream_fail(comm, s, -EPROTO, what);
 	}
 	s->last_seq = s->seq;
+	s->hdr_done = 0;
 	return 0;
 }
 
@@ -492,7 +518,6 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 
 	s->req = NULL;
 	s->state = TCP_XDC_IDLE;
-	s->hdr_done = 0;
 	atomic_fetch_add_explicit(&req->bytes_done, s->len,
 				  memory_order_release);
 	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
@@ -507,15 +532,22 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			   "connection closed by peer in the middle of a chunk");
 }
 
-/* Reads into buf; returns bytes (> 0), 0 when nothing is there, or -errno. */
-static ssize_t stream_read(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
-			   void *buf, size_t len)
+/*
+ * Reads into iov; returns bytes (> 0), 0 when nothing is there, or -errno.
+ */
+static ssize_t stream_readv(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, struct iovec *iov,
+			    int iovcnt)
 {
-	for (;;) {
-		ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
 
-		if (n > 0)
+	for (;;) {
+		ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+
+		if (n > 0) {
+			s->rx_bytes += (uint64_t)n;
 			return n;
+		}
 		if (n == 0)
 			return recv_eof(comm, s);
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -523,6 +555,38 @@ static ssize_t stream_read(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		if (errno != EINTR)
 			return stream_syscall_fail(comm, s, errno);
 	}
+}
+
+static ssize_t stream_read(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			   void *buf, size_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return stream_readv(comm, s, &iov, 1);
+}
+
+/*
+ * Reads the rest of a chunk's payload, and the next header behind it in
+ * the same call: one system call per chunk saved.
+ */
+static ssize_t payload_read(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s)
+{
+	size_t rest = s->len - s->payload_done;
+	struct iovec iov[2] = {
+		{ s->req->data + s->offset + s->payload_done, rest },
+		{ &s->wire, sizeof(s->wire) },
+	};
+	ssize_t n = stream_readv(comm, s, iov, 2);
+
+	if (n <= 0)
+		return n;
+	if ((size_t)n > rest) {
+		s->hdr_done = (size_t)n - rest;
+		n = (ssize_t)rest;
+	}
+	s->payload_done += (size_t)n;
+	return 1;
 }
 
 /* Returns 0 when the stream would block or waits for an irecv, or -errno. */
@@ -534,11 +598,14 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	for (;;) {
 		switch (s->state) {
 		case TCP_XDC_IDLE:
-			n = stream_read(comm, s, (char *)&s->wire + s->hdr_done,
-					sizeof(s->wire) - s->hdr_done);
-			if (n <= 0)
-				return (int)n;
-			s->hdr_done += (size_t)n;
+			if (s->hdr_done < sizeof(s->wire)) {
+				n = stream_read(comm, s,
+						(char *)&s->wire + s->hdr_done,
+						sizeof(s->wire) - s->hdr_done);
+				if (n <= 0)
+					return (int)n;
+				s->hdr_done += (size_t)n;
+			}
 			if (s->hdr_done < sizeof(s->wire))
 				break;
 			ret = header_parse(comm, s);
@@ -556,12 +623,9 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			/* fall through */
 		case TCP_XDC_PAYLOAD:
 			if (s->payload_done < s->len) {
-				n = stream_read(comm, s, s->req->data +
-						s->offset + s->payload_done,
-						s->len - s->payload_done);
+				n = payload_read(comm, s);
 				if (n <= 0)
 					return (int)n;
-				s->payload_done += (size_t)n;
 			}
 			if (s->payload_done == s->len)
 				chunk_finish(s);
@@ -572,16 +636,91 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	}
 }
 
+/*
+ * Pings: the receiver writes one byte on each of its streams after they
+ * have been quiet for a while.  The sender's kernel acknowledges it even
+ * when the sender has nothing to say, so a live but slow peer costs
+ * nothing, while on a dead link the unacknowledged byte makes the socket
+ * fail with ETIMEDOUT after timeout_ms (TCP_USER_TIMEOUT).  Without them a
+ * receiver whose link died would wait for TCP keepalive, minutes later.
+ * While a receive is outstanding the quiet time is short; otherwise it is
+ * half the keepalive idle time, so the kernel's keepalive never probes a
+ * stream (it would drop one with TCP_USER_TIMEOUT at the first lost probe).
+ */
+static int recv_ping(struct tcp_xdc_thread *t)
+{
+	static const char ping = 'p';
+
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+
+		if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return stream_syscall_fail(t->comm, s, errno);
+	}
+	return 0;
+}
+
+/* Pings when due; *sleep_ms is how long the thread may sleep (-1: ever). */
+static int recv_ping_check(struct tcp_xdc_thread *t, int *sleep_ms)
+{
+	struct tcp_xdc_comm *comm = t->comm;
+	uint64_t now, sum = 0, period, last;
+
+	*sleep_ms = -1;
+	if (!comm->ping_busy_ns)
+		return 0;
+	now = now_ns();
+	for (int i = 0; i < t->nstreams; i++)
+		sum += t->streams[i]->rx_bytes;
+	if (sum != t->rx_seen) {
+		t->rx_seen = sum;
+		t->last_rx_ns = now;
+	}
+	period = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
+		 atomic_load_explicit(&comm->completed, memory_order_relaxed) ?
+		 comm->ping_busy_ns : comm->ping_idle_ns;
+	last = t->last_rx_ns > t->last_ping_ns ? t->last_rx_ns :
+						 t->last_ping_ns;
+	if (now - last >= period) {
+		t->last_ping_ns = now;
+		last = now;
+		if (recv_ping(t))
+			return -1;
+	}
+	*sleep_ms = (int)((last + period - now) / 1000000) + 1;
+	return 0;
+}
+
+/* A parked stream is not polled for input, but its errors still show. */
+static int recv_check_parked(struct tcp_xdc_thread *t, struct pollfd *pfd)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+
+		if (s->state != TCP_XDC_PARKED)
+			continue;
+		if (pfd[i].revents & POLLERR)
+			return stream_pending_error(t->comm, s);
+		if (pfd[i].revents & POLLHUP)
+			return stream_fail(t->comm, s, -ECONNRESET,
+					   "connection closed by peer");
+	}
+	return 0;
+}
+
 static void *recv_thread(void *arg)
 {
 	struct tcp_xdc_thread *t = arg;
 	struct tcp_xdc_comm *comm = t->comm;
 	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
 
+	t->last_rx_ns = now_ns();
 	for (int i = 0; i < t->nstreams; i++)
 		pfd[i].revents = POLLIN;
 	while (!thread_should_exit(comm)) {
 		uint64_t wait = NO_WAIT;
+		int sleep_ms;
 
 		for (int i = 0; i < t->nstreams; i++) {
 			struct tcp_xdc_stream *s = t->streams[i];
@@ -604,18 +743,10 @@ static void *recv_thread(void *arg)
 		atomic_store(&t->wait_seq, wait);
 		if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
 			continue;
-		if (thread_poll(t, pfd, t->nstreams))
+		if (recv_ping_check(t, &sleep_ms) ||
+		    thread_poll(t, pfd, t->nstreams, sleep_ms) ||
+		    recv_check_parked(t, pfd))
 			return NULL;
-		for (int i = 0; i < t->nstreams; i++) {
-			struct tcp_xdc_stream *s = t->streams[i];
-
-			if (s->state == TCP_XDC_PARKED &&
-			    (pfd[i].revents & (POLLERR | POLLHUP))) {
-				stream_fail(comm, s, -ECONNRESET,
-					    "connection reset by peer");
-				return NULL;
-			}
-		}
 	}
 	return NULL;
 }
@@ -647,12 +778,33 @@ static int req_test(void *request, int *done, int *sizes)
 	*done = 0;
 	if (req_finished(req, &size)) {
 		req->in_use = false;
+		atomic_fetch_add_explicit(&req->comm->completed, 1,
+					  memory_order_relaxed);
 		*done = 1;
 		if (sizes)
 			*sizes = (int)size;
 		return 0;
 	}
 	return comm_error(req->comm);
+}
+
+/*
+ * Chunk length for a message of size bytes: one piece per stream, so that a
+ * lone message still uses them all, but no smaller than min_chunk (headers
+ * and wake-ups cost) and no larger than chunk_size.  Pieces are whole pages
+ * so that copies stay aligned.
+ */
+static size_t message_piece(const struct tcp_xdc_comm *comm, size_t size)
+{
+	size_t piece = (size + (size_t)comm->nstreams - 1) /
+		       (size_t)comm->nstreams;
+
+	piece = (piece + 4095) & ~(size_t)4095;
+	if (piece < comm->min_chunk)
+		piece = comm->min_chunk;
+	if (piece > comm->chunk_size)
+		piece = comm->chunk_size;
+	return piece;
 }
 
 /* Takes the next slot, or NULL when 32 requests are outstanding. */
@@ -698,8 +850,8 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 	req = req_next(comm, data, size, tag);
 	if (!req)
 		return 0;
-	req->nchunks = size ? (size + comm->chunk_size - 1) / comm->chunk_size
-			    : 1;
+	req->piece = message_piece(comm, size);
+	req->nchunks = size ? (size + req->piece - 1) / req->piece : 1;
 	atomic_store(&comm->posted, req->seq + 1);
 	for (int i = 0; i < comm->nthreads && woken < req->nchunks; i++) {
 		struct tcp_xdc_thread *t = &comm->threads[i];
@@ -886,6 +1038,18 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	comm->is_send = is_send;
 	comm->id = atomic_fetch_add(&ctx->next_comm_id, 1);
 	comm->chunk_size = chunk_size;
+	comm->min_chunk = ctx->min_chunk < chunk_size ? ctx->min_chunk :
+							chunk_size;
+	comm->timeout_ms = ctx->timeout_ms;
+	comm->spin_us = ctx->spin_us;
+	if (ctx->timeout_ms) {
+		uint64_t busy = (uint64_t)ctx->timeout_ms / 8;
+
+		busy = busy < 50 ? 50 : busy > 1000 ? 1000 : busy;
+		comm->ping_busy_ns = busy * 1000000;
+		comm->ping_idle_ns = (uint64_t)ctx->keepalive_idle_s *
+				     500000000ULL;
+	}
 	snprintf(comm->peer, sizeof(comm->peer), "%s", peer ? peer : "?");
 	ret = fds_nonblocking(comm);
 	if (ret)
@@ -893,10 +1057,10 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	ret = threads_start(comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu KiB chunks",
+	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu-%zu KiB chunks, timeout %d ms",
 		  comm_kind(comm), comm->id, is_send ? "to" : "from",
 		  comm->peer, comm->nstreams, comm->nthreads,
-		  chunk_size >> 10);
+		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms);
 	*comm_out = comm;
 	return 0;
 err:

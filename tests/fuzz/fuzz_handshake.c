@@ -108,7 +108,8 @@ static int deliver(struct core_auth *from, struct core_auth *to,
 		n += k;
 	}
 	msg = n;
-	memcpy(buf + n, extra, nextra);
+	if (nextra)
+		memcpy(buf + n, extra, nextra);
 	n += nextra;
 	while (off < n) {
 		size_t len = 1 + next(sp, n - off), used;

@@ -117,7 +117,7 @@ static struct core_state *build_capturing(const struct tmp_files *t,
 	struct core_state *st;
 	int saved, fd;
 	FILE *f;
-	long len;
+	long len = 0;
 	char *text;
 
 	fflush(stderr);

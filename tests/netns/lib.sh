@@ -24,7 +24,6 @@ NETNS_TMP=""
 NETNS_IPT=iptables
 
 # Host and router facts of the XDC topology, shared by tests and benchmarks.
-XDC_HOSTS=(a1 a2 b1 b2)
 declare -gA XDC_IP=([a1]=10.1.0.11 [a2]=10.1.0.12 [b1]=10.2.0.11
 		    [b2]=10.2.0.12)
 declare -gA XDC_ROUTER=([a1]=ra [a2]=ra [b1]=rb [b2]=rb)
@@ -255,6 +254,12 @@ netns_wait() {
 	return "$rc"
 }
 
+# True when status RC is a failure that is neither a time limit (124) nor
+# a signal: what a clean, reported error looks like.
+netns_clean_failure() {
+	[ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -lt 128 ]
+}
+
 # netns_wait_listen NS PORT LIMIT_S: until something listens on TCP PORT.
 netns_wait_listen() {
 	local deadline=$((SECONDS + $3))
@@ -358,38 +363,58 @@ xdc_dial() {
 
 # Set by the caller: MESHPERF, PLUGIN, MODULE_DIR, CONF.
 #
-# xdc_meshperf SERVER CLIENT TAG LIMIT_S [meshperf args...]: one meshperf
-# run, the server in host SERVER, the client in host CLIENT, each process
-# told its host name for the config's host sections.  Logs go to
-# $NETNS_TMP/TAG.server and TAG.client; returns the client's status (or
-# the server's when only it failed; 124 on the time limit).
-xdc_meshperf() {
-	local srv=$1 cli=$2 tag=$3 limit=$4 addr port spid cpid src=0 crc=0
+# xdc_meshperf_start SERVER CLIENT TAG [meshperf args...]: starts one
+# meshperf run, the server in host SERVER, the client in host CLIENT, each
+# process told its host name for the config's host sections.  Logs go to
+# $NETNS_TMP/TAG.server and TAG.client; the pids are in XDC_SPID, XDC_CPID.
+xdc_meshperf_start() {
+	local srv=$1 cli=$2 tag=$3 addr port
 
-	shift 4
+	shift 3
 	read -r addr port < <(xdc_dial "$cli" "$srv")
 	netns_spawn "$srv" "$NETNS_TMP/$tag.server" env \
 		NCCL_MESH_HOSTNAME="$srv" NCCL_MESH_CONF="$CONF" \
 		NCCL_MESH_MODULE_PATH="$MODULE_DIR" "${XDC_ENV[@]}" \
+		"${XDC_SERVER_ENV[@]}" \
 		"$MESHPERF" --server --bind 0.0.0.0 --port "$XDC_BOOT_PORT" \
 		--plugin "$PLUGIN" "$@"
-	spid=$NETNS_LAST_PID
+	XDC_SPID=$NETNS_LAST_PID
 	netns_wait_listen "$srv" "$XDC_BOOT_PORT" 10 ||
 		netns_die "$tag: meshperf server in $srv did not listen"
 	netns_spawn "$cli" "$NETNS_TMP/$tag.client" env \
 		NCCL_MESH_HOSTNAME="$cli" NCCL_MESH_CONF="$CONF" \
 		NCCL_MESH_MODULE_PATH="$MODULE_DIR" "${XDC_ENV[@]}" \
+		"${XDC_CLIENT_ENV[@]}" \
 		"$MESHPERF" --client "$addr" --port "$port" \
 		--plugin "$PLUGIN" "$@"
-	cpid=$NETNS_LAST_PID
-	netns_wait "$cpid" "$limit" || crc=$?
-	netns_wait "$spid" 10 || src=$?
+	XDC_CPID=$NETNS_LAST_PID
+}
+
+# xdc_meshperf_finish LIMIT_S: waits for the run; returns the client's
+# status (or the server's when only it failed; 124 on the time limit).
+xdc_meshperf_finish() {
+	local src=0 crc=0
+
+	netns_wait "$XDC_CPID" "$1" || crc=$?
+	netns_wait "$XDC_SPID" 10 || src=$?
 	[ "$crc" -ne 0 ] && return "$crc"
 	return "$src"
 }
 
-# Extra environment for both meshperf processes (VAR=value words).
+# xdc_meshperf SERVER CLIENT TAG LIMIT_S [meshperf args...]: one whole run.
+xdc_meshperf() {
+	local srv=$1 cli=$2 tag=$3 limit=$4
+
+	shift 4
+	xdc_meshperf_start "$srv" "$cli" "$tag" "$@"
+	xdc_meshperf_finish "$limit"
+}
+
+# Extra environment (VAR=value words) for both meshperf processes, or for
+# the server or client only.
 XDC_ENV=()
+XDC_SERVER_ENV=()
+XDC_CLIENT_ENV=()
 
 xdc_show_logs() {
 	local tag=$1 side

@@ -54,7 +54,7 @@ expect_conn() {
 	}
 }
 
-args=(--json --verbose --timeout 20 --sizes 0,8,4K,1M,8M --budget 16M
+args=(--json --verbose --timeout 20 --sizes '0,8,4K,1M,8M' --budget 16M
       --mem 64M --iters 50 --lat-max 4K)
 nsizes=5
 

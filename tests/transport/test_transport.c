@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -721,72 +722,134 @@ static void test_devices(void)
 
 /* ---- benchmark ---- */
 
-/* gib GiB in 64 MiB messages with 8 in flight, sender to receiver. */
-static int bench(int gib)
-{
-	const size_t msg = 64 << 20, total = (size_t)gib << 30;
-	const int count = (int)(total / msg), window = 8;
-	unsigned char *src = malloc(msg), *dst = malloc(msg);
-	void *sreq[8], *rreq[8];
-	int sent = 0, rcvd = 0, sdone = 0, rdone = 0, n, done, ret;
-	struct pair p;
-	double t0, t;
+struct bench_result {
+	double seconds;
+	double cpu_s;		/* all threads of the process */
+	long csw;		/* context switches, voluntary and not */
+};
 
-	memset(src, 1, msg);
-	memset(dst, 0, msg);
-	ret = pair_open(&p);
-	if (ret) {
-		fprintf(stderr, "connect: %d\n", ret);
-		return 1;
-	}
+static double tv_s(struct timeval tv)
+{
+	return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
+/* Sends count messages of msg bytes with window in flight; 0 on success. */
+static int bench_run(struct pair *p, size_t msg, long count, int window,
+		     struct bench_result *res)
+{
+	unsigned char *src = malloc(msg ? msg : 1), *dst = malloc(msg ? msg : 1);
+	void *sreq[32], *rreq[32];
+	long sent = 0, rcvd = 0, sdone = 0, rdone = 0;
+	struct rusage ru0, ru1;
+	int n, done, ret = 0;
+	double t0;
+
+	memset(src, 1, msg ? msg : 1);
+	memset(dst, 0, msg ? msg : 1);
+	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
-	while (rdone < count || sdone < count) {
-		while (sent < count && sent - sdone < window)
-			sreq[sent++ % window] = post_send(&p, src, msg, 0);
-		while (rcvd < count && rcvd - rdone < window)
-			rreq[rcvd++ % window] = post_recv(&p, dst, msg, 0);
-		ret = req_test(sreq[sdone % window], &done, &n);
-		if (!ret && done)
-			sdone++;
-		if (!ret && rdone < count) {
+	while (!ret && (rdone < count || sdone < count)) {
+		while (sent < count && sent - sdone < window) {
+			sreq[sent % window] = post_send(p, src, msg, 0);
+			if (!sreq[sent % window])
+				break;
+			sent++;
+		}
+		while (rcvd < count && rcvd - rdone < window) {
+			rreq[rcvd % window] = post_recv(p, dst, msg, 0);
+			if (!rreq[rcvd % window])
+				break;
+			rcvd++;
+		}
+		if (sdone < sent) {
+			ret = req_test(sreq[sdone % window], &done, &n);
+			if (!ret && done)
+				sdone++;
+		}
+		if (!ret && rdone < rcvd) {
 			ret = req_test(rreq[rdone % window], &done, &n);
 			if (!ret && done)
 				rdone++;
 		}
-		if (ret) {
-			fprintf(stderr, "bench: request failed: %d\n", ret);
-			break;
-		}
-		if (sdone == count)
-			usleep(10);
 	}
-	t = now_s() - t0;
-	printf("bench: %zu MiB in %d messages of %zu MiB, window %d: %.3f s, %.2f Gbit/s (%.2f GB/s)\n",
-	       total >> 20, count, msg >> 20, window, t,
-	       (double)total * 8 / t / 1e9, (double)total / t / 1e9);
-	pair_close(&p);
+	res->seconds = now_s() - t0;
+	getrusage(RUSAGE_SELF, &ru1);
+	res->cpu_s = tv_s(ru1.ru_utime) + tv_s(ru1.ru_stime) -
+		     tv_s(ru0.ru_utime) - tv_s(ru0.ru_stime);
+	res->csw = ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw - ru0.ru_nivcsw;
+	if (ret)
+		fprintf(stderr, "bench: request failed: %d\n", ret);
 	free(src);
 	free(dst);
 	return ret ? 1 : 0;
 }
 
+/*
+ * mib MiB in messages of each size with window in flight, sender to
+ * receiver in one process: wall-clock rate, and the CPU time and context
+ * switches per message, which stay meaningful on a busy host.
+ */
+static int bench(const char *sizes, int window, long mib)
+{
+	char *list = strdup(sizes), *save = NULL;
+	struct pair p;
+	int ret = pair_open(&p);
+
+	if (ret) {
+		fprintf(stderr, "connect: %d\n", ret);
+		free(list);
+		return 1;
+	}
+	for (char *tok = strtok_r(list, ",", &save); tok && !ret;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		size_t msg = strtoull(tok, &end, 10);
+		struct bench_result r;
+		long count;
+
+		msg <<= *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+		count = msg ? (long)(((size_t)mib << 20) / msg) : 10000;
+		if (count < 2 * window)
+			count = 2 * window;
+		ret = bench_run(&p, msg, count, window, &r);
+		printf("bench: %9zu B x %6ld, window %2d: %7.3f GB/s, %6.1f us/msg, cpu %6.2f s/GB, %5.2f csw/msg\n",
+		       msg, count, window,
+		       (double)msg * (double)count / r.seconds / 1e9,
+		       r.seconds * 1e6 / (double)count,
+		       msg ? r.cpu_s / ((double)msg * (double)count / 1e9) : 0,
+		       (double)r.csw / (double)count);
+	}
+	pair_close(&p);
+	free(list);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = getenv("MESH_TEST_MODULE");
+	const char *sizes = "128K,512K,2M,64M";
 	bool do_bench = false;
-	int gib = 1;
+	int window = 8;
+	long mib = 1024;
 	void *dl;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--bench"))
 			do_bench = true;
+		else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
+			sizes = argv[++i];
+		else if (!strcmp(argv[i], "--window") && i + 1 < argc)
+			window = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+			mib = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--gib") && i + 1 < argc)
-			gib = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+			mib = atol(argv[++i]) * 1024;
 		else
 			path = argv[i];
 	}
-	if (!path) {
-		fprintf(stderr, "usage: %s [--bench [--gib N]] MODULE.so\n", argv[0]);
+	if (!path || window < 1 || window > 32 || mib < 1) {
+		fprintf(stderr, "usage: %s [--bench [--sizes LIST] [--window N] [--mib N | --gib N]] MODULE.so\n",
+			argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -803,7 +866,7 @@ int main(int argc, char **argv)
 	}
 	param_set("ifname", "=lo");
 	if (do_bench)
-		return bench(gib);
+		return bench(sizes, window, mib);
 
 	test_devices();
 	test_refuse();

@@ -532,7 +532,17 @@ static void test_key_file(void)
 		      -ENOENT);
 		CHECK(strstr(err, path) != NULL);
 	}
-	CHECK(core_auth_load_key(dir, &k, err, sizeof(err)) < 0);
+	CHECK(core_auth_load_key(dir, &k, err, sizeof(err)) == -EINVAL);
+	{
+		char path[128];
+
+		/* Opening a FIFO for reading would wait for a writer. */
+		snprintf(path, sizeof(path), "%s/fifo", dir);
+		CHECK(mkfifo(path, 0600) == 0);
+		CHECK(core_auth_load_key(path, &k, err, sizeof(err)) ==
+		      -EINVAL);
+		CHECK(strstr(err, "not a regular file") != NULL);
+	}
 	CHECK(core_auth_load_key("", &k, err, sizeof(err)) == -EINVAL);
 }
 
@@ -540,7 +550,7 @@ static void cleanup_dir(void)
 {
 	static const char *names[] = { "good", "two-nl", "binary", "world",
 				       "group", "short", "empty", "min",
-				       "max", "long" };
+				       "max", "long", "fifo" };
 	char path[128];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
