@@ -93,7 +93,7 @@ netns_cleanup() {
 # Checks that namespaces can be made here (else SKIP), picks the iptables
 # flavour that works and installs the cleanup trap.
 netns_init() {
-	local probe
+	local probe ipt
 
 	[ "$(id -u)" -eq 0 ] || netns_skip "needs root"
 	command -v ip >/dev/null || netns_skip "no ip (iproute2)"
