@@ -97,9 +97,16 @@ void mesh_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out)
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const void *)sa;
 
-		out->family = AF_INET6;
 		out->port = ntohs(in6->sin6_port);
-		memcpy(out->ip, &in6->sin6_addr, 16);
+		/* A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d;
+		 * they are IPv4 peers. */
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			out->family = AF_INET;
+			memcpy(out->ip, &in6->sin6_addr.s6_addr[12], 4);
+		} else {
+			out->family = AF_INET6;
+			memcpy(out->ip, &in6->sin6_addr, 16);
+		}
 	}
 }
 
