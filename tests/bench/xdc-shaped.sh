@@ -45,7 +45,7 @@ rate_bits=$(tc_rate_bits "$XDC_RATE")
 ceiling=$(python3 -c "print('%.1f' % ($rate_bits * ($XDC_MTU - 52) /
 	($XDC_MTU + 14) / 1e6))")
 # about SECS seconds of data at the shaped rate, in whole 64 MiB messages
-msgs=$((rate_bits * secs / 8 / (64 << 20)))
+msgs=$(((rate_bits * secs / 8 + (32 << 20)) / (64 << 20)))
 [ "$msgs" -ge 2 ] || msgs=2
 budget=$((msgs * 64))M
 
