@@ -3,7 +3,7 @@
 # Benchmark (not a test; needs root): the shaped inter-DC link of the netns
 # NAT scenario (tests/netns/lib.sh), b1 sending to a1 through both NATs.
 # iperf3 with STREAMS streams against meshperf through the plugin and
-# tcp-xdc with STREAMS streams and 64 MiB messages, alternating, median of
+# tcp-xdc with STREAMS streams and MSG_MIB (default 4) MiB messages, alternating, median of
 # ROUNDS each; then meshperf with authentication on against off.  Prints
 # the shaped rate, the TCP goodput it allows, both figures and the ratios.
 #
@@ -44,10 +44,13 @@ rate_bits=$(tc_rate_bits "$XDC_RATE")
 # (52 B); tbf counts the Ethernet header (14 B) as well
 ceiling=$(python3 -c "print('%.1f' % ($rate_bits * ($XDC_MTU - 52) /
 	($XDC_MTU + 14) / 1e6))")
-# about SECS seconds of data at the shaped rate, in whole 64 MiB messages
-msgs=$(((rate_bits * secs / 8 + (32 << 20)) / (64 << 20)))
-[ "$msgs" -ge 2 ] || msgs=2
-budget=$((msgs * 64))M
+# about SECS seconds of data at the shaped rate, in whole messages of
+# MSG_MIB; many messages in flight, so the first and last of them weigh
+# little, as in iperf3's steady stream
+msg_mib=${MSG_MIB:-4}
+msgs=$(((rate_bits * secs / 8 + (msg_mib << 19)) / (msg_mib << 20)))
+[ "$msgs" -ge 8 ] || msgs=8
+budget=$((msgs * msg_mib))M
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
@@ -66,14 +69,14 @@ d=json.load(open(sys.argv[1])); print("%.1f" % (d["end"]["sum_received"]["bits_p
 		"$NETNS_TMP/iperf.json"
 }
 
-# Mbit/s of one meshperf run from b1 to a1: 64 MiB messages; extra
+# Mbit/s of one meshperf run from b1 to a1: MSG_MIB messages; extra
 # environment words as arguments
 meshperf_once() {
 	XDC_ENV=("NCCL_MESH_TCP_XDC_STREAMS=$streams"
 		 "NCCL_MESH_TCP_XDC_THREADS=$threads" "$@")
 	# shellcheck disable=SC2206 # words on purpose
 	XDC_ENV+=(${TCP_XDC_ENV:-})
-	xdc_meshperf a1 b1 mp 120 --json --sizes 64M --budget "$budget" \
+	xdc_meshperf a1 b1 mp 120 --json --sizes "${msg_mib}M" --budget "$budget" \
 		--mem 512M --no-latency --timeout 60 || {
 		xdc_show_logs mp >&2
 		netns_die "meshperf failed"
@@ -82,13 +85,13 @@ meshperf_once() {
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         d=json.loads(l)
-        if d.get("event")=="result" and d.get("size")==64<<20: print("%.1f" % (d["gbits_per_s"]*1000))' \
-		"$NETNS_TMP/mp.client"
+        if d.get("event")=="result" and d.get("size")==int(sys.argv[2])<<20: print("%.1f" % (d["gbits_per_s"]*1000))' \
+		"$NETNS_TMP/mp.client" "$msg_mib"
 }
 
 echo "link: $XDC_RATE each way${XDC_DELAY:+, $XDC_DELAY one-way delay}," \
 	"MTU $XDC_MTU; TCP goodput ceiling $ceiling Mbit/s"
-echo "meshperf: $streams streams, $threads threads, 64 MiB x $msgs;" \
+echo "meshperf: $streams streams, $threads threads, $msg_mib MiB x $msgs;" \
 	"iperf3: -P $streams -t $secs"
 : >"$NETNS_TMP/i"
 : >"$NETNS_TMP/m"
