@@ -363,6 +363,10 @@ out_unlock:
 	return err;
 }
 
+static void listener_progress(struct core_listener *l);
+static void refuse(struct core_listener *l, struct incoming *in,
+		   const char *why);
+
 static void listener_free(struct core_listener *l)
 {
 	struct core_listener **pp;
@@ -370,8 +374,14 @@ static void listener_free(struct core_listener *l)
 	for (pp = &listeners; *pp != l; pp = &(*pp)->next)
 		;
 	*pp = l->next;
-	for (int i = 0; i < l->nin; i++)
+	/* Whatever knocked since the last accept is refused and logged too,
+	 * not silently dropped with the port. */
+	listener_progress(l);
+	for (int i = 0; i < l->nin; i++) {
+		refuse(l, &l->in[i], "the listener closed before it completed "
+				     "its hello");
 		close(l->in[i].fd);
+	}
 	free(l->in);
 	close(l->fd);
 	free(l);
