@@ -83,6 +83,7 @@ static int add_member(struct core_rail *rail, struct core_module *mod,
 	memset(m, 0, sizeof(*m));
 	m->module = mod;
 	m->dev = dev;
+	m->props.fabric_id = -1;	/* modules of ABI 1.0 never set it */
 	err = mod->desc->get_properties(mod->mctx, dev, &m->props);
 	if (err) {
 		CORE_WARN("module %s: properties of device %d: %s", mod->name,
@@ -175,6 +176,30 @@ static int auto_rails(struct core_module *mods, int nmods,
 	return 0;
 }
 
+/* A member may declare its fabricId (ib-fabric's HCA fabric field); it
+ * then sets the rail's rail and dc, and members must agree. */
+static int declared_fabric_id(struct core_rail *rail)
+{
+	int64_t id = -1;
+
+	for (int i = 0; i < rail->nmembers; i++) {
+		int64_t m = rail->members[i].props.fabric_id;
+
+		if (m < 0)
+			continue;
+		if (id >= 0 && m != id) {
+			CORE_WARN("rail %d: members declare fabricIds %lld and "
+				  "%lld; one rail has one fabricId", rail->rail,
+				  (long long)id, (long long)m);
+			return -EINVAL;
+		}
+		id = m;
+	}
+	if (id >= 0)
+		rail->fabric_id = (uint64_t)id;
+	return 0;
+}
+
 /*
  * What NCCL is told about a rail must hold for every member it may end up
  * using: capabilities are the intersection, limits the minimum.  The speed
@@ -253,6 +278,12 @@ int core_fabric_build(const struct core_config *cfg, struct core_module *mods,
 			err = parse_rail(spec->items[r], mods, nmods, &rails[r]);
 	else
 		err = auto_rails(mods, nmods, rails, nrails);
+	if (err) {
+		free(rails);
+		return err;
+	}
+	for (int r = 0; r < nrails && !err; r++)
+		err = declared_fabric_id(&rails[r]);
 	if (err) {
 		free(rails);
 		return err;

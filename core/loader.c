@@ -199,6 +199,13 @@ static int open_descriptor(struct core_module *mod)
 		     d->abi_version & 0xffff, MESH_MODULE_ABI_MAJOR);
 		return -ENOEXEC;
 	}
+	if ((d->abi_version & 0xffff) > MESH_MODULE_ABI_MINOR) {
+		fail(mod, "%s was built for module ABI %u.%u, newer than this "
+			  "core's %d.%d", mod->path, d->abi_version >> 16,
+		     d->abi_version & 0xffff, MESH_MODULE_ABI_MAJOR,
+		     MESH_MODULE_ABI_MINOR);
+		return -ENOEXEC;
+	}
 	if (d->size < sizeof(struct mesh_module)) {
 		fail(mod, "%s: descriptor of %u bytes is shorter than module "
 			  "ABI %d.%d's %zu", mod->path, d->size,

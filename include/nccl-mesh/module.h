@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 0
+#define MESH_MODULE_ABI_MINOR 1
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -70,6 +70,10 @@ struct mesh_dev_props {
 	size_t max_coll_bytes;
 	int naddrs;			/**< local IP addresses of the device */
 	struct mesh_addr addrs[MESH_DEV_ADDRS_MAX];
+	/* ABI 1.1 */
+	int64_t fabric_id;		/**< dc * max_rails + rail the device
+					     declares itself in; -1: let the
+					     core place it (the core presets -1) */
 };
 
 enum mesh_param_type {

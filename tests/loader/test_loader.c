@@ -219,7 +219,8 @@ static void check_good_rails(struct core_state *st, struct core_module *good)
 static void test_mixed(const struct tmp_files *t, const char *moddir)
 {
 	static const char *const order[] = { "good", "nosym", "badabi",
-		"initfail", "nodev", "badname", "needslib", "missing" };
+		"initfail", "nodev", "badname", "needslib", "missing",
+		"newminor" };
 	const struct expect expects[] = {
 		{ "good", CORE_MODULE_READY, { NULL }, 0 },
 		{ "nosym", CORE_MODULE_FAILED, { "mesh-nosym.so",
@@ -237,6 +238,9 @@ static void test_mixed(const struct tmp_files *t, const char *moddir)
 		  "mesh-needslib.so: ", "libmesh-fakedep-absent.so.0" }, 1 },
 		{ "missing", CORE_MODULE_FAILED, { "not found (searched: ",
 		  moddir }, 1 },
+		{ "newminor", CORE_MODULE_FAILED, { "mesh-newminor.so",
+		  "was built for module ABI 1.99",
+		  "newer than this core's 1." }, 1 },
 	};
 	struct core_state *st;
 	struct core_module *good;
@@ -245,11 +249,11 @@ static void test_mixed(const struct tmp_files *t, const char *moddir)
 	write_conf(t, "version = 1;\n"
 		   "modules = [ \"good\", \"nosym\", \"badabi\",\n"
 		   "  \"initfail\", \"nodev\", \"badname\", \"needslib\",\n"
-		   "  \"missing\" ];\n");
+		   "  \"missing\", \"newminor\" ];\n");
 	st = build_capturing(t, &logtext);
 
-	CHECK(st->nmodules == 8, "%d modules in the state", st->nmodules);
-	for (int i = 0; i < st->nmodules && i < 8; i++)
+	CHECK(st->nmodules == 9, "%d modules in the state", st->nmodules);
+	for (int i = 0; i < st->nmodules && i < 9; i++)
 		CHECK(!strcmp(st->modules[i].name, order[i]),
 		      "module %d is %s, expected %s", i, st->modules[i].name,
 		      order[i]);
