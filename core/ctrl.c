@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -953,11 +954,16 @@ static void order_targets(struct core_handle *h, const struct mesh_addr *local,
 			}
 }
 
-static uint64_t random_u64(void)
+/* Nonces and connection ids: unguessable, so a stranger cannot name a
+ * listen or join a connection. */
+uint64_t core_random_u64(void)
 {
 	static _Atomic uint64_t counter;
-	uint64_t v = (uint64_t)core_now_ns() ^ ((uint64_t)getpid() << 32);
+	uint64_t v;
 
+	if (getrandom(&v, sizeof(v), 0) == sizeof(v))
+		return v;
+	v = (uint64_t)core_now_ns() ^ ((uint64_t)getpid() << 32);
 	v ^= ++counter * 0x9e3779b97f4a7c15ull;
 	v ^= v >> 31;
 	return v * 0xbf58476d1ce4e5b9ull;
@@ -976,7 +982,7 @@ int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
 	c->module_tag = module_tag;
 	c->local_fabric_id = fabric_id;
 	c->peer_fabric_id = h->fabric_id;
-	c->conn_id = random_u64();
+	c->conn_id = core_random_u64();
 	c->deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;
 	c->dial_stage = DIAL_NEXT;
 	ctrl_bind_ops(c);

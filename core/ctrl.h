@@ -49,6 +49,7 @@ struct core_conn {
 };
 
 int64_t core_now_ns(void);
+uint64_t core_random_u64(void);
 
 /* The key every connection must prove (NULL or empty: none). */
 void core_ctrl_set_auth_key(const struct core_auth_key *key);

@@ -280,18 +280,6 @@ struct mesh_listen {
 	void *mcomm;		/* built, waiting for the control flush */
 };
 
-static uint64_t new_nonce(void)
-{
-	uint64_t v;
-	FILE *f = fopen("/dev/urandom", "rb");
-
-	if (!f || fread(&v, sizeof(v), 1, f) != 1)
-		v = (uint64_t)core_now_ns() * 0x9e3779b97f4a7c15ull;
-	if (f)
-		fclose(f);
-	return v;
-}
-
 /* The port a peer behind the same NAT rules must dial for `port`. */
 static int external_port(const struct core_advertise *adv, uint16_t port)
 {
@@ -366,7 +354,7 @@ int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
 	ml = calloc(1, sizeof(*ml));
 	if (!ml)
 		return -ENOMEM;
-	h.nonce = new_nonce();
+	h.nonce = core_random_u64();
 	h.fabric_id = rail->fabric_id;
 	for (int i = 0; i < rail->nmembers && i < CORE_HANDLE_MEMBERS_MAX; i++)
 		h.members[h.nmembers++] =

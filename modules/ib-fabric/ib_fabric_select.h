@@ -8,6 +8,7 @@
 #define IB_FABRIC_SELECT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define IB_FABRIC_HCA_MAX 32
@@ -52,22 +53,38 @@ struct ib_fabric_gid {
 	int index;
 	uint8_t raw[16];
 	int roce_version;	/* 1 or 2; 0 when the type file is unreadable */
+	char netdev[IB_FABRIC_NAME_MAX];	/* gid_attrs/ndevs entry, "" if none */
 };
 
 /*
  * Picks the GID of `dev`/`port` under sysfs_root (".../infiniband"):
- * valid entries only (not zero, not fe80::/10 link-local), then RoCE v2
- * over v1, the preferred family over the other, inside the range if one is
- * set; unreadable type files (containers) are tolerated and count as the
- * preferred version only when no entry has a readable type; sparse tables
- * (holes, unreadable entries) are skipped.  -ENOENT with why when nothing
- * fits.  For InfiniBand link layer: index 0.
+ * valid entries only (not zero, not fe80::/10 link-local), inside the range
+ * if one is set; among those RoCE v2 over v1, then the preferred family
+ * over the other, ties to the lowest index.  Unreadable type files
+ * (containers) are tolerated: such an entry ranks below a readable
+ * preferred version and above a readable other one, so with no readable
+ * type at all the family decides.  Sparse tables (holes, unreadable
+ * entries) are skipped.  -ENOENT with why when nothing fits.  InfiniBand
+ * link layer: index 0.  A forced index is taken as is (link-local too) if
+ * it holds a non-zero GID, else -ENOENT naming it.
+ *
+ * prefs NULL means the defaults (v2, AF_INET, no range, force_index -1); a
+ * zero roce_version or family also means the default, but force_index must
+ * be -1 for an automatic pick.  range_ip holds IPv4 in its first 4 bytes,
+ * as struct mesh_addr does.  On success err is "" when the entry meets
+ * every preference, else a note saying which it misses (say, only RoCE v1
+ * found), for the caller to log.
  */
 int ib_fabric_gid_pick(const char *sysfs_root, const char *dev, int port,
 		       const struct ib_fabric_gid_prefs *prefs,
 		       struct ib_fabric_gid *out, char *err, size_t errlen);
 
-/* Port facts from sysfs: state ACTIVE?, link layer, rate in Mbit/s. */
+/*
+ * Port facts from sysfs: state ACTIVE?, link layer, rate in Mbit/s, and the
+ * netdev: that of the GID the default preferences pick, else the first
+ * name under <dev>/device/net/, else any GID's ndev.  -ENOENT if the port
+ * is absent.
+ */
 struct ib_fabric_port_info {
 	bool active;
 	bool ethernet;		/* RoCE; else InfiniBand */
