@@ -83,7 +83,6 @@ static int add_member(struct core_rail *rail, struct core_module *mod,
 	memset(m, 0, sizeof(*m));
 	m->module = mod;
 	m->dev = dev;
-	m->props.fabric_id = -1;	/* modules of ABI 1.0 never set it */
 	err = mod->desc->get_properties(mod->mctx, dev, &m->props);
 	if (err) {
 		CORE_WARN("module %s: properties of device %d: %s", mod->name,
@@ -180,23 +179,25 @@ static int auto_rails(struct core_module *mods, int nmods,
  * then sets the rail's rail and dc, and members must agree. */
 static int declared_fabric_id(struct core_rail *rail)
 {
-	int64_t id = -1;
+	const struct mesh_dev_props *first = NULL;
 
 	for (int i = 0; i < rail->nmembers; i++) {
-		int64_t m = rail->members[i].props.fabric_id;
+		const struct mesh_dev_props *m = &rail->members[i].props;
 
-		if (m < 0)
+		if (!m->fabric_id_set)
 			continue;
-		if (id >= 0 && m != id) {
-			CORE_WARN("rail %d: members declare fabricIds %lld and "
-				  "%lld; one rail has one fabricId", rail->rail,
-				  (long long)id, (long long)m);
+		if (first && m->fabric_id != first->fabric_id) {
+			CORE_WARN("rail %d: %s and %s declare fabricIds %llu and "
+				  "%llu; one rail has one fabricId", rail->rail,
+				  first->name, m->name,
+				  (unsigned long long)first->fabric_id,
+				  (unsigned long long)m->fabric_id);
 			return -EINVAL;
 		}
-		id = m;
+		first = m;
 	}
-	if (id >= 0)
-		rail->fabric_id = (uint64_t)id;
+	if (first)
+		rail->fabric_id = first->fabric_id;
 	return 0;
 }
 

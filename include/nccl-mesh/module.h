@@ -71,9 +71,10 @@ struct mesh_dev_props {
 	int naddrs;			/**< local IP addresses of the device */
 	struct mesh_addr addrs[MESH_DEV_ADDRS_MAX];
 	/* ABI 1.1 */
-	int64_t fabric_id;		/**< dc * max_rails + rail the device
-					     declares itself in; -1: let the
-					     core place it (the core presets -1) */
+	int fabric_id_set;		/**< nonzero: fabric_id is declared */
+	uint64_t fabric_id;		/**< dc * max_rails + rail the device
+					     declares itself in (a zeroed
+					     struct declares nothing) */
 };
 
 enum mesh_param_type {
