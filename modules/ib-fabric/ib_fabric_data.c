@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ib-fabric data path: isend, irecv, iflush and test, all on NCCL's proxy
+ * thread.  test() polls the comm's completion queue; nothing blocks and no
+ * thread of ours runs.
+ *
+ * A piece of a message is a chain on one QP: its data writes, then (sizes
+ * that do not fit the immediate) an 8-byte write of the size into the
+ * receiver's sizes[][], then a write-with-immediate.  RC keeps a QP's writes
+ * in order, so when the receiver sees the immediate, the data and the size
+ * of that piece are in place.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib_fabric.h"
+
+/* wr_ids that are not a send request or a QP's receive. */
+#define WR_FIFO (~0ULL)
+#define WR_FLUSH_BASE (1ULL << 32)
+
+/* ---- errors ---- */
+
+static int comm_fail(struct ib_fabric_comm *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Records the first failure; every later call on the comm returns it. */
+static int comm_fail(struct ib_fabric_comm *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->error)
+		return c->error;
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	c->error = err;
+	MESH_WARN("%s", c->errmsg);
+	return err;
+}
+
+static const char *dir_str(const struct ib_fabric_comm *c)
+{
+	return c->is_send ? "send" : "recv";
+}
+
+/* ---- completions ---- */
+
+static int repost_recv(struct ib_fabric_comm *c, int qp)
+{
+	struct ibv_recv_wr wr = { .wr_id = (uint64_t)qp }, *bad;
+	int ret = ibv_post_recv(c->qps[qp], &wr, &bad);
+
+	if (ret)
+		return comm_fail(c, -ret, "recv comm %u from %s: cannot post a receive on QP %d: %s",
+				 c->id, c->peer, qp, strerror(ret));
+	return 0;
+}
+
+static int imm_arrived(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+{
+	uint32_t imm = ntohl(wc->imm_data);
+	unsigned int slot = imm >> IB_IMM_SLOT_SHIFT;
+	unsigned int elem = (imm >> IB_IMM_ELEM_SHIFT) & 7;
+	int pieces = (int)((imm >> IB_IMM_PIECES_SHIFT) & 15) + 1;
+	struct ib_recv_req *r = &c->rreqs[slot];
+
+	if (!r->in_use || (int)elem >= r->n)
+		return comm_fail(c, -EPROTO, "recv comm %u from %s: data for receive %u buffer %u, which is not posted",
+				 c->id, c->peer, slot, elem);
+	r->pieces[elem] = pieces;
+	r->pieces_done[elem]++;
+	r->imm_size[elem] = imm & IB_IMM_SIZE_MASK;
+	if (wc->wr_id >= (uint64_t)c->nqps)
+		return comm_fail(c, -EPROTO, "recv comm %u from %s: completion of unknown receive %llu",
+				 c->id, c->peer, (unsigned long long)wc->wr_id);
+	return repost_recv(c, (int)wc->wr_id);
+}
+
+static int wc_error(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+{
+	return comm_fail(c, -EIO, "%s comm %u %s %s on %s: work completion error: %s (status %d, vendor error 0x%x, QP %u)",
+			 dir_str(c), c->id, c->is_send ? "to" : "from",
+			 c->peer, c->dev->name, ibv_wc_status_str(wc->status),
+			 wc->status, wc->vendor_err, wc->qp_num);
+}
+
+static int wc_handle(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+{
+	if (wc->status != IBV_WC_SUCCESS)
+		return wc_error(c, wc);
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		return imm_arrived(c, wc);
+	if (wc->wr_id == WR_FIFO)
+		return 0;
+	if (wc->wr_id >= WR_FLUSH_BASE) {
+		uint64_t i = wc->wr_id - WR_FLUSH_BASE;
+
+		if (i < IB_FABRIC_MAX_REQUESTS)
+			c->freqs[i].flush_done = true;
+		return 0;
+	}
+	if (c->is_send && wc->wr_id < IB_SEND_REQS) {
+		c->sreqs[wc->wr_id].pieces_done++;
+		return 0;
+	}
+	return comm_fail(c, -EPROTO, "%s comm %u with %s: unexpected completion (opcode %d, wr %llu)",
+			 dir_str(c), c->id, c->peer, wc->opcode,
+			 (unsigned long long)wc->wr_id);
+}
+
+static int comm_poll(struct ib_fabric_comm *c)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	if (c->error)
+		return c->error;
+	do {
+		n = ibv_poll_cq(c->cq, 16, wc);
+		if (n < 0)
+			return comm_fail(c, -EIO, "%s comm %u with %s: polling the completion queue failed",
+					 dir_str(c), c->id, c->peer);
+		for (int i = 0; i < n; i++) {
+			int ret = wc_handle(c, &wc[i]);
+
+			if (ret)
+				return ret;
+		}
+	} while (n == 16);
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static int send_test(void *request, int *done, int *sizes)
+{
+	struct ib_send_req *r = request;
+	int ret = comm_poll(r->comm);
+
+	*done = 0;
+	if (ret)
+		return ret;
+	if (r->pieces_done < r->pieces)
+		return 0;
+	r->in_use = false;
+	*done = 1;
+	if (sizes)
+		*sizes = (int)r->size;
+	return 0;
+}
+
+static uint64_t recv_size(const struct ib_recv_req *r, int i)
+{
+	const struct ib_fabric_comm *c = r->comm;
+	int slot = (int)(r - c->rreqs);
+
+	if (r->imm_size[i] != IB_IMM_SIZE_FAR)
+		return r->imm_size[i];
+	return __atomic_load_n(&c->sizes->s[slot][i], __ATOMIC_ACQUIRE);
+}
+
+static int recv_test(void *request, int *done, int *sizes)
+{
+	struct ib_recv_req *r = request;
+	int ret = comm_poll(r->comm);
+
+	*done = 0;
+	if (ret)
+		return ret;
+	if (r->flush) {
+		if (!r->flush_done)
+			return 0;
+	} else {
+		for (int i = 0; i < r->n; i++)
+			if (!r->pieces[i] || r->pieces_done[i] < r->pieces[i])
+				return 0;
+		for (int i = 0; sizes && i < r->n; i++)
+			sizes[i] = (int)recv_size(r, i);
+	}
+	r->in_use = false;
+	*done = 1;
+	return 0;
+}
+
+void ib_fabric_comm_init_reqs(struct ib_fabric_comm *c)
+{
+	for (int i = 0; i < IB_SEND_REQS; i++) {
+		c->sreqs[i].base.test = send_test;
+		c->sreqs[i].comm = c;
+	}
+	for (int i = 0; i < IB_FABRIC_MAX_REQUESTS; i++) {
+		c->rreqs[i].base.test = recv_test;
+		c->rreqs[i].comm = c;
+		c->freqs[i].base.test = recv_test;
+		c->freqs[i].comm = c;
+		c->freqs[i].flush = true;
+	}
+}
+
+/* Fills every receive queue: each piece that arrives consumes one. */
+int ib_fabric_post_recvs(struct ib_fabric_comm *c)
+{
+	for (int q = 0; q < c->nqps; q++)
+		for (int i = 0; i < c->rq_depth; i++) {
+			int ret = repost_recv(c, q);
+
+			if (ret)
+				return ret;
+		}
+	return 0;
+}
+
+/* ---- send ---- */
+
+/* The FIFO slot the next send goes to, or NULL while the peer has not
+ * posted it (or not all of its buffers). */
+static volatile struct ib_fifo_slot *fifo_ready(struct ib_fabric_comm *c,
+						int *n)
+{
+	volatile struct ib_fifo_slot *s =
+		&c->fifo[c->slot_seq % IB_FABRIC_MAX_REQUESTS];
+	uint32_t want = (uint32_t)(c->slot_seq + 1);
+
+	if (__atomic_load_n(&s->e[0].seq, __ATOMIC_ACQUIRE) != want)
+		return NULL;
+	*n = (int)s->e[0].nreqs;
+	if (*n < 1 || *n > IB_FABRIC_MAX_RECVS)
+		return NULL;
+	for (int i = 1; i < *n; i++)
+		if (__atomic_load_n(&s->e[i].seq, __ATOMIC_ACQUIRE) != want)
+			return NULL;
+	return s;
+}
+
+static struct ib_send_req *sreq_get(struct ib_fabric_comm *c, int *idx)
+{
+	for (int k = 0; k < IB_SEND_REQS; k++) {
+		int i = (c->next_sreq + k) % IB_SEND_REQS;
+
+		if (!c->sreqs[i].in_use) {
+			c->next_sreq = (i + 1) % IB_SEND_REQS;
+			*idx = i;
+			return &c->sreqs[i];
+		}
+	}
+	return NULL;
+}
+
+static int post_send(struct ib_fabric_comm *c, int qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	int ret = ibv_post_send(c->qps[qp], wr, &bad);
+
+	if (ret)
+		return comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
+				 c->id, c->peer, qp, strerror(ret));
+	return 0;
+}
+
+struct piece {
+	int qp;
+	uint64_t laddr;
+	uint32_t lkey;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t len;
+	uint32_t imm;
+	bool far;		/* the size goes through sizes[][] */
+	int slot, elem;
+	uint64_t wr_id;
+};
+
+/* Data writes of a piece but the last chunk, one max_msg at a time. */
+static int piece_head(struct ib_fabric_comm *c, struct piece *p)
+{
+	while (p->len > c->max_msg) {
+		struct ibv_sge sge = { p->laddr, c->max_msg, p->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = WR_FIFO,
+			.sg_list = &sge,
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.wr.rdma = { p->raddr, p->rkey },
+		};
+		int ret = post_send(c, p->qp, &wr);
+
+		if (ret)
+			return ret;
+		p->laddr += c->max_msg;
+		p->raddr += c->max_msg;
+		p->len -= c->max_msg;
+	}
+	return 0;
+}
+
+static int piece_post(struct ib_fabric_comm *c, struct piece *p)
+{
+	struct ibv_sge sge = { p->laddr, (uint32_t)p->len, p->lkey };
+	struct ibv_sge ssge = {
+		(uint64_t)(uintptr_t)&c->sizes->s[p->slot][p->elem], 8,
+		c->sizes_mr->lkey,
+	};
+	struct ibv_send_wr last = {
+		.wr_id = p->wr_id,
+		.sg_list = p->len ? &sge : NULL,
+		.num_sge = p->len ? 1 : 0,
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htonl(p->imm),
+		.wr.rdma = { p->raddr, p->rkey },
+	};
+	struct ibv_send_wr size_wr = {
+		.wr_id = WR_FIFO,
+		.next = &last,
+		.sg_list = &ssge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.wr.rdma = {
+			c->rem_addr + (uint64_t)((char *)&c->sizes->s[p->slot][p->elem] -
+						 (char *)c->sizes),
+			c->rem_rkey,
+		},
+	};
+	int ret = piece_head(c, p);
+
+	if (ret)
+		return ret;
+	sge.addr = p->laddr;
+	sge.length = (uint32_t)p->len;
+	last.wr.rdma.remote_addr = p->raddr;
+	return post_send(c, p->qp, p->far ? &size_wr : &last);
+}
+
+/* Cuts a message into pieces, one per QP, none below IB_FABRIC_MIN_PIECE. */
+static int pieces_of(const struct ib_fabric_comm *c, size_t size,
+		     size_t *piece)
+{
+	int n = 1;
+
+	if (size >= 2 * (size_t)IB_FABRIC_MIN_PIECE) {
+		n = (int)(size / IB_FABRIC_MIN_PIECE);
+		if (n > c->nqps)
+			n = c->nqps;
+	}
+	*piece = (size + (size_t)n - 1) / (size_t)n;
+	*piece = (*piece + 4095) & ~(size_t)4095;
+	if (!*piece)
+		return 1;
+	n = (int)((size + *piece - 1) / *piece);
+	return n ? n : 1;
+}
+
+static int send_post(struct ib_fabric_comm *c, struct ib_send_req *r,
+		     int idx, void *data, size_t size, uint32_t lkey,
+		     const volatile struct ib_fifo_elem *e, int slot, int elem)
+{
+	size_t piece;
+	int n = pieces_of(c, size, &piece);
+	bool far = size >= IB_IMM_SIZE_FAR;
+
+	if (far)
+		c->sizes->s[slot][elem] = size;
+	r->pieces = n;
+	r->pieces_done = 0;
+	r->size = size;
+	for (int i = 0; i < n; i++) {
+		size_t off = (size_t)i * piece;
+		struct piece p = {
+			.qp = (c->next_qp + i) % c->nqps,
+			.laddr = (uint64_t)(uintptr_t)data + off,
+			.lkey = lkey,
+			.raddr = e->addr + off,
+			.rkey = e->rkey,
+			.len = size - off < piece ? size - off : piece,
+			.imm = ((uint32_t)slot << IB_IMM_SLOT_SHIFT) |
+			       ((uint32_t)elem << IB_IMM_ELEM_SHIFT) |
+			       ((uint32_t)(n - 1) << IB_IMM_PIECES_SHIFT) |
+			       (far ? IB_IMM_SIZE_FAR : (uint32_t)size),
+			.far = far,
+			.slot = slot,
+			.elem = elem,
+			.wr_id = (uint64_t)idx,
+		};
+		int ret = piece_post(c, &p);
+
+		if (ret)
+			return ret;
+	}
+	c->next_qp = (c->next_qp + n) % c->nqps;
+	return 0;
+}
+
+/* Which posted buffer of the slot the tag goes to; -errno if none. */
+static int tag_match(struct ib_fabric_comm *c,
+		     const volatile struct ib_fifo_slot *s, int n, int tag,
+		     size_t size)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!c->used[i] && s->e[i].tag == tag)
+			break;
+	if (i == n)
+		return comm_fail(c, -EPROTO, "send comm %u to %s: message with tag %d matches none of the %d buffers the peer posted",
+				 c->id, c->peer, tag, n);
+	if (size > s->e[i].size)
+		return comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the %llu bytes the peer posted",
+				 c->id, c->peer, size, tag,
+				 (unsigned long long)s->e[i].size);
+	return i;
+}
+
+int ib_fabric_isend(void *send_comm, void *data, size_t size, int tag,
+		    void *mhandle, void **request)
+{
+	struct ib_fabric_comm *c = send_comm;
+	const volatile struct ib_fifo_slot *s;
+	struct ib_mr_ent *mh = mhandle;
+	struct ib_send_req *r;
+	int n, elem, idx, ret, slot;
+
+	*request = NULL;
+	ret = comm_poll(c);
+	if (ret)
+		return ret;
+	if (size && (!mh || (uintptr_t)data < mh->start ||
+		     (uintptr_t)data + size > mh->end))
+		return comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
+				 c->id, c->peer, size, data);
+	s = fifo_ready(c, &n);
+	if (!s)
+		return 0;
+	r = sreq_get(c, &idx);
+	if (!r)
+		return 0;
+	elem = tag_match(c, s, n, tag, size);
+	if (elem < 0)
+		return elem;
+	slot = (int)(c->slot_seq % IB_FABRIC_MAX_REQUESTS);
+	r->in_use = true;
+	ret = send_post(c, r, idx, data, size, mh ? mh->mr->lkey : 0,
+			&s->e[elem], slot, elem);
+	if (ret)
+		return ret;
+	c->used[elem] = 1;
+	for (int i = 0; i < n; i++)
+		if (!c->used[i])
+			goto out;
+	memset(c->used, 0, sizeof(c->used));
+	c->slot_seq++;
+out:
+	*request = r;
+	return 0;
+}
+
+/* ---- receive ---- */
+
+int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+		    int *tags, void **mhandles, void **request)
+{
+	struct ib_fabric_comm *c = recv_comm;
+	int slot = (int)(c->recv_seq % IB_FABRIC_MAX_REQUESTS);
+	struct ib_recv_req *r = &c->rreqs[slot];
+	struct ib_fifo_slot *f = &c->fifo[slot];
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.wr_id = WR_FIFO,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	int ret;
+
+	*request = NULL;
+	ret = comm_poll(c);
+	if (ret)
+		return ret;
+	if (n < 1 || n > IB_FABRIC_MAX_RECVS)
+		return comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
+				 c->id, c->peer, n, IB_FABRIC_MAX_RECVS);
+	if (r->in_use)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		struct ib_mr_ent *mh = mhandles ? mhandles[i] : NULL;
+
+		if (sizes[i] && !mh)
+			return comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
+					 c->id, c->peer, i, sizes[i]);
+		f->e[i] = (struct ib_fifo_elem){
+			.addr = (uint64_t)(uintptr_t)data[i],
+			.size = sizes[i],
+			.rkey = mh ? mh->mr->rkey : 0,
+			.tag = tags[i],
+			.nreqs = (uint32_t)n,
+			.seq = (uint32_t)(c->recv_seq + 1),
+		};
+	}
+	memset(r->pieces, 0, sizeof(r->pieces));
+	memset(r->pieces_done, 0, sizeof(r->pieces_done));
+	r->n = n;
+	r->in_use = true;
+	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)f,
+				(uint32_t)(sizeof(f->e[0]) * (size_t)n),
+				c->fifo_mr->lkey };
+	wr.wr.rdma.remote_addr = c->rem_addr +
+				 (uint64_t)slot * sizeof(struct ib_fifo_slot);
+	wr.wr.rdma.rkey = c->rem_rkey;
+	ret = ibv_post_send(c->qps[0], &wr, &bad);
+	if (ret) {
+		r->in_use = false;
+		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the FIFO write: %s",
+				 c->id, c->peer, strerror(ret));
+	}
+	c->recv_seq++;
+	*request = r;
+	return 0;
+}
+
+int ib_fabric_iflush(void *recv_comm, int n, void **data, int *sizes,
+		     void **mhandles, void **request)
+{
+	struct ib_fabric_comm *c = recv_comm;
+	struct ib_recv_req *r;
+	struct ib_mr_ent *mh;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	int last = -1, ret, k;
+
+	*request = NULL;
+	if (!c->flush_qp)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (sizes[i] > 0 && mhandles[i])
+			last = i;
+	if (last < 0)
+		return 0;
+	k = c->next_flush;
+	r = &c->freqs[k];
+	if (r->in_use)
+		return comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
+				 c->id, c->peer, IB_FABRIC_MAX_REQUESTS);
+	mh = mhandles[last];
+	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)&c->flush_buf, 1,
+				c->flush_mr->lkey };
+	wr.wr_id = WR_FLUSH_BASE + (uint64_t)k;
+	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
+	wr.wr.rdma.rkey = mh->mr->rkey;
+	ret = ibv_post_send(c->flush_qp, &wr, &bad);
+	if (ret)
+		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
+				 c->id, c->peer, strerror(ret));
+	r->in_use = true;
+	r->flush_done = false;
+	c->next_flush = (k + 1) % IB_FABRIC_MAX_REQUESTS;
+	*request = r;
+	return 0;
+}
+
+/* ---- close ---- */
+
+int ib_fabric_close_send(void *send_comm)
+{
+	ib_fabric_comm_free(send_comm);
+	return 0;
+}
+
+int ib_fabric_close_recv(void *recv_comm)
+{
+	ib_fabric_comm_free(recv_comm);
+	return 0;
+}
