@@ -1,0 +1,194 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Benchmark (not a test; needs root and the rxe lab): meshperf over
+# ib-fabric against perftest on the same Soft-RoCE link, in one boot of the
+# lab's guest.  Emulated rxe is slow and noisy, so the programs alternate
+# and the medians of ROUNDS runs each are compared:
+#
+#   bandwidth: ib_write_bw vs meshperf, MSG (default 1M) messages, rxn1 -> rxn2
+#   latency:   ib_write_lat and ib_send_lat vs meshperf ping-pong, 8 bytes
+#
+# Bars: meshperf bandwidth >= 0.9x ib_write_bw; meshperf 8-byte latency
+# <= 1.3x ib_write_lat and ib_send_lat (means against means: meshperf
+# reports the mean half round trip; perftest's typical value is shown too).
+#
+#   tests/bench/rxe-ib.sh [BUILD_DIR] [ROUNDS]
+#
+# Environment: MSG (bandwidth message size, default 1M), BW_MIB (MiB per
+# bandwidth run, default 192), LAT_ITERS (default 1000), RXE_LAB (the
+# rxe-lab script), MESHPERF_ENV (more VAR=value words for meshperf, e.g.
+# "NCCL_MESH_IB_FABRIC_QPS_PER_CONN=2").
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+
+# --------------------------------------------------------------- host
+
+host_main() {
+	local build rel rounds lab libs lib
+
+	build=$(cd "${1:-build}" && pwd)
+	rounds=${2:-5}
+	case $build/ in
+	"$src"/*) rel=${build#"$src"/} ;;
+	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
+	esac
+	lab=${RXE_LAB:-$src/../shared/rxe-lab/rxe-lab}
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
+	[ -x "$lab" ] || { echo "no rxe lab at $lab (set RXE_LAB)" >&2; exit 2; }
+	[ -e "$build/modules/ib-fabric/mesh-ib-fabric.so" ] ||
+		{ echo "no ib-fabric module in $build" >&2; exit 2; }
+	"$lab" ensure
+	# libraries whose soname the guest lacks travel with the build
+	libs=$build/rxe-libs
+	rm -rf "$libs"
+	mkdir -p "$libs"
+	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
+		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
+		cp -L "$lib" "$libs/"
+	done
+	"$lab" run --src "$src" --timeout 1800 -- \
+		"env MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
+MESHPERF_ENV='${MESHPERF_ENV:-}' bash tests/bench/rxe-ib.sh --in-guest '$rel' $rounds"
+}
+
+# -------------------------------------------------------------- guest
+
+# size_bytes 1M -> 1048576
+size_bytes() {
+	local n=${1%[KkMmGg]}
+
+	case ${1: -1} in
+	K|k) echo $((n << 10)) ;;
+	M|m) echo $((n << 20)) ;;
+	G|g) echo $((n << 30)) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# perf TOOL FIELD ARGS...: one perftest run rxn1 -> rxn2 over rxe12/rxe21;
+# prints column FIELD of its result line.
+perf() {
+	local tool=$1 field=$2 port=$((19000 + RANDOM % 500)) spid rc=0
+
+	shift 2
+	rxe_spawn rxn2 "$LOGDIR/perf.server" timeout 120 "$tool" -d rxe21 \
+		-x "$GID2" -p "$port" -F "$@"
+	spid=$RXE_LAST_PID
+	rxe_wait_listen rxn2 "$port" 30 || { cat "$LOGDIR/perf.server" >&2; return 1; }
+	ip netns exec rxn1 timeout 120 "$tool" -d rxe12 -x "$GID1" -p "$port" \
+		-F "$@" 10.77.12.2 >"$LOGDIR/perf.client" 2>&1 || rc=$?
+	rxe_wait "$spid" 30 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		cat "$LOGDIR/perf.client" "$LOGDIR/perf.server" >&2
+		return 1
+	fi
+	awk -v f="$field" '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= f { v = $f } END { print v }' \
+		"$LOGDIR/perf.client"
+}
+
+# mperf FIELD SIZE ARGS...: one meshperf run rxn1 -> rxn2 over ib-fabric;
+# prints FIELD of the result line for SIZE.
+mperf() {
+	local field=$1 size=$2 rc=0
+
+	shift 2
+	read -ra MP_ENV <<<"${MESHPERF_ENV:-}"
+	mp_run mp rxn2 rxn2x 10.77.12.2 rxn1 rxn1x $((19600 + RANDOM % 300)) \
+		300 --abi 12 --timeout 60 "$@" || rc=$?
+	if [ "$rc" -ne 0 ] || ! mp_check mp 1; then
+		mp_show_logs mp >&2
+		return 1
+	fi
+	mp_field mp "$size" "$field"
+}
+
+guest_main() {
+	local build=$1 rounds=$2 msg bytes iters r v i
+
+	case $build in
+	/*) BUILD=$build ;;
+	*) BUILD=$src/$build ;;
+	esac
+	MESHPERF=$BUILD/tools/meshperf/meshperf
+	PLUGIN=$BUILD/core/libnccl-net-mesh.so
+	MODULE_PATH=$BUILD/modules/ib-fabric
+	LOGDIR=$(mktemp -d)
+	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
+		export LD_LIBRARY_PATH=$BUILD/rxe-libs
+	fi
+	# host names rxn1x/rxn2x: only the device differs, given here
+	CONF=$LOGDIR/bench.conf
+	cat >"$CONF" <<-EOF
+	version = 1;
+	modules = [ "ib-fabric" ];
+	hosts = (
+	  { match = "rxn1x"; ib-fabric: { hca = "=rxe12"; }; },
+	  { match = "rxn2x"; ib-fabric: { hca = "=rxe21"; }; }
+	);
+	EOF
+	trap 'rxe_cleanup; rm -rf "$LOGDIR"; rxe-mesh down >/dev/null 2>&1 || true' EXIT
+	rxe-mesh up -n 2
+	GID1=$(rxe-mesh gid rxe12)
+	GID2=$(rxe-mesh gid rxe21)
+	msg=${MSG:-1M}
+	bytes=$(size_bytes "$msg")
+	iters=$(( (${BW_MIB:-192} << 20) / bytes ))
+	[ "$iters" -ge 8 ] || iters=8
+	echo "bandwidth: $rounds rounds, $msg messages, $iters per run, rxe12 -> rxe21"
+	for ((r = 1; r <= rounds; r++)); do
+		v=$(perf ib_write_bw 4 --report_gbits -s "$bytes" -n "$iters")
+		echo "$v" >>"$LOGDIR/bw.perf"
+		echo "  round $r ib_write_bw $v Gb/s"
+		v=$(mperf gbits_per_s "$bytes" --sizes "$msg" --no-latency \
+			--iters "$iters" --budget "$((iters * bytes))" --mem 64M)
+		echo "$v" >>"$LOGDIR/bw.mesh"
+		echo "  round $r meshperf    $v Gb/s"
+	done
+	i=${LAT_ITERS:-1000}
+	echo "latency: $rounds rounds, 8 bytes, $i iterations"
+	for ((r = 1; r <= rounds; r++)); do
+		for tool in ib_write_lat ib_send_lat; do
+			perf "$tool" 6 -s 8 -n "$i" >/dev/null
+			awk '$1 == 8 { print $5, $6 }' "$LOGDIR/perf.client" >"$LOGDIR/cur"
+			read -r typ avg <"$LOGDIR/cur"
+			echo "$typ" >>"$LOGDIR/$tool.typ"
+			echo "$avg" >>"$LOGDIR/$tool.avg"
+			echo "  round $r $tool typical $typ us, avg $avg us"
+		done
+		v=$(mperf lat_us 8 --sizes 8 --lat-max 8 --iters "$i" --budget 8K)
+		echo "$v" >>"$LOGDIR/lat.mesh"
+		echo "  round $r meshperf     avg $v us"
+	done
+
+	local bw_p bw_m wl wt sl st ml
+	bw_p=$(median <"$LOGDIR/bw.perf")
+	bw_m=$(median <"$LOGDIR/bw.mesh")
+	wl=$(median <"$LOGDIR/ib_write_lat.avg")
+	wt=$(median <"$LOGDIR/ib_write_lat.typ")
+	sl=$(median <"$LOGDIR/ib_send_lat.avg")
+	st=$(median <"$LOGDIR/ib_send_lat.typ")
+	ml=$(median <"$LOGDIR/lat.mesh")
+	awk -v bp="$bw_p" -v bm="$bw_m" -v wl="$wl" -v wt="$wt" -v sl="$sl" \
+	    -v st="$st" -v ml="$ml" -v n="$rounds" -v msg="$msg" 'BEGIN {
+		printf "\nmedians of %d rounds (same boot, same link)\n", n
+		printf "  %-28s %10.3f Gb/s\n", "ib_write_bw " msg, bp
+		printf "  %-28s %10.3f Gb/s   ratio %.2f (bar >= 0.90: %s)\n",
+			"meshperf ib-fabric " msg, bm, bm / bp,
+			(bm >= 0.9 * bp) ? "holds" : "MISSED"
+		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_write_lat 8 B", wl, wt
+		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_send_lat 8 B", sl, st
+		printf "  %-28s %10.1f us avg   ratio %.2f to write_lat, %.2f to send_lat (bar <= 1.30: %s)\n",
+			"meshperf ib-fabric 8 B", ml, ml / wl, ml / sl,
+			(ml <= 1.3 * wl && ml <= 1.3 * sl) ? "holds" : "MISSED"
+	}'
+}
+
+if [ "${1:-}" = --in-guest ]; then
+	# shellcheck source=tests/rxe/lib.sh
+	. "$src/tests/rxe/lib.sh"
+	guest_main "$2" "${3:-5}"
+else
+	host_main "$@"
+fi
