@@ -429,6 +429,33 @@ static struct core_comm *comm_new(const struct core_member *m, void *mcomm)
  * Runs the chosen module's exchange.  0 with *comm set when done, 0 with
  * *comm NULL while in progress, else the error (logged).
  */
+/* The module's comm is built; the control channel still has to deliver
+ * what the module queued last before the comm goes to NCCL. */
+static int finish_step(const struct core_member *m, struct core_conn *c,
+		       void **mcomm, void **comm)
+{
+	const struct mesh_module *d = m->module->desc;
+	int err = core_ctrl_flush(c);
+
+	if (err == -EAGAIN && core_now_ns() <= c->deadline_ns)
+		return 0;
+	if (err == -EAGAIN)
+		err = -ETIMEDOUT;
+	if (!err) {
+		*comm = comm_new(m, *mcomm);
+		if (*comm)
+			return 0;
+		err = -ENOMEM;
+	}
+	(c->connector ? d->close_send : d->close_recv)(*mcomm);
+	*mcomm = NULL;
+	return err;
+}
+
+/*
+ * Runs the chosen module's exchange.  0 with *comm set when done, 0 with
+ * *comm NULL while in progress, else the error (logged).
+ */
 static int module_step(const char *dir, const struct core_rail *rail,
 		       const struct core_member *m, struct core_conn *c,
 		       void **mcomm, void **comm)
@@ -439,20 +466,12 @@ static int module_step(const char *dir, const struct core_rail *rail,
 	if (!*mcomm)
 		err = (c->connector ? d->connect : d->accept)(
 			m->module->mctx, m->dev, &c->ctrl, mcomm);
-	if (!err && *mcomm) {
-		err = core_ctrl_flush(c);
-		if (err == -EAGAIN)
-			err = 0;
-		else if (!err)
-			*comm = comm_new(m, *mcomm);
-		if (!err && !*comm)
-			return core_now_ns() > c->deadline_ns ? -ETIMEDOUT : 0;
-		if (*comm)
-			log_connection(dir, rail, m, c);
-		return err;
-	}
-	if (!err && core_now_ns() > c->deadline_ns)
+	if (!err && *mcomm)
+		err = finish_step(m, c, mcomm, comm);
+	else if (!err && core_now_ns() > c->deadline_ns)
 		err = -ETIMEDOUT;
+	if (*comm)
+		log_connection(dir, rail, m, c);
 	if (err && err != -EAGAIN) {
 		CORE_WARN("%s %s with %s: module %s: %s", dir, rail->name,
 			  c->peer_text, m->module->name, strerror(-err));

@@ -157,7 +157,11 @@ guest_main() {
 			echo "$avg" >>"$LOGDIR/$tool.avg"
 			echo "  round $r $tool typical $typ us, avg $avg us"
 		done
-		v=$(mperf lat_us 8 --sizes 8 --lat-max 8 --iters "$i" --budget 8K)
+		# one buffer per receive, as ib_*_lat posts: meshperf
+		# otherwise groups max_recvs messages into each step
+		v=$(MESHPERF_ENV="NCCL_MESH_IB_FABRIC_MAX_RECVS=1 ${MESHPERF_ENV:-}" \
+			mperf lat_us 8 --sizes 8 --lat-max 8 --iters "$i" \
+			--budget 8K)
 		echo "$v" >>"$LOGDIR/lat.mesh"
 		echo "  round $r meshperf     avg $v us"
 	done
