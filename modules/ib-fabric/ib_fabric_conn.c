@@ -486,6 +486,16 @@ static int connect_reply(struct mesh_ctrl *ctrl, struct ib_pending *p)
 	return 0;
 }
 
+/* Where both setup state machines end a call: positive means "come back
+ * later" and keeps the state; done (0) or failed frees it. */
+static int step_end(struct mesh_ctrl *ctrl, int ret)
+{
+	if (ret > 0)
+		return 0;
+	pending_free(ctrl);
+	return ret;
+}
+
 int ib_fabric_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		      void **send_comm)
 {
@@ -505,7 +515,7 @@ int ib_fabric_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		p->comm = comm_create(ctx, dev, true, ctx->nqps, ctrl->peer);
 		if (!p->comm) {
 			ret = -ENOMEM;
-			goto err;
+			break;
 		}
 		info_fill(p->comm, &p->info);
 		p->phase = IB_SEND_INFO;
@@ -513,33 +523,28 @@ int ib_fabric_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	case IB_SEND_INFO:
 		ret = ctrl_send(ctrl, &p->info, sizeof(p->info), "info");
 		if (ret)
-			goto again;
+			break;
 		p->phase = IB_WAIT_INFO;
 		/* fall through */
 	case IB_WAIT_INFO:
 		ret = connect_reply(ctrl, p);
 		if (ret)
-			goto again;
+			break;
 		p->phase = IB_SEND_READY;
 		/* fall through */
 	case IB_SEND_READY:
 		ret = ctrl_send(ctrl, &rd, sizeof(rd), "ready");
 		if (ret)
-			goto again;
+			break;
 		*send_comm = p->comm;
 		p->comm = NULL;
-		pending_free(ctrl);
-		return 0;
+		ret = 0;
+		break;
 	default:
 		ret = -EINVAL;
-		goto err;
+		break;
 	}
-again:
-	if (ret > 0)
-		return 0;
-err:
-	pending_free(ctrl);
-	return ret;
+	return step_end(ctrl, ret);
 }
 
 /* Builds the acceptor's side from the connector's info, or a refusal. */
@@ -613,39 +618,34 @@ int ib_fabric_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		ret = ctrl_recv(ctrl, &w, sizeof(w), "info");
 		if (ret <= 0) {
 			ret = ret ? ret : 1;
-			goto again;
+			break;
 		}
 		ret = accept_info(ctx, dev, ctrl, p, &w, ret);
 		if (ret)
-			goto err;
+			break;
 		p->phase = IB_SEND_REPLY;
 		/* fall through */
 	case IB_SEND_REPLY:
 		ret = ctrl_send(ctrl, &p->info, sizeof(p->info), "reply");
 		if (ret)
-			goto again;
+			break;
 		if (p->info.status) {
 			ret = -(int)ntohs(p->info.status);
-			goto err;
+			break;
 		}
 		p->phase = IB_WAIT_READY;
 		/* fall through */
 	case IB_WAIT_READY:
 		ret = accept_ready(ctrl);
 		if (ret)
-			goto again;
+			break;
 		*recv_comm = p->comm;
 		p->comm = NULL;
-		pending_free(ctrl);
-		return 0;
+		ret = 0;
+		break;
 	default:
 		ret = -EINVAL;
-		goto err;
+		break;
 	}
-again:
-	if (ret > 0)
-		return 0;
-err:
-	pending_free(ctrl);
-	return ret;
+	return step_end(ctrl, ret);
 }
