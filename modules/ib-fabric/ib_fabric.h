@@ -31,6 +31,11 @@ extern const struct mesh_host *ib_fabric_host;
 /* NCCL_NET_MAX_REQUESTS and NCCL_NET_IB_MAX_RECVS. */
 #define IB_FABRIC_MAX_REQUESTS 32
 #define IB_FABRIC_MAX_RECVS 8
+/* Inline data asked of each QP (a FIFO slot of 8 receives fits). */
+#define IB_FABRIC_INLINE 256
+/* Every this many FIFO writes one is signaled, so the send queue drains
+ * without a completion per receive. */
+#define IB_FIFO_SIGNAL_EVERY 8
 #define IB_FABRIC_MAX_MESSAGE ((1ULL << 31) - 1)
 /* Below this a message is not cut: a WR per QP costs more than it gains. */
 #define IB_FABRIC_MIN_PIECE (128U << 10)
@@ -169,6 +174,7 @@ struct ib_fabric_comm {
 	int next_qp;
 	int next_sreq;
 	uint32_t max_msg;	/* largest single RDMA write */
+	uint32_t max_inline;	/* largest inline write, every QP */
 	struct ib_send_req sreqs[IB_SEND_REQS];
 	/* recv */
 	uint64_t recv_seq;

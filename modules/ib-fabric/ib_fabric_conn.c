@@ -124,8 +124,16 @@ static struct ibv_qp *qp_create(struct ib_fabric_comm *c, int sq, int rq)
 		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_REMOTE_READ,
 	};
-	struct ibv_qp *qp = ibv_create_qp(c->dev->pd, &qa);
+	struct ibv_qp *qp;
 
+	/* Small writes go inline when the device allows: no DMA read of the
+	 * source, which is most of a tiny write's cost. */
+	qa.cap.max_inline_data = IB_FABRIC_INLINE;
+	qp = ibv_create_qp(c->dev->pd, &qa);
+	if (!qp) {
+		qa.cap.max_inline_data = 0;
+		qp = ibv_create_qp(c->dev->pd, &qa);
+	}
 	if (!qp) {
 		MESH_WARN("peer %s: %s: cannot create a queue pair: %s",
 			  c->peer, c->dev->name, strerror(errno));
@@ -138,6 +146,8 @@ static struct ibv_qp *qp_create(struct ib_fabric_comm *c, int sq, int rq)
 		ibv_destroy_qp(qp);
 		return NULL;
 	}
+	if (qa.cap.max_inline_data < c->max_inline)
+		c->max_inline = qa.cap.max_inline_data;
 	return qp;
 }
 
@@ -182,6 +192,7 @@ static struct ib_fabric_comm *comm_create(struct ib_fabric_ctx *ctx, int dev,
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->nqps = nqps;
 	c->max_msg = d->pattr.max_msg_sz ? d->pattr.max_msg_sz : 1U << 30;
+	c->max_inline = IB_FABRIC_INLINE;	/* lowered by qp_create */
 	/* Per QP at most every outstanding piece: data writes (more than
 	 * one when a piece exceeds max_msg), a size write, the last write. */
 	c->sq_depth = clamp(is_send ? IB_SEND_REQS *

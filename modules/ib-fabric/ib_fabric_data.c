@@ -310,7 +310,8 @@ static int piece_post(struct ib_fabric_comm *c, struct piece *p)
 		.sg_list = p->len ? &sge : NULL,
 		.num_sge = p->len ? 1 : 0,
 		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-		.send_flags = IBV_SEND_SIGNALED,
+		.send_flags = IBV_SEND_SIGNALED |
+			      (p->len <= c->max_inline ? IBV_SEND_INLINE : 0),
 		.imm_data = htonl(p->imm),
 		.wr.rdma = { p->raddr, p->rkey },
 	};
@@ -473,7 +474,6 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
-		.send_flags = IBV_SEND_SIGNALED,
 	}, *bad;
 	int ret;
 
@@ -511,7 +511,15 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	wr.wr.rdma.remote_addr = c->rem_addr +
 				 (uint64_t)slot * sizeof(struct ib_fifo_slot);
 	wr.wr.rdma.rkey = c->rem_rkey;
+	if (sge.length <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	if (c->recv_seq % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
+		wr.send_flags |= IBV_SEND_SIGNALED;
 	ret = ibv_post_send(c->qps[0], &wr, &bad);
+	if (ret == ENOMEM) {
+		r->in_use = false;	/* send queue full: NCCL retries */
+		return 0;
+	}
 	if (ret) {
 		r->in_use = false;
 		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the FIFO write: %s",

@@ -15,7 +15,8 @@
 #   tests/bench/rxe-ib.sh [BUILD_DIR] [ROUNDS]
 #
 # Environment: MSG (bandwidth message size, default 1M), BW_MIB (MiB per
-# bandwidth run, default 192), LAT_ITERS (default 1000), RXE_LAB (the
+# bandwidth run, default 192), LAT_ITERS (default 1000), PARTS ("bw lat",
+# the default, or one of them), RXE_LAB (the
 # rxe-lab script), MESHPERF_ENV (more VAR=value words for meshperf, e.g.
 # "NCCL_MESH_IB_FABRIC_QPS_PER_CONN=2").
 set -euo pipefail
@@ -49,7 +50,7 @@ host_main() {
 		cp -L "$lib" "$libs/"
 	done
 	"$lab" run --src "$src" --timeout 1800 -- \
-		"env MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
+		"env PARTS='${PARTS:-bw lat}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
 MESHPERF_ENV='${MESHPERF_ENV:-}' bash tests/bench/rxe-ib.sh --in-guest '$rel' $rounds"
 }
 
@@ -104,8 +105,73 @@ mperf() {
 	mp_field mp "$size" "$field"
 }
 
+# bw_rounds ROUNDS: alternating ib_write_bw and meshperf bandwidth runs.
+bw_rounds() {
+	local rounds=$1 msg bytes iters r v
+
+	msg=${MSG:-1M}
+	bytes=$(size_bytes "$msg")
+	iters=$(( (${BW_MIB:-192} << 20) / bytes ))
+	[ "$iters" -ge 8 ] || iters=8
+	echo "bandwidth: $rounds rounds, $msg messages, $iters per run, rxe12 -> rxe21"
+	for ((r = 1; r <= rounds; r++)); do
+		v=$(perf ib_write_bw 4 --report_gbits -s "$bytes" -n "$iters")
+		echo "$v" >>"$LOGDIR/bw.perf"
+		echo "  round $r ib_write_bw $v Gb/s"
+		v=$(mperf gbits_per_s "$bytes" --sizes "$msg" --no-latency \
+			--iters "$iters" --budget "$((iters * bytes))" --mem 64M)
+		echo "$v" >>"$LOGDIR/bw.mesh"
+		echo "  round $r meshperf    $v Gb/s"
+	done
+	awk -v bp="$(median <"$LOGDIR/bw.perf")" \
+	    -v bm="$(median <"$LOGDIR/bw.mesh")" -v n="$rounds" -v msg="$msg" 'BEGIN {
+		printf "medians of %d rounds (same boot, same link)\n", n
+		printf "  %-28s %10.3f Gb/s\n", "ib_write_bw " msg, bp
+		printf "  %-28s %10.3f Gb/s   ratio %.2f (bar >= 0.90: %s)\n",
+			"meshperf ib-fabric " msg, bm, bm / bp,
+			(bm >= 0.9 * bp) ? "holds" : "MISSED"
+	}' | tee "$LOGDIR/summary.bw"
+}
+
+# lat_rounds ROUNDS: alternating ib_write_lat, ib_send_lat and meshperf
+# 8-byte ping-pongs.
+lat_rounds() {
+	local rounds=$1 i=${LAT_ITERS:-1000} r v tool typ avg
+
+	echo "latency: $rounds rounds, 8 bytes, $i iterations"
+	for ((r = 1; r <= rounds; r++)); do
+		for tool in ib_write_lat ib_send_lat; do
+			perf "$tool" 6 -s 8 -n "$i" >/dev/null
+			awk '$1 == 8 { print $5, $6 }' "$LOGDIR/perf.client" >"$LOGDIR/cur"
+			read -r typ avg <"$LOGDIR/cur"
+			echo "$typ" >>"$LOGDIR/$tool.typ"
+			echo "$avg" >>"$LOGDIR/$tool.avg"
+			echo "  round $r $tool typical $typ us, avg $avg us"
+		done
+		# one buffer per receive, as ib_*_lat posts: meshperf
+		# otherwise groups max_recvs messages into each step
+		v=$(MESHPERF_ENV="NCCL_MESH_IB_FABRIC_MAX_RECVS=1 ${MESHPERF_ENV:-}" \
+			mperf lat_us 8 --sizes 8 --lat-max 8 --iters "$i" \
+			--budget 8K)
+		echo "$v" >>"$LOGDIR/lat.mesh"
+		echo "  round $r meshperf     avg $v us"
+	done
+	awk -v wl="$(median <"$LOGDIR/ib_write_lat.avg")" \
+	    -v wt="$(median <"$LOGDIR/ib_write_lat.typ")" \
+	    -v sl="$(median <"$LOGDIR/ib_send_lat.avg")" \
+	    -v st="$(median <"$LOGDIR/ib_send_lat.typ")" \
+	    -v ml="$(median <"$LOGDIR/lat.mesh")" -v n="$rounds" 'BEGIN {
+		printf "medians of %d rounds (same boot, same link)\n", n
+		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_write_lat 8 B", wl, wt
+		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_send_lat 8 B", sl, st
+		printf "  %-28s %10.1f us avg   ratio %.2f to write_lat, %.2f to send_lat (bar <= 1.30: %s)\n",
+			"meshperf ib-fabric 8 B", ml, ml / wl, ml / sl,
+			(ml <= 1.3 * wl && ml <= 1.3 * sl) ? "holds" : "MISSED"
+	}' | tee "$LOGDIR/summary.lat"
+}
+
 guest_main() {
-	local build=$1 rounds=$2 msg bytes iters r v i
+	local build=$1 rounds=$2 part
 
 	case $build in
 	/*) BUILD=$build ;;
@@ -132,61 +198,13 @@ guest_main() {
 	rxe-mesh up -n 2
 	GID1=$(rxe-mesh gid rxe12)
 	GID2=$(rxe-mesh gid rxe21)
-	msg=${MSG:-1M}
-	bytes=$(size_bytes "$msg")
-	iters=$(( (${BW_MIB:-192} << 20) / bytes ))
-	[ "$iters" -ge 8 ] || iters=8
-	echo "bandwidth: $rounds rounds, $msg messages, $iters per run, rxe12 -> rxe21"
-	for ((r = 1; r <= rounds; r++)); do
-		v=$(perf ib_write_bw 4 --report_gbits -s "$bytes" -n "$iters")
-		echo "$v" >>"$LOGDIR/bw.perf"
-		echo "  round $r ib_write_bw $v Gb/s"
-		v=$(mperf gbits_per_s "$bytes" --sizes "$msg" --no-latency \
-			--iters "$iters" --budget "$((iters * bytes))" --mem 64M)
-		echo "$v" >>"$LOGDIR/bw.mesh"
-		echo "  round $r meshperf    $v Gb/s"
+	for part in ${PARTS:-bw lat}; do
+		case $part in
+		bw) bw_rounds "$rounds" ;;
+		lat) lat_rounds "$rounds" ;;
+		*) echo "unknown part $part (bw, lat)" >&2; return 2 ;;
+		esac
 	done
-	i=${LAT_ITERS:-1000}
-	echo "latency: $rounds rounds, 8 bytes, $i iterations"
-	for ((r = 1; r <= rounds; r++)); do
-		for tool in ib_write_lat ib_send_lat; do
-			perf "$tool" 6 -s 8 -n "$i" >/dev/null
-			awk '$1 == 8 { print $5, $6 }' "$LOGDIR/perf.client" >"$LOGDIR/cur"
-			read -r typ avg <"$LOGDIR/cur"
-			echo "$typ" >>"$LOGDIR/$tool.typ"
-			echo "$avg" >>"$LOGDIR/$tool.avg"
-			echo "  round $r $tool typical $typ us, avg $avg us"
-		done
-		# one buffer per receive, as ib_*_lat posts: meshperf
-		# otherwise groups max_recvs messages into each step
-		v=$(MESHPERF_ENV="NCCL_MESH_IB_FABRIC_MAX_RECVS=1 ${MESHPERF_ENV:-}" \
-			mperf lat_us 8 --sizes 8 --lat-max 8 --iters "$i" \
-			--budget 8K)
-		echo "$v" >>"$LOGDIR/lat.mesh"
-		echo "  round $r meshperf     avg $v us"
-	done
-
-	local bw_p bw_m wl wt sl st ml
-	bw_p=$(median <"$LOGDIR/bw.perf")
-	bw_m=$(median <"$LOGDIR/bw.mesh")
-	wl=$(median <"$LOGDIR/ib_write_lat.avg")
-	wt=$(median <"$LOGDIR/ib_write_lat.typ")
-	sl=$(median <"$LOGDIR/ib_send_lat.avg")
-	st=$(median <"$LOGDIR/ib_send_lat.typ")
-	ml=$(median <"$LOGDIR/lat.mesh")
-	awk -v bp="$bw_p" -v bm="$bw_m" -v wl="$wl" -v wt="$wt" -v sl="$sl" \
-	    -v st="$st" -v ml="$ml" -v n="$rounds" -v msg="$msg" 'BEGIN {
-		printf "\nmedians of %d rounds (same boot, same link)\n", n
-		printf "  %-28s %10.3f Gb/s\n", "ib_write_bw " msg, bp
-		printf "  %-28s %10.3f Gb/s   ratio %.2f (bar >= 0.90: %s)\n",
-			"meshperf ib-fabric " msg, bm, bm / bp,
-			(bm >= 0.9 * bp) ? "holds" : "MISSED"
-		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_write_lat 8 B", wl, wt
-		printf "  %-28s %10.1f us avg (typical %.1f)\n", "ib_send_lat 8 B", sl, st
-		printf "  %-28s %10.1f us avg   ratio %.2f to write_lat, %.2f to send_lat (bar <= 1.30: %s)\n",
-			"meshperf ib-fabric 8 B", ml, ml / wl, ml / sl,
-			(ml <= 1.3 * wl && ml <= 1.3 * sl) ? "holds" : "MISSED"
-	}'
 }
 
 if [ "${1:-}" = --in-guest ]; then

@@ -498,10 +498,12 @@ static int stream_wait(const struct perf_side *s, struct stream *st,
 }
 
 /*
- * Ping-pong with a window of one: the initiator posts its receive for the
- * reply before it sends; the responder receives, then replies.  Time
- * spent filling and checking patterns, on either side, is reported apart so
- * the caller can take it out of the round trip.
+ * Ping-pong with a window of one.  Each side posts its send first and then
+ * the receive for the next message, as NCCL keeps receives posted ahead of
+ * the data: the receive's announcement then travels right behind the data
+ * instead of after it on the critical path.  Time spent filling and
+ * checking patterns, on either side, is reported apart so the caller can
+ * take it out of the round trip.
  */
 int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     struct perf_dir *recv, bool initiator, uint64_t size,
@@ -511,6 +513,8 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		.size = size, .group = 1, .window = 1, .iters = iters,
 	};
 	struct stream tx, rx;
+	struct stream *both[2] = { &tx, &rx };
+	bool progress = false;
 	char what[64];
 	double t0;
 	int rc = 0;
@@ -519,18 +523,28 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 	stream_init(&tx, s->net, send, &plan, true);
 	stream_init(&rx, s->net, recv, &plan, false);
 	t0 = perf_now();
+	if (!initiator) {
+		rx.plan.iters = 1;
+		rc = stream_post(&rx, &progress);
+	}
 	for (uint32_t i = 0; i < iters && !rc; i++) {
-		/* post exactly one iteration on each stream */
-		tx.plan.iters = rx.plan.iters = i + 1;
 		if (initiator) {
-			struct stream *both[2] = { &rx, &tx };
-
+			/* send, then post the receive for the reply */
+			tx.plan.iters = rx.plan.iters = i + 1;
 			rc = streams_run(s, both, 2, what);
-		} else {
-			rc = stream_wait(s, &rx, what);
-			if (!rc)
-				rc = stream_wait(s, &tx, what);
+			continue;
 		}
+		/* the receive for this round is already posted */
+		rc = stream_wait(s, &rx, what);
+		tx.plan.iters = i + 1;
+		if (!rc)
+			rc = stream_post(&tx, &progress);
+		if (!rc && i + 1 < iters) {
+			rx.plan.iters = i + 2;
+			rc = stream_post(&rx, &progress);
+		}
+		if (!rc)
+			rc = stream_wait(s, &tx, what);
 	}
 	*elapsed = perf_now() - t0;
 	*overhead = tx.overhead + rx.overhead;
