@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ib-fabric data path: isend, irecv, iflush and test, all on NCCL's proxy
+ * Data path of the verbs layer: isend, irecv, iflush and test, all on NCCL's proxy
  * thread.  test() polls the comm's completion queue; nothing blocks and no
  * thread of ours runs.
  *
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ib_fabric.h"
+#include "verbs.h"
 
 /* wr_ids that are not a send request or a QP's receive. */
 #define WR_FIFO (~0ULL)
@@ -25,11 +25,11 @@
 
 /* ---- errors ---- */
 
-static int comm_fail(struct ib_fabric_comm *c, int err, const char *fmt, ...)
+static int comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Records the first failure; every later call on the comm returns it. */
-static int comm_fail(struct ib_fabric_comm *c, int err, const char *fmt, ...)
+static int comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -43,14 +43,14 @@ static int comm_fail(struct ib_fabric_comm *c, int err, const char *fmt, ...)
 	return err;
 }
 
-static const char *dir_str(const struct ib_fabric_comm *c)
+static const char *dir_str(const struct verbs_comm *c)
 {
 	return c->is_send ? "send" : "recv";
 }
 
 /* ---- completions ---- */
 
-static int repost_recv(struct ib_fabric_comm *c, int qp)
+static int repost_recv(struct verbs_comm *c, int qp)
 {
 	struct ibv_recv_wr wr = { .wr_id = (uint64_t)qp }, *bad;
 	int ret = ibv_post_recv(c->qps[qp], &wr, &bad);
@@ -61,7 +61,7 @@ static int repost_recv(struct ib_fabric_comm *c, int qp)
 	return 0;
 }
 
-static int imm_arrived(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+static int imm_arrived(struct verbs_comm *c, const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
 	unsigned int slot = imm >> IB_IMM_SLOT_SHIFT;
@@ -81,7 +81,7 @@ static int imm_arrived(struct ib_fabric_comm *c, const struct ibv_wc *wc)
 	return repost_recv(c, (int)wc->wr_id);
 }
 
-static int wc_error(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+static int wc_error(struct verbs_comm *c, const struct ibv_wc *wc)
 {
 	return comm_fail(c, -EIO, "%s comm %u %s %s on %s: work completion error: %s (status %d, vendor error 0x%x, QP %u)",
 			 dir_str(c), c->id, c->is_send ? "to" : "from",
@@ -89,7 +89,7 @@ static int wc_error(struct ib_fabric_comm *c, const struct ibv_wc *wc)
 			 wc->status, wc->vendor_err, wc->qp_num);
 }
 
-static int wc_handle(struct ib_fabric_comm *c, const struct ibv_wc *wc)
+static int wc_handle(struct verbs_comm *c, const struct ibv_wc *wc)
 {
 	if (wc->status != IBV_WC_SUCCESS)
 		return wc_error(c, wc);
@@ -100,7 +100,7 @@ static int wc_handle(struct ib_fabric_comm *c, const struct ibv_wc *wc)
 	if (wc->wr_id >= WR_FLUSH_BASE) {
 		uint64_t i = wc->wr_id - WR_FLUSH_BASE;
 
-		if (i < IB_FABRIC_MAX_REQUESTS)
+		if (i < VERBS_MAX_REQUESTS)
 			c->freqs[i].flush_done = true;
 		return 0;
 	}
@@ -113,25 +113,28 @@ static int wc_handle(struct ib_fabric_comm *c, const struct ibv_wc *wc)
 			 (unsigned long long)wc->wr_id);
 }
 
-static int comm_poll(struct ib_fabric_comm *c)
+static int comm_poll(struct verbs_comm *c)
 {
 	struct ibv_wc wc[16];
 	int n;
 
 	if (c->error)
 		return c->error;
-	do {
-		n = ibv_poll_cq(c->cq, 16, wc);
-		if (n < 0)
-			return comm_fail(c, -EIO, "%s comm %u with %s: polling the completion queue failed",
-					 dir_str(c), c->id, c->peer);
-		for (int i = 0; i < n; i++) {
-			int ret = wc_handle(c, &wc[i]);
+	for (int l = 0; l < c->nlinks; l++) {
+		do {
+			n = ibv_poll_cq(c->cqs[l], 16, wc);
+			if (n < 0)
+				return comm_fail(c, -EIO, "%s comm %u with %s: polling the completion queue of %s failed",
+						 dir_str(c), c->id, c->peer,
+						 c->links[l]->name);
+			for (int i = 0; i < n; i++) {
+				int ret = wc_handle(c, &wc[i]);
 
-			if (ret)
-				return ret;
-		}
-	} while (n == 16);
+				if (ret)
+					return ret;
+			}
+		} while (n == 16);
+	}
 	return 0;
 }
 
@@ -156,7 +159,7 @@ static int send_test(void *request, int *done, int *sizes)
 
 static uint64_t recv_size(const struct ib_recv_req *r, int i)
 {
-	const struct ib_fabric_comm *c = r->comm;
+	const struct verbs_comm *c = r->comm;
 	int slot = (int)(r - c->rreqs);
 
 	if (r->imm_size[i] != IB_IMM_SIZE_FAR)
@@ -187,13 +190,13 @@ static int recv_test(void *request, int *done, int *sizes)
 	return 0;
 }
 
-void ib_fabric_comm_init_reqs(struct ib_fabric_comm *c)
+void verbs_comm_init_reqs(struct verbs_comm *c)
 {
 	for (int i = 0; i < IB_SEND_REQS; i++) {
 		c->sreqs[i].base.test = send_test;
 		c->sreqs[i].comm = c;
 	}
-	for (int i = 0; i < IB_FABRIC_MAX_REQUESTS; i++) {
+	for (int i = 0; i < VERBS_MAX_REQUESTS; i++) {
 		c->rreqs[i].base.test = recv_test;
 		c->rreqs[i].comm = c;
 		c->freqs[i].base.test = recv_test;
@@ -203,7 +206,7 @@ void ib_fabric_comm_init_reqs(struct ib_fabric_comm *c)
 }
 
 /* Fills every receive queue: each piece that arrives consumes one. */
-int ib_fabric_post_recvs(struct ib_fabric_comm *c)
+int verbs_post_recvs(struct verbs_comm *c)
 {
 	for (int q = 0; q < c->nqps; q++)
 		for (int i = 0; i < c->rq_depth; i++) {
@@ -219,17 +222,17 @@ int ib_fabric_post_recvs(struct ib_fabric_comm *c)
 
 /* The FIFO slot the next send goes to, or NULL while the peer has not
  * posted it (or not all of its buffers). */
-static volatile struct ib_fifo_slot *fifo_ready(struct ib_fabric_comm *c,
+static volatile struct ib_fifo_slot *fifo_ready(struct verbs_comm *c,
 						int *n)
 {
 	volatile struct ib_fifo_slot *s =
-		&c->fifo[c->slot_seq % IB_FABRIC_MAX_REQUESTS];
+		&c->fifo[c->slot_seq % VERBS_MAX_REQUESTS];
 	uint32_t want = (uint32_t)(c->slot_seq + 1);
 
 	if (__atomic_load_n(&s->e[0].seq, __ATOMIC_ACQUIRE) != want)
 		return NULL;
 	*n = (int)s->e[0].nreqs;
-	if (*n < 1 || *n > IB_FABRIC_MAX_RECVS)
+	if (*n < 1 || *n > VERBS_MAX_RECVS)
 		return NULL;
 	for (int i = 1; i < *n; i++)
 		if (__atomic_load_n(&s->e[i].seq, __ATOMIC_ACQUIRE) != want)
@@ -237,7 +240,7 @@ static volatile struct ib_fifo_slot *fifo_ready(struct ib_fabric_comm *c,
 	return s;
 }
 
-static struct ib_send_req *sreq_get(struct ib_fabric_comm *c, int *idx)
+static struct ib_send_req *sreq_get(struct verbs_comm *c, int *idx)
 {
 	for (int k = 0; k < IB_SEND_REQS; k++) {
 		int i = (c->next_sreq + k) % IB_SEND_REQS;
@@ -251,7 +254,7 @@ static struct ib_send_req *sreq_get(struct ib_fabric_comm *c, int *idx)
 	return NULL;
 }
 
-static int post_send(struct ib_fabric_comm *c, int qp, struct ibv_send_wr *wr)
+static int post_send(struct verbs_comm *c, int qp, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
 	int ret = ibv_post_send(c->qps[qp], wr, &bad);
@@ -276,7 +279,7 @@ struct piece {
 };
 
 /* Data writes of a piece but the last chunk, one max_msg at a time. */
-static int piece_head(struct ib_fabric_comm *c, struct piece *p)
+static int piece_head(struct verbs_comm *c, struct piece *p)
 {
 	while (p->len > c->max_msg) {
 		struct ibv_sge sge = { p->laddr, c->max_msg, p->lkey };
@@ -298,12 +301,13 @@ static int piece_head(struct ib_fabric_comm *c, struct piece *p)
 	return 0;
 }
 
-static int piece_post(struct ib_fabric_comm *c, struct piece *p)
+static int piece_post(struct verbs_comm *c, struct piece *p)
 {
 	struct ibv_sge sge = { p->laddr, (uint32_t)p->len, p->lkey };
+	int link = verbs_qp_link(c, p->qp);
 	struct ibv_sge ssge = {
 		(uint64_t)(uintptr_t)&c->sizes->s[p->slot][p->elem], 8,
-		c->sizes_mr->lkey,
+		c->sizes_mr[link]->lkey,
 	};
 	struct ibv_send_wr last = {
 		.wr_id = p->wr_id,
@@ -324,7 +328,7 @@ static int piece_post(struct ib_fabric_comm *c, struct piece *p)
 		.wr.rdma = {
 			c->rem_addr + (uint64_t)((char *)&c->sizes->s[p->slot][p->elem] -
 						 (char *)c->sizes),
-			c->rem_rkey,
+			c->rem_rkey[link],
 		},
 	};
 	int ret = piece_head(c, p);
@@ -337,14 +341,14 @@ static int piece_post(struct ib_fabric_comm *c, struct piece *p)
 	return post_send(c, p->qp, p->far ? &size_wr : &last);
 }
 
-/* Cuts a message into pieces, one per QP, none below IB_FABRIC_MIN_PIECE. */
-static int pieces_of(const struct ib_fabric_comm *c, size_t size,
+/* Cuts a message into pieces, one per QP, none below VERBS_MIN_PIECE. */
+static int pieces_of(const struct verbs_comm *c, size_t size,
 		     size_t *piece)
 {
 	int n = 1;
 
-	if (size >= 2 * (size_t)IB_FABRIC_MIN_PIECE) {
-		n = (int)(size / IB_FABRIC_MIN_PIECE);
+	if (size >= 2 * (size_t)VERBS_MIN_PIECE) {
+		n = (int)(size / VERBS_MIN_PIECE);
 		if (n > c->nqps)
 			n = c->nqps;
 	}
@@ -356,8 +360,9 @@ static int pieces_of(const struct ib_fabric_comm *c, size_t size,
 	return n ? n : 1;
 }
 
-static int send_post(struct ib_fabric_comm *c, struct ib_send_req *r,
-		     int idx, void *data, size_t size, uint32_t lkey,
+static int send_post(struct verbs_comm *c, struct ib_send_req *r,
+		     int idx, void *data, size_t size,
+		     const struct verbs_mh *mh,
 		     const volatile struct ib_fifo_elem *e, int slot, int elem)
 {
 	size_t piece;
@@ -371,12 +376,14 @@ static int send_post(struct ib_fabric_comm *c, struct ib_send_req *r,
 	r->size = size;
 	for (int i = 0; i < n; i++) {
 		size_t off = (size_t)i * piece;
+		int qp = (c->next_qp + i) % c->nqps;
+		int link = verbs_qp_link(c, qp);
 		struct piece p = {
-			.qp = (c->next_qp + i) % c->nqps,
+			.qp = qp,
 			.laddr = (uint64_t)(uintptr_t)data + off,
-			.lkey = lkey,
+			.lkey = mh ? mh->ent[link]->mr->lkey : 0,
 			.raddr = e->addr + off,
-			.rkey = e->rkey,
+			.rkey = e->rkey[link],
 			.len = size - off < piece ? size - off : piece,
 			.imm = ((uint32_t)slot << IB_IMM_SLOT_SHIFT) |
 			       ((uint32_t)elem << IB_IMM_ELEM_SHIFT) |
@@ -397,7 +404,7 @@ static int send_post(struct ib_fabric_comm *c, struct ib_send_req *r,
 }
 
 /* Which posted buffer of the slot the tag goes to; -errno if none. */
-static int tag_match(struct ib_fabric_comm *c,
+static int tag_match(struct verbs_comm *c,
 		     const volatile struct ib_fifo_slot *s, int n, int tag,
 		     size_t size)
 {
@@ -416,12 +423,12 @@ static int tag_match(struct ib_fabric_comm *c,
 	return i;
 }
 
-int ib_fabric_isend(void *send_comm, void *data, size_t size, int tag,
+int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 		    void *mhandle, void **request)
 {
-	struct ib_fabric_comm *c = send_comm;
+	struct verbs_comm *c = send_comm;
 	const volatile struct ib_fifo_slot *s;
-	struct ib_mr_ent *mh = mhandle;
+	const struct verbs_mh *mh = mhandle;
 	struct ib_send_req *r;
 	int n, elem, idx, ret, slot;
 
@@ -442,10 +449,9 @@ int ib_fabric_isend(void *send_comm, void *data, size_t size, int tag,
 	elem = tag_match(c, s, n, tag, size);
 	if (elem < 0)
 		return elem;
-	slot = (int)(c->slot_seq % IB_FABRIC_MAX_REQUESTS);
+	slot = (int)(c->slot_seq % VERBS_MAX_REQUESTS);
 	r->in_use = true;
-	ret = send_post(c, r, idx, data, size, mh ? mh->mr->lkey : 0,
-			&s->e[elem], slot, elem);
+	ret = send_post(c, r, idx, data, size, mh, &s->e[elem], slot, elem);
 	if (ret)
 		return ret;
 	c->used[elem] = 1;
@@ -461,11 +467,11 @@ out:
 
 /* ---- receive ---- */
 
-int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		    int *tags, void **mhandles, void **request)
 {
-	struct ib_fabric_comm *c = recv_comm;
-	int slot = (int)(c->recv_seq % IB_FABRIC_MAX_REQUESTS);
+	struct verbs_comm *c = recv_comm;
+	int slot = (int)(c->recv_seq % VERBS_MAX_REQUESTS);
 	struct ib_recv_req *r = &c->rreqs[slot];
 	struct ib_fifo_slot *f = &c->fifo[slot];
 	struct ibv_sge sge;
@@ -481,13 +487,13 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	ret = comm_poll(c);
 	if (ret)
 		return ret;
-	if (n < 1 || n > IB_FABRIC_MAX_RECVS)
+	if (n < 1 || n > VERBS_MAX_RECVS)
 		return comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
-				 c->id, c->peer, n, IB_FABRIC_MAX_RECVS);
+				 c->id, c->peer, n, VERBS_MAX_RECVS);
 	if (r->in_use)
 		return 0;
 	for (int i = 0; i < n; i++) {
-		struct ib_mr_ent *mh = mhandles ? mhandles[i] : NULL;
+		const struct verbs_mh *mh = mhandles ? mhandles[i] : NULL;
 
 		if (sizes[i] && !mh)
 			return comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
@@ -495,11 +501,12 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		f->e[i] = (struct ib_fifo_elem){
 			.addr = (uint64_t)(uintptr_t)data[i],
 			.size = sizes[i],
-			.rkey = mh ? mh->mr->rkey : 0,
 			.tag = tags[i],
 			.nreqs = (uint32_t)n,
 			.seq = (uint32_t)(c->recv_seq + 1),
 		};
+		for (int l = 0; mh && l < mh->n; l++)
+			f->e[i].rkey[l] = mh->ent[l]->mr->rkey;
 	}
 	memset(r->pieces, 0, sizeof(r->pieces));
 	memset(r->pieces_done, 0, sizeof(r->pieces_done));
@@ -507,10 +514,10 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	r->in_use = true;
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)f,
 				(uint32_t)(sizeof(f->e[0]) * (size_t)n),
-				c->fifo_mr->lkey };
+				c->fifo_mr[0]->lkey };
 	wr.wr.rdma.remote_addr = c->rem_addr +
 				 (uint64_t)slot * sizeof(struct ib_fifo_slot);
-	wr.wr.rdma.rkey = c->rem_rkey;
+	wr.wr.rdma.rkey = c->rem_rkey[0];
 	if (sge.length <= c->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (c->recv_seq % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
@@ -530,12 +537,12 @@ int ib_fabric_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	return 0;
 }
 
-int ib_fabric_iflush(void *recv_comm, int n, void **data, int *sizes,
+int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 		     void **mhandles, void **request)
 {
-	struct ib_fabric_comm *c = recv_comm;
+	struct verbs_comm *c = recv_comm;
 	struct ib_recv_req *r;
-	struct ib_mr_ent *mh;
+	const struct verbs_mh *mh;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = {
 		.sg_list = &sge,
@@ -557,34 +564,34 @@ int ib_fabric_iflush(void *recv_comm, int n, void **data, int *sizes,
 	r = &c->freqs[k];
 	if (r->in_use)
 		return comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
-				 c->id, c->peer, IB_FABRIC_MAX_REQUESTS);
+				 c->id, c->peer, VERBS_MAX_REQUESTS);
 	mh = mhandles[last];
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)&c->flush_buf, 1,
 				c->flush_mr->lkey };
 	wr.wr_id = WR_FLUSH_BASE + (uint64_t)k;
 	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
-	wr.wr.rdma.rkey = mh->mr->rkey;
+	wr.wr.rdma.rkey = mh->ent[0]->mr->rkey;
 	ret = ibv_post_send(c->flush_qp, &wr, &bad);
 	if (ret)
 		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
 				 c->id, c->peer, strerror(ret));
 	r->in_use = true;
 	r->flush_done = false;
-	c->next_flush = (k + 1) % IB_FABRIC_MAX_REQUESTS;
+	c->next_flush = (k + 1) % VERBS_MAX_REQUESTS;
 	*request = r;
 	return 0;
 }
 
 /* ---- close ---- */
 
-int ib_fabric_close_send(void *send_comm)
+int verbs_close_send(void *send_comm)
 {
-	ib_fabric_comm_free(send_comm);
+	verbs_comm_free(send_comm);
 	return 0;
 }
 
-int ib_fabric_close_recv(void *recv_comm)
+int verbs_close_recv(void *recv_comm)
 {
-	ib_fabric_comm_free(recv_comm);
+	verbs_comm_free(recv_comm);
 	return 0;
 }

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ib_fabric_select.h"
+#include "verbs_select.h"
 
 /* Far above any real table (mlx5 has 256 entries, rxe fewer). */
 #define GID_TABLE_MAX 4096
@@ -88,16 +88,16 @@ static bool is_blank(char c)
 }
 
 static int parse_name(const char *s, size_t nlen, size_t len,
-		      struct ib_fabric_hca_entry *e, char *err, size_t errlen)
+		      struct verbs_hca_entry *e, char *err, size_t errlen)
 {
 	if (!nlen) {
 		seterr(err, errlen, "entry \"%.*s\": no device name",
 		       (int)len, s);
 		return -EINVAL;
 	}
-	if (nlen >= IB_FABRIC_NAME_MAX) {
+	if (nlen >= VERBS_NAME_MAX) {
 		seterr(err, errlen, "entry \"%.*s\": name longer than %d",
-		       (int)len, s, IB_FABRIC_NAME_MAX - 1);
+		       (int)len, s, VERBS_NAME_MAX - 1);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < nlen; i++) {
@@ -116,7 +116,7 @@ static int parse_name(const char *s, size_t nlen, size_t len,
 
 /* One "name[:port[:fabric]]" token of length len, already trimmed. */
 static int parse_entry(const char *s, size_t len, bool exclude,
-		       struct ib_fabric_hca_entry *e, char *err, size_t errlen)
+		       struct verbs_hca_entry *e, char *err, size_t errlen)
 {
 	const char *end = s + len;
 	const char *c1 = memchr(s, ':', len);
@@ -176,7 +176,7 @@ static void trim(const char **s, size_t *len)
 
 /* Adds the token [s, s + len) to out, or says why not. */
 static int add_entry(const char *spec, const char *s, size_t len,
-		     struct ib_fabric_hca_filter *out, char *err,
+		     struct verbs_hca_filter *out, char *err,
 		     size_t errlen)
 {
 	char why[160];
@@ -189,9 +189,9 @@ static int add_entry(const char *spec, const char *s, size_t len,
 		       lead ? " (no device after '^' or '=')" : "");
 		return -EINVAL;
 	}
-	if (out->n == IB_FABRIC_HCA_MAX) {
+	if (out->n == VERBS_HCA_MAX) {
 		seterr(err, errlen, "HCA list \"%s\": more than %d entries",
-		       spec, IB_FABRIC_HCA_MAX);
+		       spec, VERBS_HCA_MAX);
 		return -EINVAL;
 	}
 	if (parse_entry(s, len, out->exclude, &out->e[out->n], why,
@@ -203,7 +203,7 @@ static int add_entry(const char *spec, const char *s, size_t len,
 	return 0;
 }
 
-int ib_fabric_hca_parse(const char *spec, struct ib_fabric_hca_filter *out,
+int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
 			char *err, size_t errlen)
 {
 	const char *s = spec ? spec : "";
@@ -238,7 +238,7 @@ int ib_fabric_hca_parse(const char *spec, struct ib_fabric_hca_filter *out,
  * name and for a named port, so "mlx5_1:1:1,mlx5_10:1:2" gives mlx5_10
  * fabric 2 even though "mlx5_1" is also its prefix.
  */
-static int entry_score(const struct ib_fabric_hca_entry *e, bool exact,
+static int entry_score(const struct verbs_hca_entry *e, bool exact,
 		       const char *dev, int port)
 {
 	size_t n = strlen(e->name);
@@ -251,7 +251,7 @@ static int entry_score(const struct ib_fabric_hca_entry *e, bool exact,
 	return (same ? 2 : 0) + (e->port ? 1 : 0);
 }
 
-bool ib_fabric_hca_match(const struct ib_fabric_hca_filter *f,
+bool verbs_hca_match(const struct verbs_hca_filter *f,
 			 const char *dev, int port, int64_t *fabric_id)
 {
 	int best = -1, best_score = -1;
@@ -307,7 +307,7 @@ static int read_attr(const char *dir, const char *name, char *buf, size_t len)
 static bool dev_name_ok(const char *dev)
 {
 	return dev && *dev && !strchr(dev, '/') && strcmp(dev, ".") &&
-	       strcmp(dev, "..") && strlen(dev) < IB_FABRIC_NAME_MAX;
+	       strcmp(dev, "..") && strlen(dev) < VERBS_NAME_MAX;
 }
 
 static int port_dir(const char *root, const char *dev, int port, char *buf,
@@ -346,7 +346,7 @@ struct gid_entry {
 	enum gid_state state;
 	int version;		/* 0 unknown */
 	uint8_t raw[16];
-	char ndev[IB_FABRIC_NAME_MAX];
+	char ndev[VERBS_NAME_MAX];
 };
 
 struct gid_table {
@@ -387,7 +387,7 @@ static bool prefix_equal(const uint8_t *a, const uint8_t *b, int bits)
 	return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-static bool gid_in_range(const uint8_t *g, const struct ib_fabric_gid_prefs *p)
+static bool gid_in_range(const uint8_t *g, const struct verbs_gid_prefs *p)
 {
 	if (!p->range_prefix)
 		return true;
@@ -425,7 +425,7 @@ static int gid_read_raw(const char *pdir, int index, uint8_t *raw)
 }
 
 static void gid_read_entry(const char *pdir, int index,
-			   const struct ib_fabric_gid_prefs *p,
+			   const struct verbs_gid_prefs *p,
 			   struct gid_entry *e)
 {
 	char name[64];
@@ -491,7 +491,7 @@ static int gid_indexes(const char *pdir, int **out)
 	return n;
 }
 
-static int gid_table_load(const char *pdir, const struct ib_fabric_gid_prefs *p,
+static int gid_table_load(const char *pdir, const struct verbs_gid_prefs *p,
 			  struct gid_table *t)
 {
 	int *idx = NULL;
@@ -527,7 +527,7 @@ static int family_rank(const uint8_t *raw, int family)
 }
 
 static const struct gid_entry *gid_best(const struct gid_table *t,
-					const struct ib_fabric_gid_prefs *p)
+					const struct verbs_gid_prefs *p)
 {
 	const struct gid_entry *best = NULL;
 	int best_rank = -1;
@@ -566,7 +566,7 @@ static const char *family_str(int family)
 	return family == AF_INET ? "IPv4" : "IPv6";
 }
 
-static void range_str(const struct ib_fabric_gid_prefs *p, char *buf,
+static void range_str(const struct verbs_gid_prefs *p, char *buf,
 		      size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
@@ -580,7 +580,7 @@ static void range_str(const struct ib_fabric_gid_prefs *p, char *buf,
 }
 
 static void describe_none(const char *dev, int port, const struct gid_table *t,
-			  const struct ib_fabric_gid_prefs *p, char *err,
+			  const struct verbs_gid_prefs *p, char *err,
 			  size_t errlen)
 {
 	static const char *const why[] = {
@@ -621,7 +621,7 @@ static void describe_none(const char *dev, int port, const struct gid_table *t,
 /* Success, but say which preference the pick misses, if any. */
 static void describe_fallback(const char *dev, int port,
 			      const struct gid_entry *e,
-			      const struct ib_fabric_gid_prefs *p, char *err,
+			      const struct verbs_gid_prefs *p, char *err,
 			      size_t errlen)
 {
 	bool v_ok = e->version == p->roce_version;
@@ -645,7 +645,7 @@ static void describe_fallback(const char *dev, int port,
 		       family_str(p->family));
 }
 
-static void fill_out(const struct gid_entry *e, struct ib_fabric_gid *out)
+static void fill_out(const struct gid_entry *e, struct verbs_gid *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->index = e->index;
@@ -655,7 +655,7 @@ static void fill_out(const struct gid_entry *e, struct ib_fabric_gid *out)
 }
 
 static int gid_forced(const char *pdir, const char *dev, int port, int index,
-		      struct ib_fabric_gid *out, char *err, size_t errlen)
+		      struct verbs_gid *out, char *err, size_t errlen)
 {
 	struct gid_entry e;
 	char ip[INET6_ADDRSTRLEN];
@@ -688,8 +688,8 @@ static int gid_forced(const char *pdir, const char *dev, int port, int index,
 	return 0;
 }
 
-static int prefs_check(const struct ib_fabric_gid_prefs *in,
-		       struct ib_fabric_gid_prefs *p, char *err, size_t errlen)
+static int prefs_check(const struct verbs_gid_prefs *in,
+		       struct verbs_gid_prefs *p, char *err, size_t errlen)
 {
 	if (in) {
 		*p = *in;
@@ -721,8 +721,8 @@ static int prefs_check(const struct ib_fabric_gid_prefs *in,
 }
 
 static int gid_auto(const char *pdir, const char *dev, int port,
-		    const struct ib_fabric_gid_prefs *p,
-		    struct ib_fabric_gid *out, char *err, size_t errlen)
+		    const struct verbs_gid_prefs *p,
+		    struct verbs_gid *out, char *err, size_t errlen)
 {
 	const struct gid_entry *best;
 	struct gid_table t;
@@ -746,11 +746,11 @@ static int gid_auto(const char *pdir, const char *dev, int port,
 	return rc;
 }
 
-int ib_fabric_gid_pick(const char *sysfs_root, const char *dev, int port,
-		       const struct ib_fabric_gid_prefs *prefs,
-		       struct ib_fabric_gid *out, char *err, size_t errlen)
+int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
+		       const struct verbs_gid_prefs *prefs,
+		       struct verbs_gid *out, char *err, size_t errlen)
 {
-	struct ib_fabric_gid_prefs p;
+	struct verbs_gid_prefs p;
 	char pdir[PATH_MAX];
 	int rc;
 
@@ -849,7 +849,7 @@ static void first_net(const char *root, const char *dev, char *out, size_t len)
 static void port_netdev(const char *root, const char *dev, const char *pdir,
 			char *out, size_t len)
 {
-	struct ib_fabric_gid_prefs p;
+	struct verbs_gid_prefs p;
 	const struct gid_entry *best;
 	struct gid_table t;
 
@@ -868,8 +868,8 @@ static void port_netdev(const char *root, const char *dev, const char *pdir,
 	free(t.e);
 }
 
-int ib_fabric_port_info(const char *sysfs_root, const char *dev, int port,
-			struct ib_fabric_port_info *out)
+int verbs_port_info(const char *sysfs_root, const char *dev, int port,
+			struct verbs_port_info *out)
 {
 	char pdir[PATH_MAX], buf[128];
 	int rc;

@@ -4,42 +4,42 @@
  * sysfs tree (the real /sys/class/infiniband or a fake one in tests), so
  * the choices can be tested against what containers show.
  */
-#ifndef IB_FABRIC_SELECT_H
-#define IB_FABRIC_SELECT_H
+#ifndef VERBS_SELECT_H
+#define VERBS_SELECT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define IB_FABRIC_HCA_MAX 32
-#define IB_FABRIC_NAME_MAX 64
+#define VERBS_HCA_MAX 32
+#define VERBS_NAME_MAX 64
 
 /* One entry of an NCCL_IB_HCA-style list: name[:port[:fabricId]]. */
-struct ib_fabric_hca_entry {
-	char name[IB_FABRIC_NAME_MAX];
+struct verbs_hca_entry {
+	char name[VERBS_NAME_MAX];
 	int port;		/* 0: any */
 	int64_t fabric_id;	/* -1: unset (dc * max_rails + rail) */
 };
 
-struct ib_fabric_hca_filter {
+struct verbs_hca_filter {
 	bool exclude;		/* leading '^' */
 	bool exact;		/* leading '=' (after '^' if both) */
 	int n;			/* 0 and !exclude: every device */
-	struct ib_fabric_hca_entry e[IB_FABRIC_HCA_MAX];
+	struct verbs_hca_entry e[VERBS_HCA_MAX];
 };
 
 /* Parses "mlx5_0:1,mlx5_1", "^=mlx5_2", "rxe12:1:17"; -EINVAL with why. */
-int ib_fabric_hca_parse(const char *spec, struct ib_fabric_hca_filter *out,
+int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
 			char *err, size_t errlen);
 /*
  * Does device `dev` port `port` pass?  Prefix match unless exact (so
  * "mlx5_1" also matches "mlx5_10", as in NCCL).  *fabric_id gets the
  * matching entry's fabric field, -1 if none.
  */
-bool ib_fabric_hca_match(const struct ib_fabric_hca_filter *f,
+bool verbs_hca_match(const struct verbs_hca_filter *f,
 			 const char *dev, int port, int64_t *fabric_id);
 
-struct ib_fabric_gid_prefs {
+struct verbs_gid_prefs {
 	int roce_version;	/* preferred RoCE version, default 2 */
 	int family;		/* AF_INET (default) or AF_INET6 */
 	/* optional range, e.g. 10.0.0.0/8: prefix_len 0 = none */
@@ -49,11 +49,11 @@ struct ib_fabric_gid_prefs {
 	int force_index;	/* >= 0: use this index (the override) */
 };
 
-struct ib_fabric_gid {
+struct verbs_gid {
 	int index;
 	uint8_t raw[16];
 	int roce_version;	/* 1 or 2; 0 when the type file is unreadable */
-	char netdev[IB_FABRIC_NAME_MAX];	/* gid_attrs/ndevs entry, "" if none */
+	char netdev[VERBS_NAME_MAX];	/* gid_attrs/ndevs entry, "" if none */
 };
 
 /*
@@ -75,9 +75,9 @@ struct ib_fabric_gid {
  * every preference, else a note saying which it misses (say, only RoCE v1
  * found), for the caller to log.
  */
-int ib_fabric_gid_pick(const char *sysfs_root, const char *dev, int port,
-		       const struct ib_fabric_gid_prefs *prefs,
-		       struct ib_fabric_gid *out, char *err, size_t errlen);
+int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
+		       const struct verbs_gid_prefs *prefs,
+		       struct verbs_gid *out, char *err, size_t errlen);
 
 /*
  * Port facts from sysfs: state ACTIVE?, link layer, rate in Mbit/s, and the
@@ -85,13 +85,13 @@ int ib_fabric_gid_pick(const char *sysfs_root, const char *dev, int port,
  * name under <dev>/device/net/, else any GID's ndev.  -ENOENT if the port
  * is absent.
  */
-struct ib_fabric_port_info {
+struct verbs_port_info {
 	bool active;
 	bool ethernet;		/* RoCE; else InfiniBand */
 	int speed_mbps;
-	char netdev[IB_FABRIC_NAME_MAX];	/* "" if none */
+	char netdev[VERBS_NAME_MAX];	/* "" if none */
 };
-int ib_fabric_port_info(const char *sysfs_root, const char *dev, int port,
-			struct ib_fabric_port_info *out);
+int verbs_port_info(const char *sysfs_root, const char *dev, int port,
+			struct verbs_port_info *out);
 
 #endif

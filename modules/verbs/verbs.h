@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verbs layer shared by the RDMA modules (ib-fabric, rdma-mesh): devices,
+ * memory registration, connection setup over the core's control channel and
+ * the data path.  Each module links its own copy and sets verbs_host.
+ *
+ * A connection runs over one or more links, each a device port (a cable);
+ * its QPs are dealt round-robin over the links.
+ *
+ * Data path (as NCCL's IB transport): the receiver RDMA-writes one FIFO slot
+ * per irecv into the sender's memory (address, rkey, size, tag of each posted
+ * buffer); the sender matches its isend's tag there and RDMA-writes the data
+ * straight into the posted buffer, ending with a write-with-immediate that
+ * tells the receiver which slot and buffer it filled.  Large messages are cut
+ * into pieces spread over the connection's QPs; small ones go round-robin.
+ */
+#ifndef MESH_VERBS_H
+#define MESH_VERBS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include <nccl-mesh/module.h>
+
+#include "verbs_select.h"
+
+extern const struct mesh_host *verbs_host;
+#define MESH_LOG_HOST verbs_host
+#include <nccl-mesh/log.h>
+
+#define VERBS_MAX_QPS 16
+/* Devices one connection may run over (cables to one peer). */
+#define VERBS_MAX_LINKS 4
+/* NCCL_NET_MAX_REQUESTS and NCCL_NET_IB_MAX_RECVS. */
+#define VERBS_MAX_REQUESTS 32
+#define VERBS_MAX_RECVS 8
+/* Inline data asked of each QP (a FIFO slot of 8 receives fits). */
+#define VERBS_INLINE 256
+/* Every this many FIFO writes one is signaled, so the send queue drains
+ * without a completion per receive. */
+#define IB_FIFO_SIGNAL_EVERY 8
+#define VERBS_MAX_MESSAGE ((1ULL << 31) - 1)
+/* Below this a message is not cut: a WR per QP costs more than it gains. */
+#define VERBS_MIN_PIECE (128U << 10)
+
+/* ---- immediate data: which buffer a piece filled ---- */
+#define IB_IMM_SLOT_SHIFT 27	/* 5 bits: FIFO slot (request) */
+#define IB_IMM_ELEM_SHIFT 24	/* 3 bits: buffer of a grouped receive */
+#define IB_IMM_PIECES_SHIFT 20	/* 4 bits: pieces - 1 */
+#define IB_IMM_SIZE_MASK 0xfffffU	/* message size, or ... */
+#define IB_IMM_SIZE_FAR IB_IMM_SIZE_MASK /* ... written to sizes[][] */
+
+_Static_assert(VERBS_MAX_REQUESTS == 32, "5 slot bits");
+_Static_assert(VERBS_MAX_RECVS == 8, "3 element bits");
+_Static_assert(VERBS_MAX_QPS == 16, "4 piece bits");
+
+/* One posted buffer, as the receiver writes it into the sender's FIFO. */
+struct ib_fifo_elem {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey[VERBS_MAX_LINKS];	/* the buffer's key on each link */
+	int32_t tag;
+	uint32_t nreqs;		/* buffers in this receive */
+	uint32_t pad;
+	uint32_t seq;		/* request number + 1: the slot is fresh */
+};
+
+struct ib_fifo_slot {
+	struct ib_fifo_elem e[VERBS_MAX_RECVS];
+};
+
+_Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
+
+/* ---- devices ---- */
+
+struct ib_mr_ent {
+	struct ib_mr_ent *next;
+	struct verbs_dev *dev;
+	uintptr_t start, end;	/* page-aligned range registered */
+	struct ibv_mr *mr;
+	int refs;
+	bool cached;
+};
+
+struct verbs_dev {
+	char name[MESH_NAME_MAX];	/* "rxe12" or "mlx5_0:1" */
+	char ibname[VERBS_NAME_MAX];
+	int port;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_port_attr pattr;
+	struct verbs_port_info pinfo;
+	struct verbs_gid gid;
+	int64_t fabric_id;
+	char pci_path[256];
+	uint64_t guid;
+	int max_qp_wr;
+	int max_cqe;
+	bool gpu;		/* GPU memory can be registered */
+	bool dmabuf;
+	int naddrs;
+	struct mesh_addr addrs[MESH_DEV_ADDRS_MAX];
+	pthread_mutex_t mr_lock;
+	struct ib_mr_ent *mrs;
+};
+
+struct verbs_ctx {
+	int ndevs;
+	struct verbs_dev *devs;
+	int nqps;
+	int timeout;
+	int retry_cnt;
+	int sl;
+	int traffic_class;
+	bool mr_cache;
+	int max_recvs;
+	unsigned int next_comm_id;
+};
+
+/* A registration: one region per link of the comm it was made on. */
+struct verbs_mh {
+	uintptr_t start, end;	/* the range asked for */
+	int n;
+	struct ib_mr_ent *ent[VERBS_MAX_LINKS];
+};
+
+/* ---- connections ---- */
+
+/*
+ * What one link of a new connection runs over: a local device and, on the
+ * connecting side, the peer address whose device the acceptor must use
+ * (family 0: the acceptor picks, as ib-fabric does).
+ */
+struct verbs_link_plan {
+	struct verbs_dev *dev;
+	struct mesh_addr target;
+};
+
+/*
+ * The acceptor's choice of local device for a link the connector asked
+ * for; 0, or -errno with the reason in why.
+ */
+typedef int (*verbs_resolve_fn)(void *arg, const struct mesh_addr *target,
+				struct verbs_dev **dev, char *why, size_t cap);
+
+struct verbs_comm;
+
+struct ib_send_req {
+	struct mesh_request base;
+	struct verbs_comm *comm;
+	bool in_use;
+	int pieces;
+	int pieces_done;
+	size_t size;
+};
+
+struct ib_recv_req {
+	struct mesh_request base;
+	struct verbs_comm *comm;
+	bool in_use;
+	bool flush;		/* an iflush request */
+	bool flush_done;
+	int n;
+	int pieces[VERBS_MAX_RECVS];	/* expected, 0 until known */
+	int pieces_done[VERBS_MAX_RECVS];
+	uint32_t imm_size[VERBS_MAX_RECVS];
+};
+
+/* The receive-side's 64-bit sizes, written by the sender for big messages. */
+struct ib_sizes {
+	uint64_t s[VERBS_MAX_REQUESTS][VERBS_MAX_RECVS];
+};
+
+#define IB_SEND_REQS (VERBS_MAX_REQUESTS * VERBS_MAX_RECVS)
+
+struct verbs_comm {
+	struct verbs_ctx *ctx;
+	struct verbs_dev *dev;		/* links[0]: FIFO, flushes */
+	int nlinks;
+	struct verbs_dev *links[VERBS_MAX_LINKS];
+	struct ibv_cq *cqs[VERBS_MAX_LINKS];
+	bool is_send;
+	unsigned int id;
+	char peer[128];
+	int nqps;			/* QP q runs on link q % nlinks */
+	struct ibv_qp *qps[VERBS_MAX_QPS];
+	uint32_t psn[VERBS_MAX_QPS];
+	int sq_depth;
+	int rq_depth;
+	/*
+	 * Send: fifo[] is written by the peer; sizes_src[] the source of
+	 * size writes.  Recv: fifo[] is the source of our FIFO writes;
+	 * sizes[] written by the peer.
+	 */
+	struct ib_fifo_slot *fifo;
+	struct ibv_mr *fifo_mr[VERBS_MAX_LINKS];
+	struct ib_sizes *sizes;
+	struct ibv_mr *sizes_mr[VERBS_MAX_LINKS];
+	uint64_t rem_addr;	/* the peer's FIFO (recv) or sizes (send) */
+	uint32_t rem_rkey[VERBS_MAX_LINKS];
+	/* send */
+	uint64_t slot_seq;	/* FIFO slot being consumed */
+	uint8_t used[VERBS_MAX_RECVS];
+	int next_qp;
+	int next_sreq;
+	uint32_t max_msg;	/* largest single RDMA write */
+	uint32_t max_inline;	/* largest inline write, every QP */
+	struct ib_send_req sreqs[IB_SEND_REQS];
+	/* recv */
+	uint64_t recv_seq;
+	struct ib_recv_req rreqs[VERBS_MAX_REQUESTS];
+	struct ibv_qp *flush_qp;	/* loopback QP for GPU flushes */
+	struct ibv_mr *flush_mr;
+	uint32_t flush_buf;
+	int next_flush;
+	struct ib_recv_req freqs[VERBS_MAX_REQUESTS];
+	int error;		/* first failure, negative errno */
+	bool warned;
+	char errmsg[384];
+};
+
+static inline int verbs_qp_link(const struct verbs_comm *c, int qp)
+{
+	return qp % c->nlinks;
+}
+
+/*
+ * Parameters every module on this layer has; a module's table lists these
+ * rows (VERBS_PARAM_ROWS) next to its own.
+ */
+#define VERBS_PARAM_ROWS \
+	{ "hca", MESH_PARAM_STR, "", 0, 0, \
+	  "HCA ports to use, NCCL_IB_HCA syntax (prefix, '=' exact, '^' exclude, name:port[:fabricId]); empty uses all; order does not matter." }, \
+	{ "qps_per_conn", MESH_PARAM_INT, "2", 1, VERBS_MAX_QPS, \
+	  "Queue pairs per connection, dealt over its links; messages are spread over them." }, \
+	{ "timeout", MESH_PARAM_INT, "14", 1, 31, \
+	  "IB transport timeout exponent (4.096 us * 2^timeout)." }, \
+	{ "retry_cnt", MESH_PARAM_INT, "7", 0, 7, \
+	  "IB transport retries before a send fails." }, \
+	{ "sl", MESH_PARAM_INT, "0", 0, 15, \
+	  "IB service level." }, \
+	{ "traffic_class", MESH_PARAM_INT, "0", 0, 255, \
+	  "Traffic class (RoCE: DSCP << 2) of every packet." }, \
+	{ "max_recvs", MESH_PARAM_INT, "8", 1, VERBS_MAX_RECVS, \
+	  "Grouped receives per irecv reported to NCCL." }, \
+	{ "mr_cache", MESH_PARAM_BOOL, "true", 0, 0, \
+	  "Reuse one memory region for registrations of the same range." }, \
+	{ "sysfs_root", MESH_PARAM_STR, "/sys/class/infiniband", 0, 0, \
+	  "Where HCA port and GID tables are read from." }
+
+/*
+ * A module's say on one port the hca filter let through: 1 to open it
+ * with the GID preferences it fills in, 0 to skip it, -errno to fail init.
+ */
+typedef int (*verbs_port_fn)(void *arg, const char *sysfs_root,
+			     const char *dev, int port,
+			     struct verbs_gid_prefs *prefs);
+
+/* verbs_ctx.c: -ENODEV (logged) when no port is usable. */
+int verbs_ctx_open(const struct mesh_host *host, verbs_port_fn choose,
+		   void *arg, struct verbs_ctx **out);
+void verbs_ctx_free(struct verbs_ctx *ctx);
+
+/* verbs_dev.c */
+int verbs_dev_open(const char *sysfs_root, struct ibv_device *ibdev, int port,
+		   const struct verbs_gid_prefs *prefs, struct verbs_dev *d);
+void verbs_dev_close(struct verbs_dev *d);
+int verbs_port_speed_mbps(const struct verbs_dev *d);
+void verbs_dev_props(const struct verbs_ctx *ctx, const struct verbs_dev *d,
+		     struct mesh_dev_props *props);
+char *verbs_gid_str(const uint8_t raw[16], char *buf, size_t len);
+bool verbs_path_exists(const char *path);
+
+/* verbs_mr.c */
+int verbs_reg_mr(void *comm, void *data, size_t size, int type,
+		 void **mhandle);
+int verbs_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+			uint64_t offset, int fd, void **mhandle);
+int verbs_dereg_mr(void *comm, void *mhandle);
+
+/* verbs_conn.c: the setup state machines; call again while 0 and *comm is
+ * NULL.  ctrl->module_state holds the progress. */
+int verbs_connect_links(struct verbs_ctx *ctx,
+			const struct verbs_link_plan *plan, int nlinks,
+			struct mesh_ctrl *ctrl, void **send_comm);
+int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+		       void *arg, struct mesh_ctrl *ctrl, void **recv_comm);
+void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl);
+void verbs_comm_free(struct verbs_comm *comm);
+
+/* verbs_data.c */
+void verbs_comm_init_reqs(struct verbs_comm *comm);
+int verbs_post_recvs(struct verbs_comm *comm);
+int verbs_isend(void *send_comm, void *data, size_t size, int tag,
+		void *mhandle, void **request);
+int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+		int *tags, void **mhandles, void **request);
+int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
+		 void **mhandles, void **request);
+int verbs_close_send(void *send_comm);
+int verbs_close_recv(void *recv_comm);
+
+#endif

@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connection setup over the core's control channel, for every module on
+ * the verbs layer:
+ *
+ *   connector                          acceptor
+ *   QPs to INIT, info  ------------->  QPs to INIT, RTR, RTS, receives posted
+ *                      <-------------  info (or a refusal with the reason)
+ *   QPs to RTR, RTS    ------------->  "ready": only now may the acceptor
+ *                                      write into the connector's FIFO
+ *
+ * Every step is non-blocking; progress lives in ctrl->module_state.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "verbs.h"
+
+#define IB_MAGIC 0x49424654u	/* "IBFT" */
+#define IB_PROTO_VERSION 2
+
+/* One link's end; integers big-endian. */
+struct ib_wire_link {
+	uint8_t gid[16];
+	uint32_t gid_index;
+	uint32_t rkey;		/* connector: FIFO; acceptor: sizes */
+	uint16_t lid;
+	uint8_t roce_version;
+	uint8_t ethernet;
+	uint8_t mtu;		/* enum ibv_mtu */
+	uint8_t port;
+	uint8_t target_family;	/* connector: which acceptor address */
+	uint8_t pad;
+	uint8_t target[16];
+};
+
+/* Both directions; integers big-endian. */
+struct ib_wire_info {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t status;	/* 0, or a positive errno refusing */
+	uint16_t nqps;
+	uint16_t nlinks;
+	uint32_t pad;
+	uint64_t addr;		/* connector: FIFO; acceptor: sizes */
+	struct ib_wire_link link[VERBS_MAX_LINKS];
+	uint32_t qpn[VERBS_MAX_QPS];
+	uint32_t psn[VERBS_MAX_QPS];
+	char reason[128];
+};
+
+struct ib_wire_ready {
+	uint32_t magic;
+	uint32_t status;
+};
+
+enum ib_phase {
+	IB_CREATE,
+	IB_SEND_INFO,
+	IB_WAIT_INFO,
+	IB_SEND_READY,
+	IB_SEND_REPLY,
+	IB_WAIT_READY,
+};
+
+struct ib_pending {
+	enum ib_phase phase;
+	struct verbs_comm *comm;
+	struct ib_wire_info info;	/* ours, until queued */
+	struct mesh_addr target[VERBS_MAX_LINKS];	/* connector's plan */
+};
+
+/* ---- comm resources ---- */
+
+void verbs_comm_free(struct verbs_comm *comm)
+{
+	if (!comm)
+		return;
+	for (int i = 0; i < comm->nqps; i++)
+		if (comm->qps[i])
+			ibv_destroy_qp(comm->qps[i]);
+	if (comm->flush_qp)
+		ibv_destroy_qp(comm->flush_qp);
+	for (int l = 0; l < comm->nlinks; l++) {
+		if (comm->cqs[l])
+			ibv_destroy_cq(comm->cqs[l]);
+		if (comm->fifo_mr[l])
+			ibv_dereg_mr(comm->fifo_mr[l]);
+		if (comm->sizes_mr[l])
+			ibv_dereg_mr(comm->sizes_mr[l]);
+	}
+	if (comm->flush_mr)
+		ibv_dereg_mr(comm->flush_mr);
+	free(comm->fifo);
+	free(comm->sizes);
+	free(comm);
+}
+
+static void pending_free(struct mesh_ctrl *ctrl)
+{
+	struct ib_pending *p = ctrl->module_state;
+
+	if (!p)
+		return;
+	verbs_comm_free(p->comm);
+	free(p);
+	ctrl->module_state = NULL;
+}
+
+void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl)
+{
+	(void)mctx;
+	pending_free(ctrl);
+}
+
+static struct ibv_qp *qp_create(struct verbs_comm *c, int link, int sq, int rq)
+{
+	struct verbs_dev *d = c->links[link];
+	struct ibv_qp_init_attr qa = {
+		.send_cq = c->cqs[link],
+		.recv_cq = c->cqs[link],
+		.qp_type = IBV_QPT_RC,
+		.cap = {
+			.max_send_wr = (uint32_t)sq,
+			.max_recv_wr = (uint32_t)rq,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = (uint8_t)d->port,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
+	};
+	struct ibv_qp *qp;
+
+	/* Small writes go inline when the device allows: no DMA read of the
+	 * source, which is most of a tiny write's cost. */
+	qa.cap.max_inline_data = VERBS_INLINE;
+	qp = ibv_create_qp(d->pd, &qa);
+	if (!qp) {
+		qa.cap.max_inline_data = 0;
+		qp = ibv_create_qp(d->pd, &qa);
+	}
+	if (!qp) {
+		MESH_WARN("peer %s: %s: cannot create a queue pair: %s",
+			  c->peer, d->name, strerror(errno));
+		return NULL;
+	}
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		MESH_WARN("peer %s: %s: queue pair to INIT: %s", c->peer,
+			  d->name, strerror(errno));
+		ibv_destroy_qp(qp);
+		return NULL;
+	}
+	if (qa.cap.max_inline_data < c->max_inline)
+		c->max_inline = qa.cap.max_inline_data;
+	return qp;
+}
+
+/* A buffer registered on every link's device (keys per link). */
+static void *buf_reg(struct verbs_comm *c, size_t size, int access,
+		     struct ibv_mr **mr)
+{
+	void *buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+
+	if (!buf)
+		return NULL;
+	memset(buf, 0, size);
+	for (int l = 0; l < c->nlinks; l++) {
+		mr[l] = ibv_reg_mr(c->links[l]->pd, buf, size, access);
+		if (!mr[l]) {
+			MESH_WARN("peer %s: %s: cannot register %zu bytes: %s",
+				  c->peer, c->links[l]->name, size,
+				  strerror(errno));
+			return buf;	/* freed with the comm */
+		}
+	}
+	return buf;
+}
+
+static int clamp(int v, int max)
+{
+	return max > 0 && v > max ? max : v;
+}
+
+/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection. */
+static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
+				      struct verbs_dev *const *links,
+				      int nlinks, bool is_send, int nqps,
+				      const char *peer)
+{
+	struct verbs_comm *c = calloc(1, sizeof(*c));
+	int ncqe, max_qp_wr = 0, max_cqe = 0;
+
+	if (!c)
+		return NULL;
+	c->ctx = ctx;
+	c->dev = links[0];
+	c->nlinks = nlinks;
+	c->max_msg = 1U << 30;
+	for (int l = 0; l < nlinks; l++) {
+		const struct verbs_dev *d = links[l];
+
+		c->links[l] = links[l];
+		if (d->pattr.max_msg_sz && d->pattr.max_msg_sz < c->max_msg)
+			c->max_msg = d->pattr.max_msg_sz;
+		if (!l || d->max_qp_wr < max_qp_wr)
+			max_qp_wr = d->max_qp_wr;
+		if (!l || d->max_cqe < max_cqe)
+			max_cqe = d->max_cqe;
+	}
+	c->is_send = is_send;
+	c->id = __atomic_fetch_add(&ctx->next_comm_id, 1, __ATOMIC_RELAXED);
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	c->nqps = nqps;
+	c->max_inline = VERBS_INLINE;	/* lowered by qp_create */
+	/* Per QP at most every outstanding piece: data writes (more than
+	 * one when a piece exceeds max_msg), a size write, the last write. */
+	c->sq_depth = clamp(is_send ? IB_SEND_REQS *
+			    (int)(2 + VERBS_MAX_MESSAGE / c->max_msg + 1) :
+			    2 * VERBS_MAX_REQUESTS + 2, max_qp_wr);
+	c->rq_depth = clamp(is_send ? 1 : IB_SEND_REQS, max_qp_wr);
+	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VERBS_MAX_REQUESTS + 4,
+		     max_cqe);
+	verbs_comm_init_reqs(c);
+	for (int l = 0; l < nlinks; l++) {
+		c->cqs[l] = ibv_create_cq(links[l]->ctx, ncqe, NULL, NULL, 0);
+		if (!c->cqs[l]) {
+			MESH_WARN("peer %s: %s: cannot create a completion queue of %d: %s",
+				  peer, links[l]->name, ncqe, strerror(errno));
+			goto err;
+		}
+	}
+	for (int i = 0; i < nqps; i++) {
+		c->qps[i] = qp_create(c, verbs_qp_link(c, i), c->sq_depth,
+				      c->rq_depth);
+		if (!c->qps[i])
+			goto err;
+		if (getrandom(&c->psn[i], sizeof(c->psn[i]), 0) < 0)
+			c->psn[i] = (uint32_t)i * 7919;
+		c->psn[i] &= 0xffffff;
+	}
+	c->fifo = buf_reg(c, sizeof(struct ib_fifo_slot) *
+			  VERBS_MAX_REQUESTS, IBV_ACCESS_LOCAL_WRITE |
+			  (is_send ? IBV_ACCESS_REMOTE_WRITE : 0), c->fifo_mr);
+	c->sizes = buf_reg(c, sizeof(struct ib_sizes), IBV_ACCESS_LOCAL_WRITE |
+			   (is_send ? 0 : IBV_ACCESS_REMOTE_WRITE),
+			   c->sizes_mr);
+	if (!c->fifo || !c->sizes || !c->fifo_mr[nlinks - 1] ||
+	    !c->sizes_mr[nlinks - 1])
+		goto err;
+	return c;
+err:
+	verbs_comm_free(c);
+	return NULL;
+}
+
+/* ---- QP state transitions ---- */
+
+static int qp_rtr_rts(struct verbs_comm *c, int i, struct ibv_qp *qp,
+		      const struct ib_wire_link *peer, uint32_t qpn,
+		      uint32_t psn, enum ibv_mtu mtu)
+{
+	struct verbs_ctx *ctx = c->ctx;
+	struct verbs_dev *d = c->links[verbs_qp_link(c, i)];
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = mtu,
+		.dest_qp_num = qpn,
+		.rq_psn = psn,
+		.max_dest_rd_atomic = 1,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.dlid = ntohs(peer->lid),
+			.sl = (uint8_t)ctx->sl,
+			.port_num = (uint8_t)d->port,
+		},
+	};
+
+	if (peer->ethernet) {
+		a.ah_attr.is_global = 1;
+		memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+		a.ah_attr.grh.sgid_index = (uint8_t)d->gid.index;
+		a.ah_attr.grh.hop_limit = 255;
+		a.ah_attr.grh.traffic_class = (uint8_t)ctx->traffic_class;
+	}
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+		int e = errno;
+
+		MESH_WARN("peer %s: %s: queue pair %d to RTR (remote QPN %u): %s",
+			  c->peer, d->name, i, a.dest_qp_num, strerror(e));
+		return e ? -e : -EIO;
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)ctx->timeout;
+	a.retry_cnt = (uint8_t)ctx->retry_cnt;
+	a.rnr_retry = 7;
+	a.sq_psn = c->psn[i];
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			  IBV_QP_MAX_QP_RD_ATOMIC)) {
+		int e = errno;
+
+		MESH_WARN("peer %s: %s: queue pair %d to RTS: %s", c->peer,
+			  d->name, i, strerror(e));
+		return e ? -e : -EIO;
+	}
+	return 0;
+}
+
+static void link_fill(const struct verbs_dev *d, struct ib_wire_link *w)
+{
+	w->lid = htons(d->pattr.lid);
+	memcpy(w->gid, d->gid.raw, 16);
+	w->gid_index = htonl((uint32_t)d->gid.index);
+	w->roce_version = (uint8_t)d->gid.roce_version;
+	w->ethernet = d->pinfo.ethernet;
+	w->mtu = (uint8_t)d->pattr.active_mtu;
+	w->port = (uint8_t)d->port;
+}
+
+/*
+ * A loopback QP for GPU flushes: an RDMA READ through the HCA makes the
+ * data it wrote into GPU memory visible, as NCCL does.  Only when the
+ * device registers GPU memory; on link 0, like the FIFO.
+ */
+static int flush_setup(struct verbs_comm *c)
+{
+	struct ib_wire_link self = { 0 };
+
+	if (!c->dev->gpu)
+		return 0;
+	c->flush_mr = ibv_reg_mr(c->dev->pd, &c->flush_buf,
+				 sizeof(c->flush_buf), IBV_ACCESS_LOCAL_WRITE);
+	c->flush_qp = c->flush_mr ? qp_create(c, 0, 4, 1) : NULL;
+	if (!c->flush_qp)
+		return -ENOMEM;
+	link_fill(c->dev, &self);
+	return qp_rtr_rts(c, 0, c->flush_qp, &self, c->flush_qp->qp_num,
+			  c->psn[0], c->dev->pattr.active_mtu);
+}
+
+/* ---- wire info ---- */
+
+static void wire_header(struct ib_wire_info *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->magic = htonl(IB_MAGIC);
+	w->version = htons(IB_PROTO_VERSION);
+}
+
+static void info_fill(const struct verbs_comm *c,
+		      const struct mesh_addr *targets, struct ib_wire_info *w)
+{
+	struct ibv_mr *const *mr = c->is_send ? c->fifo_mr : c->sizes_mr;
+
+	wire_header(w);
+	w->nqps = htons((uint16_t)c->nqps);
+	w->nlinks = htons((uint16_t)c->nlinks);
+	w->addr = htobe64((uint64_t)(uintptr_t)mr[0]->addr);
+	for (int l = 0; l < c->nlinks; l++) {
+		struct ib_wire_link *wl = &w->link[l];
+
+		link_fill(c->links[l], wl);
+		wl->rkey = htonl(mr[l]->rkey);
+		if (targets && targets[l].family) {
+			wl->target_family = targets[l].family == AF_INET ? 4 : 6;
+			memcpy(wl->target, targets[l].ip, 16);
+		}
+	}
+	for (int i = 0; i < c->nqps; i++) {
+		w->qpn[i] = htonl(c->qps[i]->qp_num);
+		w->psn[i] = htonl(c->psn[i]);
+	}
+}
+
+/* Positive errno and the reason when the peer's info is not usable. */
+static int info_check(const struct ib_wire_info *w, int len, int nqps,
+		      int nlinks, char *why, size_t cap)
+{
+	int n;
+
+	if (len != (int)sizeof(*w) || ntohl(w->magic) != IB_MAGIC) {
+		snprintf(why, cap, "malformed verbs info (%d bytes)", len);
+		return EPROTO;
+	}
+	if (ntohs(w->version) != IB_PROTO_VERSION) {
+		snprintf(why, cap, "verbs protocol %u, this side speaks %u",
+			 ntohs(w->version), IB_PROTO_VERSION);
+		return EPROTONOSUPPORT;
+	}
+	if (w->status)
+		return 0;
+	n = ntohs(w->nqps);
+	if ((nqps && n != nqps) || n < 1 || n > VERBS_MAX_QPS) {
+		snprintf(why, cap, "%d queue pairs, expected %d", n,
+			 nqps ? nqps : VERBS_MAX_QPS);
+		return EPROTO;
+	}
+	n = ntohs(w->nlinks);
+	if ((nlinks && n != nlinks) || n < 1 || n > VERBS_MAX_LINKS ||
+	    n > ntohs(w->nqps)) {
+		snprintf(why, cap, "%d links for %u queue pairs, expected %d",
+			 n, ntohs(w->nqps), nlinks ? nlinks : VERBS_MAX_LINKS);
+		return EPROTO;
+	}
+	return 0;
+}
+
+/* Whether our device d and the peer's end w can form one link. */
+static int link_check(const struct verbs_dev *d, const struct ib_wire_link *w,
+		      char *why, size_t cap)
+{
+	if (!w->ethernet != !d->pinfo.ethernet) {
+		snprintf(why, cap, "link layers differ: %s here, %s there",
+			 d->pinfo.ethernet ? "RoCE" : "InfiniBand",
+			 w->ethernet ? "RoCE" : "InfiniBand");
+		return EPROTO;
+	}
+	if (d->pinfo.ethernet && w->roce_version && d->gid.roce_version &&
+	    w->roce_version != d->gid.roce_version) {
+		snprintf(why, cap,
+			 "GID types differ on %s: RoCE v%d (index %d) here, RoCE v%u (index %u) there; set gid_index or roce_version alike on both",
+			 d->name, d->gid.roce_version, d->gid.index,
+			 w->roce_version, ntohl(w->gid_index));
+		return EPROTO;
+	}
+	return 0;
+}
+
+static int links_check(const struct verbs_comm *c,
+		       const struct ib_wire_info *w, char *why, size_t cap)
+{
+	for (int l = 0; l < c->nlinks; l++) {
+		int st = link_check(c->links[l], &w->link[l], why, cap);
+
+		if (st)
+			return st;
+	}
+	return 0;
+}
+
+static enum ibv_mtu mtu_min(const struct verbs_dev *d,
+			    const struct ib_wire_link *w)
+{
+	enum ibv_mtu m = d->pattr.active_mtu;
+
+	return w->mtu && w->mtu < m ? (enum ibv_mtu)w->mtu : m;
+}
+
+static int qps_up(struct verbs_comm *c, const struct ib_wire_info *w)
+{
+	int ret;
+
+	c->rem_addr = be64toh(w->addr);
+	for (int l = 0; l < c->nlinks; l++)
+		c->rem_rkey[l] = ntohl(w->link[l].rkey);
+	for (int i = 0; i < c->nqps; i++) {
+		int l = verbs_qp_link(c, i);
+
+		ret = qp_rtr_rts(c, i, c->qps[i], &w->link[l],
+				 ntohl(w->qpn[i]), ntohl(w->psn[i]),
+				 mtu_min(c->links[l], &w->link[l]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void conn_log(const struct verbs_comm *c, const struct ib_wire_info *w)
+{
+	char line[512];
+	size_t len = 0;
+
+	for (int l = 0; l < c->nlinks && len < sizeof(line); l++) {
+		const struct verbs_dev *d = c->links[l];
+		char g[INET6_ADDRSTRLEN];
+
+		len += (size_t)snprintf(line + len, sizeof(line) - len,
+			"%s%s GID %d -> %s (index %u), MTU %d",
+			l ? "; " : "", d->name, d->gid.index,
+			verbs_gid_str(w->link[l].gid, g, sizeof(g)),
+			ntohl(w->link[l].gid_index),
+			128 << mtu_min(d, &w->link[l]));
+	}
+	MESH_INFO("%s comm %u %s peer %s: %d QPs over %s",
+		  c->is_send ? "send" : "recv", c->id,
+		  c->is_send ? "to" : "from", c->peer, c->nqps, line);
+}
+
+static struct ib_pending *pending_get(struct mesh_ctrl *ctrl,
+				      enum ib_phase first)
+{
+	struct ib_pending *p = ctrl->module_state;
+
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		MESH_WARN("out of memory");
+		return NULL;
+	}
+	p->phase = first;
+	ctrl->module_state = p;
+	return p;
+}
+
+/* 0 once handed to the channel, 1 to come back later, -errno. */
+static int ctrl_send(struct mesh_ctrl *ctrl, const void *m, size_t len,
+		     const char *what)
+{
+	int ret = ctrl->send(ctrl, m, len);
+
+	if (ret == -EAGAIN)
+		return 1;
+	if (ret < 0)
+		MESH_WARN("peer %s: cannot send the verbs %s: %s",
+			  ctrl->peer, what, strerror(-ret));
+	return ret;
+}
+
+/* Length, 0 when nothing arrived yet (never a valid message), -errno. */
+static int ctrl_recv(struct mesh_ctrl *ctrl, void *m, size_t cap,
+		     const char *what)
+{
+	int ret = ctrl->recv(ctrl, m, cap);
+
+	if (ret == -EAGAIN)
+		return 0;
+	if (ret < 0)
+		MESH_WARN("peer %s: no verbs %s: %s", ctrl->peer, what,
+			  strerror(-ret));
+	else if (ret == 0)
+		ret = -EPROTO;
+	return ret;
+}
+
+static int connect_reply(struct mesh_ctrl *ctrl, struct ib_pending *p)
+{
+	struct ib_wire_info w;
+	char why[256] = "";
+	int ret, st;
+
+	ret = ctrl_recv(ctrl, &w, sizeof(w), "reply");
+	if (ret <= 0)
+		return ret ? ret : 1;
+	st = info_check(&w, ret, p->comm->nqps, p->comm->nlinks, why,
+			sizeof(why));
+	if (!st && w.status) {
+		w.reason[sizeof(w.reason) - 1] = '\0';
+		MESH_WARN("peer %s refused the connection: %s", ctrl->peer,
+			  w.reason[0] ? w.reason : strerror(ntohs(w.status)));
+		return -ECONNREFUSED;
+	}
+	if (!st)
+		st = links_check(p->comm, &w, why, sizeof(why));
+	if (st) {
+		MESH_WARN("peer %s: %s", ctrl->peer, why);
+		return -st;
+	}
+	ret = qps_up(p->comm, &w);
+	if (ret)
+		return ret;
+	conn_log(p->comm, &w);
+	return 0;
+}
+
+/* Where both setup state machines end a call: positive means "come back
+ * later" and keeps the state; done (0) or failed frees it. */
+static int step_end(struct mesh_ctrl *ctrl, int ret)
+{
+	if (ret > 0)
+		return 0;
+	pending_free(ctrl);
+	return ret;
+}
+
+static int connect_create(struct verbs_ctx *ctx, struct ib_pending *p,
+			  const struct verbs_link_plan *plan, int nlinks,
+			  const char *peer)
+{
+	struct verbs_dev *links[VERBS_MAX_LINKS];
+	int nqps = ctx->nqps;
+
+	if (nlinks < 1 || nlinks > VERBS_MAX_LINKS)
+		return -EINVAL;
+	for (int l = 0; l < nlinks; l++) {
+		links[l] = plan[l].dev;
+		p->target[l] = plan[l].target;
+	}
+	/* every link gets at least one QP */
+	if (nqps < nlinks)
+		nqps = nlinks;
+	p->comm = comm_create(ctx, links, nlinks, true, nqps, peer);
+	if (!p->comm)
+		return -ENOMEM;
+	info_fill(p->comm, p->target, &p->info);
+	return 0;
+}
+
+int verbs_connect_links(struct verbs_ctx *ctx,
+			const struct verbs_link_plan *plan, int nlinks,
+			struct mesh_ctrl *ctrl, void **send_comm)
+{
+	struct ib_wire_ready rd = { htonl(IB_MAGIC), 0 };
+	struct ib_pending *p;
+	int ret;
+
+	*send_comm = NULL;
+	p = pending_get(ctrl, IB_CREATE);
+	if (!p)
+		return -ENOMEM;
+	switch (p->phase) {
+	case IB_CREATE:
+		ret = connect_create(ctx, p, plan, nlinks, ctrl->peer);
+		if (ret)
+			break;
+		p->phase = IB_SEND_INFO;
+		/* fall through */
+	case IB_SEND_INFO:
+		ret = ctrl_send(ctrl, &p->info, sizeof(p->info), "info");
+		if (ret)
+			break;
+		p->phase = IB_WAIT_INFO;
+		/* fall through */
+	case IB_WAIT_INFO:
+		ret = connect_reply(ctrl, p);
+		if (ret)
+			break;
+		p->phase = IB_SEND_READY;
+		/* fall through */
+	case IB_SEND_READY:
+		ret = ctrl_send(ctrl, &rd, sizeof(rd), "ready");
+		if (ret)
+			break;
+		*send_comm = p->comm;
+		p->comm = NULL;
+		ret = 0;
+		break;
+	default:
+		ret = -EINVAL;
+		break;
+	}
+	return step_end(ctrl, ret);
+}
+
+static void target_of(const struct ib_wire_link *w, struct mesh_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (w->target_family != 4 && w->target_family != 6)
+		return;
+	a->family = w->target_family == 4 ? AF_INET : AF_INET6;
+	memcpy(a->ip, w->target, 16);
+}
+
+/* The acceptor's device for every link the connector asked for. */
+static int accept_links(const struct ib_wire_info *w, verbs_resolve_fn resolve,
+			void *arg, struct verbs_dev **links, char *why,
+			size_t cap)
+{
+	int nlinks = ntohs(w->nlinks);
+
+	for (int l = 0; l < nlinks; l++) {
+		struct mesh_addr target;
+		int ret, st;
+
+		target_of(&w->link[l], &target);
+		ret = resolve(arg, &target, &links[l], why, cap);
+		if (ret)
+			return -ret;
+		st = link_check(links[l], &w->link[l], why, cap);
+		if (st)
+			return st;
+	}
+	return 0;
+}
+
+static void refusal_fill(struct ib_pending *p, int st, const char *why)
+{
+	wire_header(&p->info);
+	p->info.status = htons((uint16_t)st);
+	snprintf(p->info.reason, sizeof(p->info.reason), "%s", why);
+}
+
+/* Builds the acceptor's side from the connector's info, or a refusal. */
+static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+		       void *arg, struct mesh_ctrl *ctrl, struct ib_pending *p,
+		       const struct ib_wire_info *w, int len)
+{
+	struct verbs_dev *links[VERBS_MAX_LINKS];
+	char why[256] = "";
+	int st, ret;
+
+	st = info_check(w, len, 0, 0, why, sizeof(why));
+	if (!st && w->status)
+		st = EPROTO;
+	if (!st)
+		st = accept_links(w, resolve, arg, links, why, sizeof(why));
+	if (st) {
+		MESH_WARN("peer %s: refusing the connection: %s", ctrl->peer,
+			  why);
+		refusal_fill(p, st, why);
+		return 0;
+	}
+	p->comm = comm_create(ctx, links, ntohs(w->nlinks), false,
+			      ntohs(w->nqps), ctrl->peer);
+	if (!p->comm)
+		return -ENOMEM;
+	ret = qps_up(p->comm, w);
+	if (!ret)
+		ret = verbs_post_recvs(p->comm);
+	if (!ret)
+		ret = flush_setup(p->comm);
+	if (ret)
+		return ret;
+	info_fill(p->comm, NULL, &p->info);
+	conn_log(p->comm, w);
+	return 0;
+}
+
+static int accept_ready(struct mesh_ctrl *ctrl)
+{
+	struct ib_wire_ready rd;
+	int ret = ctrl_recv(ctrl, &rd, sizeof(rd), "ready");
+
+	if (ret <= 0)
+		return ret ? ret : 1;
+	if (ret != (int)sizeof(rd) || ntohl(rd.magic) != IB_MAGIC) {
+		MESH_WARN("peer %s: malformed verbs ready (%d bytes)",
+			  ctrl->peer, ret);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+		       void *arg, struct mesh_ctrl *ctrl, void **recv_comm)
+{
+	struct ib_wire_info w;
+	struct ib_pending *p;
+	int ret;
+
+	*recv_comm = NULL;
+	p = pending_get(ctrl, IB_WAIT_INFO);
+	if (!p)
+		return -ENOMEM;
+	switch (p->phase) {
+	case IB_WAIT_INFO:
+		ret = ctrl_recv(ctrl, &w, sizeof(w), "info");
+		if (ret <= 0) {
+			ret = ret ? ret : 1;
+			break;
+		}
+		ret = accept_info(ctx, resolve, arg, ctrl, p, &w, ret);
+		if (ret)
+			break;
+		p->phase = IB_SEND_REPLY;
+		/* fall through */
+	case IB_SEND_REPLY:
+		ret = ctrl_send(ctrl, &p->info, sizeof(p->info), "reply");
+		if (ret)
+			break;
+		if (p->info.status) {
+			ret = -(int)ntohs(p->info.status);
+			break;
+		}
+		p->phase = IB_WAIT_READY;
+		/* fall through */
+	case IB_WAIT_READY:
+		ret = accept_ready(ctrl);
+		if (ret)
+			break;
+		*recv_comm = p->comm;
+		p->comm = NULL;
+		ret = 0;
+		break;
+	default:
+		ret = -EINVAL;
+		break;
+	}
+	return step_end(ctrl, ret);
+}
