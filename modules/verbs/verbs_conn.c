@@ -420,22 +420,26 @@ static int info_check(const struct ib_wire_info *w, int len, int nqps,
 	return 0;
 }
 
-/* Whether our device d and the peer's end w can form one link. */
+/* Whether our device d and the peer's end w can form one link.  The
+ * reason names the roles, as it is logged on both sides. */
 static int link_check(const struct verbs_dev *d, const struct ib_wire_link *w,
-		      char *why, size_t cap)
+		      bool acceptor, char *why, size_t cap)
 {
+	const char *us = acceptor ? "acceptor" : "connector";
+	const char *them = acceptor ? "connector" : "acceptor";
+
 	if (!w->ethernet != !d->pinfo.ethernet) {
-		snprintf(why, cap, "link layers differ: %s here, %s there",
-			 d->pinfo.ethernet ? "RoCE" : "InfiniBand",
-			 w->ethernet ? "RoCE" : "InfiniBand");
+		snprintf(why, cap, "link layers differ: the %s's %s is %s, the %s's is %s",
+			 us, d->name, d->pinfo.ethernet ? "RoCE" : "InfiniBand",
+			 them, w->ethernet ? "RoCE" : "InfiniBand");
 		return EPROTO;
 	}
 	if (d->pinfo.ethernet && w->roce_version && d->gid.roce_version &&
 	    w->roce_version != d->gid.roce_version) {
 		snprintf(why, cap,
-			 "GID types differ on %s: RoCE v%d (index %d) here, RoCE v%u (index %u) there; set gid_index or roce_version alike on both",
-			 d->name, d->gid.roce_version, d->gid.index,
-			 w->roce_version, ntohl(w->gid_index));
+			 "GID types differ: the %s's GID %d on %s is RoCE v%d, the %s's GID %u is RoCE v%u; set gid_index or roce_version alike on both",
+			 us, d->gid.index, d->name, d->gid.roce_version, them,
+			 ntohl(w->gid_index), w->roce_version);
 		return EPROTO;
 	}
 	return 0;
@@ -445,7 +449,8 @@ static int links_check(const struct verbs_comm *c,
 		       const struct ib_wire_info *w, char *why, size_t cap)
 {
 	for (int l = 0; l < c->nlinks; l++) {
-		int st = link_check(c->links[l], &w->link[l], why, cap);
+		int st = link_check(c->links[l], &w->link[l], false, why,
+				    cap);
 
 		if (st)
 			return st;
@@ -681,7 +686,7 @@ static int accept_links(const struct ib_wire_info *w, verbs_resolve_fn resolve,
 		ret = resolve(arg, &target, &links[l], why, cap);
 		if (ret)
 			return -ret;
-		st = link_check(links[l], &w->link[l], why, cap);
+		st = link_check(links[l], &w->link[l], true, why, cap);
 		if (st)
 			return st;
 	}

@@ -9,7 +9,10 @@
 #   1. two nodes (rxe-mesh up -n 2): GID auto-selection against the real
 #      rxe tables; meshperf rxn2 (server) <- rxn1 (client) over ib-fabric for
 #      ABI 10, 11 and 12, 0 B .. 256 MiB, every byte verified; several QPs
-#      per connection with grouped receives.
+#      per connection with grouped receives; ib-fabric's error paths
+#      (tests/rxe/errors.sh): an oversize send, a work completion error
+#      from a stale rkey, and a refused RoCE v1 / v2 GID mix, each of
+#      which must make both processes fail cleanly and quickly.
 #   2. two datacenters (two hosts each, rxe inside a DC, only a routed TCP
 #      link between them): meshinfo per host, then meshperf over every host
 #      pair, with the plugin's per-connection lines showing ib-fabric for
@@ -26,6 +29,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/rxe/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/rxe/errors.sh
+. "$here/errors.sh"
 
 # ---------------------------------------------------------------- setup
 
@@ -415,6 +420,12 @@ main() {
 		if [ "$MOD" = ib-fabric ]; then
 			check "meshperf 4 QPs per connection, grouped receives" 240 \
 				check_pair_qps || true
+			check "ib-fabric error: oversize send fails the isend" 90 \
+				check_error_oversize || true
+			check "ib-fabric error: stale rkey gives a completion error" 90 \
+				check_error_completion || true
+			check "ib-fabric error: RoCE v1 and v2 GIDs are refused" 120 \
+				check_error_gid_types || true
 		fi
 		check "GID pick rxe12 with IPv6 entries" 60 check_gid_ipv6 || true
 	fi

@@ -53,7 +53,8 @@ ldd "$build/core/libnccl-net-mesh.so" "$build/tools/meshinfo/meshinfo" |
 
 env_words=()
 for v in RXE_TEST_MODULE RXE_TEST_ONLY; do
-	[ -n "${!v:-}" ] && env_words+=("$v=${!v}")
+	# quoted for the guest's shell: a regex may hold spaces and '|'
+	[ -n "${!v:-}" ] && env_words+=("$(printf '%q' "$v=${!v}")")
 done
 # A guest that dies before the command finishes (125) is the emulator
 # failing, not the tests: under TCG the guest kernel now and then oopses

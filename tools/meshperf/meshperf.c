@@ -93,6 +93,15 @@ void perf_err(const char *fmt, ...)
 	va_end(ap);
 }
 
+void perf_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line("WARN", NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
 void perf_info(const char *fmt, ...)
 {
 	va_list ap;
@@ -159,6 +168,7 @@ enum {
 	OPT_RELOAD,
 	OPT_TC,
 	OPT_JSON,
+	OPT_FAULT,
 };
 
 static const struct option long_opts[] = {
@@ -184,6 +194,7 @@ static const struct option long_opts[] = {
 	{ "reload", required_argument, NULL, OPT_RELOAD },
 	{ "traffic-class", required_argument, NULL, OPT_TC },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "fault", required_argument, NULL, OPT_FAULT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -226,8 +237,14 @@ static void usage(FILE *out)
 "Output:\n"
 "      --json              JSON lines instead of the table\n"
 "  -v, --verbose           plugin INFO logs; twice: TRACE and file:line\n"
+"Fault injection (tests of the plugin's error paths; the run must fail):\n"
+"      --fault oversize    this process's isends are %d bytes longer than\n"
+"                          the receives the peer posted\n"
+"      --fault dereg-recv  this process deregisters its receive buffer\n"
+"                          once its first receives are posted\n"
 "Exit status 0 only if every transfer completed and verified.\n",
-		PERF_DEFAULT_PORT, PERF_DEFAULT_PLUGIN, NCCL_NET_MAX_REQUESTS);
+		PERF_DEFAULT_PORT, PERF_DEFAULT_PLUGIN, NCCL_NET_MAX_REQUESTS,
+		PERF_FAULT_OVERSIZE_EXTRA);
 }
 
 /* Sizes in bytes with optional binary K/M/G/T suffix (KiB, K, KB alike). */
@@ -367,6 +384,33 @@ static const char *opt_name(int c)
 	return "?";
 }
 
+static int parse_fault(const char *s, enum perf_fault *out)
+{
+	if (!strcmp(s, "oversize"))
+		*out = PERF_FAULT_OVERSIZE;
+	else if (!strcmp(s, "dereg-recv"))
+		*out = PERF_FAULT_DEREG_RECV;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Said once at the start, so a log of the failed run shows it was meant. */
+static void announce_fault(enum perf_fault fault)
+{
+	switch (fault) {
+	case PERF_FAULT_NONE:
+		return;
+	case PERF_FAULT_OVERSIZE:
+		perf_warn("fault injection: every isend is %d bytes longer than the receive the peer posted; the run must fail",
+			  PERF_FAULT_OVERSIZE_EXTRA);
+		return;
+	case PERF_FAULT_DEREG_RECV:
+		perf_warn("fault injection: the receive buffer is deregistered once the first receives are posted; a plugin that writes through the registration (RDMA) must fail the run");
+		return;
+	}
+}
+
 static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		     uint64_t *min, uint64_t *max)
 {
@@ -399,6 +443,8 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 	case OPT_JSON:
 		o->json = true;
 		return 0;
+	case OPT_FAULT:
+		return parse_fault(arg, &o->fault) ? bad_arg("fault", arg) : 0;
 	case 'v':
 		o->verbose++;
 		return 0;
@@ -616,6 +662,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGALRM, watchdog_fire);
+	announce_fault(o.fault);
 
 	fd = o.server ? server_bootstrap(&o) : client_bootstrap(&o);
 	if (fd < 0)

@@ -34,6 +34,19 @@ struct perf_params {
 	uint64_t sizes[PERF_MAX_SIZES];
 };
 
+/*
+ * Faults injected on purpose (--fault), to check that a plugin turns them
+ * into clean errors.  Per process: the server and the client choose apart.
+ */
+enum perf_fault {
+	PERF_FAULT_NONE,
+	/* every isend is this many bytes longer than the peer's irecv */
+	PERF_FAULT_OVERSIZE,
+	/* the receive buffer is deregistered once receives are posted */
+	PERF_FAULT_DEREG_RECV,
+};
+#define PERF_FAULT_OVERSIZE_EXTRA 4096
+
 /* Per-process options. */
 struct perf_opts {
 	bool server;
@@ -48,6 +61,7 @@ struct perf_opts {
 	int verbose;
 	bool json;
 	bool sizes_given;
+	enum perf_fault fault;
 	struct perf_params params;
 };
 
@@ -60,6 +74,7 @@ void perf_logger(ncclDebugLogLevel level, unsigned long flags,
 		 const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void perf_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void perf_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void perf_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double perf_now(void);
 /* Arms a SIGALRM that ends the process, naming the phase that hung. */
@@ -183,6 +198,8 @@ struct perf_dir {
 	int group;		/* receiver's grouped-receive count */
 	int sender_rank;	/* whose rank the tags carry */
 	int dir_id;		/* 0: client->server, 1: server->client */
+	enum perf_fault fault;	/* injected into this direction, if any */
+	bool mr_dropped;	/* PERF_FAULT_DEREG_RECV done: mhandle is gone */
 };
 
 /* Per-size plan, computed identically on both sides. */

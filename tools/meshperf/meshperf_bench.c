@@ -228,6 +228,7 @@ static bool stream_done(const struct stream *st)
 static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress)
 {
 	int group = st->plan.group;
+	uint64_t size = st->plan.size;
 	double t0;
 
 	if (!sl->posted) {
@@ -243,10 +244,11 @@ static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress
 		void *req = NULL;
 		int rc;
 
+		if (st->dir->fault == PERF_FAULT_OVERSIZE)
+			size = st->plan.size + PERF_FAULT_OVERSIZE_EXTRA;
 		rc = NET_CALL("isend",
 			      perf_net_isend(st->net, st->dir->comm,
-					     slot_data(st, idx, k),
-					     st->plan.size,
+					     slot_data(st, idx, k), size,
 					     PERF_TAG(st->dir->sender_rank, k),
 					     st->dir->mhandle, &req));
 		if (rc)
@@ -285,7 +287,8 @@ static int recv_post(struct stream *st, struct slot *sl, int idx, bool *progress
 	return 0;
 }
 
-static int stream_post(struct stream *st, bool *progress)
+/* Posts iterations until the ring is full or the plugin says "later". */
+static int stream_post_batch(struct stream *st, bool *progress)
 {
 	while (st->next < st->plan.iters) {
 		int idx = (int)(st->next % st->plan.window);
@@ -308,6 +311,41 @@ static int stream_post(struct stream *st, bool *progress)
 		st->next++;
 	}
 	return 0;
+}
+
+/*
+ * The dereg-recv fault: the buffer of the receives just posted loses its
+ * registration, so the peer's writes into it meet a stale key.  Done after
+ * a whole batch of receives rather than the first, so at least the later
+ * writes of the batch cannot have landed before it.
+ */
+static int drop_recv_mr(struct stream *st)
+{
+	struct perf_dir *d = st->dir;
+	int rc;
+
+	perf_warn("fault injection: deregistering the receive buffer after posting %" PRIu64 " receive(s)",
+		  st->next);
+	rc = NET_CALL("deregMr", perf_net_dereg_mr(st->net, d->comm,
+						   d->mhandle));
+	d->mhandle = NULL;
+	d->mr_dropped = true;
+	return rc;
+}
+
+static int stream_post(struct stream *st, bool *progress)
+{
+	int rc;
+
+	/* after the fault no receive is posted: those out wait for the
+	 * plugin to fail them */
+	if (st->dir->mr_dropped)
+		return 0;
+	rc = stream_post_batch(st, progress);
+	if (!rc && !st->sender && st->next &&
+	    st->dir->fault == PERF_FAULT_DEREG_RECV)
+		rc = drop_recv_mr(st);
+	return rc;
 }
 
 static int recv_complete(struct stream *st, int idx, const int *sizes)

@@ -343,6 +343,10 @@ static int setup_region(struct cycle *c, struct perf_dir *d, bool for_bw)
 	int rc;
 
 	d->buf_len = perf_region_len(c->p, d->group, for_bw);
+	/* the longer messages of the oversize fault stay inside the buffer,
+	 * so the plugin sees only the size mismatch */
+	if (d->fault == PERF_FAULT_OVERSIZE)
+		d->buf_len += PERF_FAULT_OVERSIZE_EXTRA;
 	if (posix_memalign(&buf, PERF_PAGE, d->buf_len)) {
 		perf_err("cannot allocate %zu bytes of buffers", d->buf_len);
 		return -ENOMEM;
@@ -367,6 +371,10 @@ static void plan_roles(struct cycle *c)
 	c->recv.dir_id = c->client ? 1 : 0;
 	c->send.sender_rank = c->client ? PERF_RANK_CLIENT : PERF_RANK_SERVER;
 	c->recv.sender_rank = c->client ? PERF_RANK_SERVER : PERF_RANK_CLIENT;
+	if (c->o->fault == PERF_FAULT_OVERSIZE)
+		c->send.fault = c->o->fault;
+	if (c->o->fault == PERF_FAULT_DEREG_RECV)
+		c->recv.fault = c->o->fault;
 }
 
 static int connect_all(struct cycle *c)
@@ -536,7 +544,7 @@ static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send)
 {
 	int rc = 0, rc2;
 
-	if (d->comm && d->buf)
+	if (d->comm && d->buf && !d->mr_dropped)
 		rc = NET_CALL("deregMr",
 			       perf_net_dereg_mr(&c->net, d->comm, d->mhandle));
 	if (d->comm) {
