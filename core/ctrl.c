@@ -909,6 +909,8 @@ static void ctrl_bind_ops(struct core_conn *c)
 	c->ctrl.local = &c->local;
 	c->ctrl.remote = &c->remote;
 	c->ctrl.peer = c->peer_text;
+	c->ctrl.peer_addrs = c->connector ? c->target.addrs : NULL;
+	c->ctrl.npeer_addrs = c->connector ? c->target.naddrs : 0;
 }
 
 void core_conn_free(struct core_conn *c)

@@ -206,11 +206,12 @@ static int open_descriptor(struct core_module *mod)
 		     MESH_MODULE_ABI_MINOR);
 		return -ENOEXEC;
 	}
-	if (d->size < sizeof(struct mesh_module)) {
-		fail(mod, "%s: descriptor of %u bytes is shorter than module "
-			  "ABI %d.%d's %zu", mod->path, d->size,
-		     MESH_MODULE_ABI_MAJOR, MESH_MODULE_ABI_MINOR,
-		     sizeof(struct mesh_module));
+	if (d->size < MESH_MODULE_SIZE_1_0 ||
+	    ((d->abi_version & 0xffff) >= 2 &&
+	     d->size < sizeof(struct mesh_module))) {
+		fail(mod, "%s: descriptor of %u bytes is too short for module "
+			  "ABI %u.%u", mod->path, d->size, d->abi_version >> 16,
+		     d->abi_version & 0xffff);
 		return -ENOEXEC;
 	}
 	if (!d->name || strcmp(d->name, mod->name)) {

@@ -497,6 +497,33 @@ static int handle_lists(const struct core_handle *h, const char *name)
 	return 0;
 }
 
+/* Reasons modules gave for not reaching the peer, for the final line. */
+struct refusals {
+	char text[768];
+	size_t len;
+};
+
+/* Whether m may serve the peer: listed in its handle and, where the module
+ * can tell (reach, ABI 1.2), able to reach its addresses. */
+static bool member_serves(const struct core_member *m,
+			  const struct core_handle *h, struct refusals *r)
+{
+	const struct mesh_module *d = m->module->desc;
+	char why[512] = "";
+
+	if (!handle_lists(h, d->name))
+		return false;
+	if (d->size < sizeof(struct mesh_module) || !d->reach ||
+	    !d->reach(m->module->mctx, m->dev, h->addrs, h->naddrs, why,
+		      sizeof(why)))
+		return true;
+	if (r->len < sizeof(r->text))
+		r->len += (size_t)snprintf(r->text + r->len,
+					   sizeof(r->text) - r->len, "; %s: %s",
+					   d->name, why[0] ? why : "unreachable");
+	return false;
+}
+
 static const struct core_member *choose_member(const struct core_rail *rail,
 					       const struct core_handle *h)
 {
@@ -504,21 +531,27 @@ static const struct core_member *choose_member(const struct core_rail *rail,
 		rail->fabric_id, h->fabric_id, mesh_state->max_rails);
 	const char *const *pref;
 	int npref = core_path_preference(mesh_state->cfg, cls, &pref);
+	struct refusals refused = { "", 0 };
 	char members[256] = "";
 	size_t len = 0;
 
 	for (int i = 0; i < npref; i++) {
 		const struct core_member *m = core_rail_member(rail, pref[i]);
 
-		if (m && handle_lists(h, pref[i]))
+		if (m && member_serves(m, h, &refused))
 			return m;
 	}
 	/* Inside a DC any shared module will do, listed or not (a new
 	 * module works without editing the list); across DCs only those
 	 * the operator named. */
 	for (int i = 0; cls == CORE_PATH_SAME_DC && i < rail->nmembers; i++)
-		if (handle_lists(h, rail->members[i].module->name))
+		if (member_serves(&rail->members[i], h, &refused))
 			return &rail->members[i];
+	if (refused.len) {
+		CORE_WARN("connect %s: no module reaches the peer%s",
+			  rail->name, refused.text);
+		return NULL;
+	}
 	for (int i = 0; i < rail->nmembers; i++)
 		len += (size_t)snprintf(members + len, sizeof(members) - len,
 					"%s%s", i ? "," : "",

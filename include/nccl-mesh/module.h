@@ -14,7 +14,12 @@
  *
  * ABI: any change to a struct in this file bumps MESH_MODULE_ABI_MINOR (a
  * member appended at the end) or MESH_MODULE_ABI_MAJOR (anything else, which
- * also renames the symbol).
+ * also renames the symbol).  The core loads modules of any minor up to its
+ * own; members a module's minor lacks are never read (the descriptor's size
+ * says which it has).
+ *
+ * 1.1: mesh_dev_props.fabric_id_set/fabric_id.
+ * 1.2: mesh_ctrl.peer_addrs/npeer_addrs, mesh_module.reach.
  */
 #ifndef NCCL_MESH_MODULE_H
 #define NCCL_MESH_MODULE_H
@@ -23,7 +28,7 @@
 #include <stdint.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 1
+#define MESH_MODULE_ABI_MINOR 2
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -137,6 +142,11 @@ struct mesh_ctrl {
 	const struct mesh_addr *remote;	/**< the peer's end */
 	const char *peer;		/**< printable peer, for messages */
 	void *module_state;		/**< the module's, while connecting */
+	/* ABI 1.2 */
+	/** Connecting side: the addresses the peer advertised in its handle
+	 *  (with prefix_len and port); accepting side: NULL and 0. */
+	const struct mesh_addr *peer_addrs;
+	int npeer_addrs;
 };
 
 /**
@@ -187,6 +197,17 @@ struct mesh_module {
 		      void **mhandles, void **request);
 	int (*close_send)(void *send_comm);
 	int (*close_recv)(void *recv_comm);
+	/* ABI 1.2 */
+	/**
+	 * Optional: whether device dev reaches a peer that advertises these
+	 * addresses.  0 yes; -EHOSTUNREACH with a one-line reason in why.  The
+	 * core asks before dialing and tries the next module when refused.
+	 */
+	int (*reach)(void *mctx, int dev, const struct mesh_addr *peer,
+		     int npeer, char *why, size_t cap);
 };
+
+/** Size of a module descriptor of ABI 1.0 and 1.1 (before reach). */
+#define MESH_MODULE_SIZE_1_0 offsetof(struct mesh_module, reach)
 
 #endif

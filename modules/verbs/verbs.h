@@ -304,4 +304,17 @@ int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 int verbs_close_send(void *send_comm);
 int verbs_close_recv(void *recv_comm);
 
+/* The entries of a module descriptor that every verbs module shares: the
+ * modules differ in devices and setup, never in the data path. */
+#define VERBS_MODULE_DATA_PATH                  \
+	.abandon = verbs_abandon,               \
+	.reg_mr = verbs_reg_mr,                 \
+	.reg_mr_dmabuf = verbs_reg_mr_dmabuf,   \
+	.dereg_mr = verbs_dereg_mr,             \
+	.isend = verbs_isend,                   \
+	.irecv = verbs_irecv,                   \
+	.iflush = verbs_iflush,                 \
+	.close_send = verbs_close_send,         \
+	.close_recv = verbs_close_recv
+
 #endif
