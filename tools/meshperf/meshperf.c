@@ -169,6 +169,7 @@ enum {
 	OPT_TC,
 	OPT_JSON,
 	OPT_FAULT,
+	OPT_CHANNELS,
 };
 
 static const struct option long_opts[] = {
@@ -190,6 +191,7 @@ static const struct option long_opts[] = {
 	{ "lat-max", required_argument, NULL, OPT_LAT_MAX },
 	{ "no-latency", no_argument, NULL, OPT_NO_LATENCY },
 	{ "bidir", no_argument, NULL, OPT_BIDIR },
+	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "reload", required_argument, NULL, OPT_RELOAD },
 	{ "traffic-class", required_argument, NULL, OPT_TC },
@@ -226,12 +228,15 @@ static void usage(FILE *out)
 "  -n, --iters N           most iterations per size (default 1000)\n"
 "      --budget SIZE       bytes per size and direction, bounds iterations\n"
 "                          of large sizes (default 2G)\n"
-"      --mem SIZE          buffer bytes per comm, bounds the window of\n"
+"      --mem SIZE          buffer bytes per direction, bounds the window of\n"
 "                          large sizes (default 512M)\n"
 "      --lat-max SIZE      ping-pong latency up to SIZE (default 64K)\n"
 "      --no-latency        no ping-pong (and no reverse connection\n"
 "                          unless --bidir)\n"
 "      --bidir             traffic in both directions at once\n"
+"      --channels N        connections per direction, 1..%d (default 1);\n"
+"                          iterations, budget and memory are split across\n"
+"                          them, latency runs on channel 0\n"
 "  -t, --timeout S         give up after S seconds without progress (60)\n"
 "      --reload N          run init .. finalize, dlclose N times (default 1)\n"
 "Output:\n"
@@ -244,7 +249,7 @@ static void usage(FILE *out)
 "                          once its first receives are posted\n"
 "Exit status 0 only if every transfer completed and verified.\n",
 		PERF_DEFAULT_PORT, PERF_DEFAULT_PLUGIN, NCCL_NET_MAX_REQUESTS,
-		PERF_FAULT_OVERSIZE_EXTRA);
+		PERF_MAX_CHANNELS, PERF_FAULT_OVERSIZE_EXTRA);
 }
 
 /* Sizes in bytes with optional binary K/M/G/T suffix (KiB, K, KB alike). */
@@ -367,6 +372,7 @@ static void default_opts(struct perf_opts *o)
 	o->params.lat_max = 64 << 10;
 	o->params.reload = 1;
 	o->params.timeout = 60;
+	o->params.channels = 1;
 	default_sizes(&o->params);
 }
 
@@ -512,6 +518,11 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		if (parse_int(arg, 1, 100000, &l))
 			return bad_arg("reload", arg);
 		p->reload = (uint32_t)l;
+		return 0;
+	case OPT_CHANNELS:
+		if (parse_int(arg, 1, PERF_MAX_CHANNELS, &l))
+			return bad_arg("channels", arg);
+		p->channels = (uint32_t)l;
 		return 0;
 	}
 	usage(stderr);

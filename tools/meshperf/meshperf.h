@@ -14,6 +14,7 @@
 
 #define PERF_MAX_SIZES 64
 #define PERF_MAX_GROUP 8
+#define PERF_MAX_CHANNELS 32
 #define PERF_DEFAULT_PORT 18515
 #define PERF_DEFAULT_PLUGIN "libnccl-net-mesh.so"
 #define PERF_RANK_SERVER 0
@@ -22,14 +23,16 @@
 /* What both processes must agree on; the client's values win. */
 struct perf_params {
 	uint32_t window;	/* outstanding requests per comm */
+	/* iters, budget and mem are per direction, shared by its channels */
 	uint32_t iters;		/* most iterations per size */
 	uint64_t budget;	/* bytes moved per size, bounds iterations */
-	uint64_t mem;		/* buffer bytes per comm, bounds window */
+	uint64_t mem;		/* buffer bytes, bounds window */
 	int64_t lat_max;	/* largest size with a ping-pong, -1: none */
 	uint32_t bidir;
 	uint32_t reload;	/* init..dlclose cycles */
 	uint32_t timeout;	/* seconds without progress before giving up */
 	uint64_t comm_id;	/* what NCCL would pass as commHash */
+	uint32_t channels;	/* connections per direction, as NCCL's channels */
 	uint32_t nsizes;
 	uint64_t sizes[PERF_MAX_SIZES];
 };
@@ -184,12 +187,12 @@ int oob_peer_gone(int fd);
 /* Fixed-width big-endian encoding of the messages above. */
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf);
 int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len);
-#define PERF_PARAMS_WIRE_MAX (8 * 10 + 8 * PERF_MAX_SIZES)
+#define PERF_PARAMS_WIRE_MAX (8 * 11 + 8 * PERF_MAX_SIZES)
 
 /* ---- benchmark (meshperf_bench.c) ---- */
 
-/* One direction of traffic: a send comm on one side, a recv comm on the
- * other, with the receiver's group size (grouped irecv). */
+/* One direction of traffic on one channel: a send comm on one side, a recv
+ * comm on the other, with the receiver's group size (grouped irecv). */
 struct perf_dir {
 	void *comm;
 	void *mhandle;
@@ -198,6 +201,9 @@ struct perf_dir {
 	int group;		/* receiver's grouped-receive count */
 	int sender_rank;	/* whose rank the tags carry */
 	int dir_id;		/* 0: client->server, 1: server->client */
+	int channel;		/* 0 .. channels-1, folded into the pattern */
+	char name[48];		/* for errors: "client->server", and the
+				 * channel when there are several */
 	enum perf_fault fault;	/* injected into this direction, if any */
 	bool mr_dropped;	/* PERF_FAULT_DEREG_RECV done: mhandle is gone */
 };
@@ -212,7 +218,10 @@ struct perf_plan {
 
 void perf_plan_size(const struct perf_params *p, uint64_t size, int group,
 		    struct perf_plan *plan);
-size_t perf_region_len(const struct perf_params *p, int group, bool for_bw);
+void perf_channel_params(const struct perf_params *p,
+			 struct perf_params *per_channel);
+size_t perf_region_len(const struct perf_params *p, int group, bool for_bw,
+		       bool for_latency);
 
 struct perf_side {
 	struct perf_net *net;
@@ -220,8 +229,10 @@ struct perf_side {
 	int oob;		/* watched for a dead peer while waiting */
 };
 
+/* send and recv: arrays of nch channels each, or NULL for no traffic that
+ * way; all their streams run concurrently. */
 int perf_run_bw(struct perf_side *s, struct perf_dir *send,
-		struct perf_dir *recv, uint64_t size, double *elapsed);
+		struct perf_dir *recv, int nch, uint64_t size, double *elapsed);
 int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     struct perf_dir *recv, bool initiator, uint64_t size,
 		     uint32_t iters, double *elapsed, double *overhead);

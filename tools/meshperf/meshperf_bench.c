@@ -2,14 +2,16 @@
 /*
  * The data path, as NCCL's proxy runs it: a ring of request slots per comm,
  * isend/irecv retried while the plugin hands back NULL, outstanding requests
- * tested round-robin, grouped receives matched by tag.  Every received byte
- * is checked against a pattern of (size, iteration, message, offset), so a
- * stale, swapped or shifted chunk cannot pass.
+ * tested round-robin, grouped receives matched by tag, every channel's
+ * streams driven together.  Every received byte is checked against a
+ * pattern of (size, iteration, message, direction, channel, offset), so a
+ * stale, swapped, shifted or crossed chunk cannot pass.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "meshperf.h"
@@ -51,6 +53,21 @@ void perf_plan_size(const struct perf_params *p, uint64_t size, int group,
 			p->iters, max_u64(PERF_MIN_ITERS, p->budget / per_iter));
 }
 
+/*
+ * A direction's iterations, byte budget and buffer memory are shared by its
+ * channels, so a size moves about the same bytes whatever their number.
+ */
+void perf_channel_params(const struct perf_params *p,
+			 struct perf_params *per_channel)
+{
+	uint32_t n = p->channels ? p->channels : 1;
+
+	*per_channel = *p;
+	per_channel->iters = (p->iters + n - 1) / n;
+	per_channel->budget = p->budget / n;
+	per_channel->mem = max_u64(1, p->mem / n);
+}
+
 uint32_t perf_latency_iters(const struct perf_params *p, uint64_t size)
 {
 	if (!size)
@@ -59,7 +76,8 @@ uint32_t perf_latency_iters(const struct perf_params *p, uint64_t size)
 				 max_u64(PERF_MIN_ITERS, p->budget / size));
 }
 
-size_t perf_region_len(const struct perf_params *p, int group, bool for_bw)
+size_t perf_region_len(const struct perf_params *p, int group, bool for_bw,
+		       bool for_latency)
 {
 	struct perf_plan plan;
 	uint64_t len = PERF_MIN_REGION, need;
@@ -69,7 +87,8 @@ size_t perf_region_len(const struct perf_params *p, int group, bool for_bw)
 		uint64_t size = p->sizes[i];
 
 		need = 0;
-		if (p->lat_max >= 0 && size <= (uint64_t)p->lat_max)
+		if (for_latency && p->lat_max >= 0 &&
+		    size <= (uint64_t)p->lat_max)
 			need = size;
 		if (for_bw) {
 			perf_plan_size(p, size, group, &plan);
@@ -92,11 +111,15 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/* Direction and channel both go in, so crossed channels cannot pass;
+ * channel 0 keeps the seeds of a single-channel run. */
 static uint64_t pattern_seed(uint64_t size, uint64_t iter, int member,
-			     int dir_id)
+			     const struct perf_dir *d)
 {
+	uint64_t path = (uint64_t)d->dir_id | (uint64_t)d->channel << 1;
+
 	return mix64(mix64(size) ^ mix64(iter + 1) ^
-		     ((uint64_t)member << 48) ^ ((uint64_t)dir_id << 56));
+		     ((uint64_t)member << 48) ^ (path << 56));
 }
 
 static inline uint64_t pattern_word(uint64_t seed, uint64_t index)
@@ -143,23 +166,18 @@ static uint64_t pattern_find_bad(const uint8_t *p, uint64_t len, uint64_t seed)
 	return len;
 }
 
-static const char *dir_name(int dir_id)
-{
-	return dir_id == 0 ? "client->server" : "server->client";
-}
-
 static int verify_message(const struct perf_dir *d, const uint8_t *p,
 			  uint64_t size, int got_size, uint64_t iter,
 			  int member)
 {
-	uint64_t seed = pattern_seed(size, iter, member, d->dir_id);
+	uint64_t seed = pattern_seed(size, iter, member, d);
 	uint64_t bad, nbad = 0, off;
 
 	if (got_size < 0 || (uint64_t)got_size != size) {
 		perf_err("size mismatch (%s): posted and sent %" PRIu64
 			 " bytes, test() reported %d (iteration %" PRIu64
 			 ", message %d, tag %d)",
-			 dir_name(d->dir_id), size, got_size, iter, member,
+			 d->name, size, got_size, iter, member,
 			 PERF_TAG(d->sender_rank, member));
 		return -EBADMSG;
 	}
@@ -171,7 +189,7 @@ static int verify_message(const struct perf_dir *d, const uint8_t *p,
 	perf_err("data mismatch (%s): size %" PRIu64 ", iteration %" PRIu64
 		 ", message %d (tag %d), first bad byte at offset %" PRIu64
 		 ": expected 0x%02x, got 0x%02x; %" PRIu64 " bad bytes",
-		 dir_name(d->dir_id), size, iter, member,
+		 d->name, size, iter, member,
 		 PERF_TAG(d->sender_rank, member), bad, pattern_byte(seed, bad),
 		 p[bad], nbad);
 	return -EBADMSG;
@@ -236,7 +254,7 @@ static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress
 		for (int k = 0; k < group; k++)
 			pattern_fill(slot_data(st, idx, k), st->plan.size,
 				     pattern_seed(st->plan.size, sl->iter, k,
-						  st->dir->dir_id));
+						  st->dir));
 		st->overhead += perf_now() - t0;
 	}
 	while (sl->posted < group) {
@@ -324,8 +342,8 @@ static int drop_recv_mr(struct stream *st)
 	struct perf_dir *d = st->dir;
 	int rc;
 
-	perf_warn("fault injection: deregistering the receive buffer after posting %" PRIu64 " receive(s)",
-		  st->next);
+	perf_warn("fault injection: deregistering the receive buffer (%s) after posting %" PRIu64 " receive(s)",
+		  d->name, st->next);
 	rc = NET_CALL("deregMr", perf_net_dereg_mr(st->net, d->comm,
 						   d->mhandle));
 	d->mhandle = NULL;
@@ -502,29 +520,45 @@ static int streams_run(const struct perf_side *s, struct stream **st, int n,
 	return 0;
 }
 
-int perf_run_bw(struct perf_side *s, struct perf_dir *send,
-		struct perf_dir *recv, uint64_t size, double *elapsed)
+static struct stream *bw_stream(const struct perf_side *s, struct stream *st,
+				struct perf_dir *d, uint64_t size, bool sender)
 {
-	struct stream tx, rx, *st[2];
 	struct perf_plan plan;
+
+	perf_plan_size(s->params, size, d->group, &plan);
+	stream_init(st, s->net, d, &plan, sender);
+	return st;
+}
+
+int perf_run_bw(struct perf_side *s, struct perf_dir *send,
+		struct perf_dir *recv, int nch, uint64_t size, double *elapsed)
+{
+	struct stream *pool, *st[2 * PERF_MAX_CHANNELS];
 	char what[64];
 	int n = 0, rc;
 	double t0;
 
-	if (send) {
-		perf_plan_size(s->params, size, send->group, &plan);
-		stream_init(&tx, s->net, send, &plan, true);
-		st[n++] = &tx;
+	pool = calloc(2 * (size_t)nch, sizeof(*pool));
+	if (!pool) {
+		perf_err("cannot allocate the state of %d channel(s)", nch);
+		return -ENOMEM;
 	}
-	if (recv) {
-		perf_plan_size(s->params, size, recv->group, &plan);
-		stream_init(&rx, s->net, recv, &plan, false);
-		st[n++] = &rx;
+	/* both directions of a channel side by side: each pass serves all */
+	for (int ch = 0; ch < nch; ch++) {
+		if (send) {
+			st[n] = bw_stream(s, &pool[n], &send[ch], size, true);
+			n++;
+		}
+		if (recv) {
+			st[n] = bw_stream(s, &pool[n], &recv[ch], size, false);
+			n++;
+		}
 	}
 	snprintf(what, sizeof(what), "bandwidth, size %" PRIu64, size);
 	t0 = perf_now();
 	rc = streams_run(s, st, n, what);
 	*elapsed = perf_now() - t0;
+	free(pool);
 	return rc;
 }
 

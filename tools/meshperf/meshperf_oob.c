@@ -375,8 +375,8 @@ static const uint8_t *get64(const uint8_t *p, uint64_t *v)
 }
 
 /* Bump when the hello layout changes: both ends must run the same one. */
-#define PERF_PROTO_VERSION 1
-#define PERF_PARAMS_FIXED 10	/* scalar fields before the sizes */
+#define PERF_PROTO_VERSION 2
+#define PERF_PARAMS_FIXED 11	/* scalar fields before the sizes */
 
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
 {
@@ -393,6 +393,7 @@ size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
 	q = put64(q, p->timeout);
 	q = put64(q, p->nsizes);
 	q = put64(q, p->comm_id);
+	q = put64(q, p->channels);
 	for (i = 0; i < PERF_MAX_SIZES; i++)
 		q = put64(q, i < p->nsizes ? p->sizes[i] : 0);
 	return q - buf;
@@ -408,7 +409,8 @@ int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len)
 		return -EPROTO;
 	for (i = 0; i < PERF_PARAMS_FIXED; i++)
 		q = get64(q, &v[i]);
-	if (v[0] != PERF_PROTO_VERSION || v[8] > PERF_MAX_SIZES)
+	if (v[0] != PERF_PROTO_VERSION || v[8] > PERF_MAX_SIZES ||
+	    v[10] > PERF_MAX_CHANNELS)
 		return -EPROTO;
 	p->window = (uint32_t)v[1];
 	p->iters = (uint32_t)v[2];
@@ -420,10 +422,12 @@ int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len)
 	p->timeout = (uint32_t)v[7];
 	p->nsizes = (uint32_t)v[8];
 	p->comm_id = v[9];
+	p->channels = (uint32_t)v[10];
 	for (i = 0; i < p->nsizes; i++)
 		q = get64(q, &p->sizes[i]);
 	if (!p->window || p->window > NCCL_NET_MAX_REQUESTS || !p->iters ||
-	    !p->reload || !p->timeout || !p->nsizes || !p->mem)
+	    !p->reload || !p->timeout || !p->nsizes || !p->mem ||
+	    !p->channels)
 		return -EPROTO;
 	return 0;
 }

@@ -7,6 +7,10 @@
  * The forward connection (client sends, server receives) carries the
  * bandwidth test.  A reverse one (server sends) carries the ping-pong
  * replies and, with --bidir, bandwidth the other way at the same time.
+ *
+ * With --channels N there are N of each, as NCCL opens one per channel:
+ * N listens and handles, every connect and accept polled together, and the
+ * bandwidth streams of all channels driven at once.  Latency uses channel 0.
  */
 #include <endian.h>
 #include <errno.h>
@@ -20,6 +24,8 @@
 
 #define PERF_POLL_NS (200 * 1000)
 #define PERF_PAGE 4096
+/* "closeListen on channel 2147483647" and the like */
+#define CALL_NAME_MAX 48
 
 
 struct cycle {
@@ -32,11 +38,14 @@ struct cycle {
 	bool client;
 	bool need_rev;
 	int group;		/* our grouped-receive count */
-	void *listen_comm;
-	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
-	uint8_t peer_handle[NCCL_NET_HANDLE_MAXSIZE];
+	int nch;		/* channels */
+	/* per channel: --iters, --budget and --mem split across channels */
+	struct perf_params chp;
 	bool has_send, has_recv;
-	struct perf_dir send, recv;
+	void *listen_comm[PERF_MAX_CHANNELS];
+	uint8_t handle[PERF_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t peer_handle[PERF_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+	struct perf_dir send[PERF_MAX_CHANNELS], recv[PERF_MAX_CHANNELS];
 };
 
 struct handle_msg {
@@ -237,17 +246,30 @@ static int open_device(struct cycle *c)
 
 /* ---- connection setup ---- */
 
-static int send_handle(struct cycle *c)
+/*
+ * A failed call's name for its error line, with the channel where there
+ * are several; a single channel keeps the bare name ("connect failed").
+ */
+static const char *call_name(const struct cycle *c, const char *call, int ch,
+			     char *buf, size_t len)
+{
+	if (c->nch == 1)
+		return call;
+	snprintf(buf, len, "%s on channel %d", call, ch);
+	return buf;
+}
+
+static int send_handle(struct cycle *c, int ch)
 {
 	struct handle_msg m;
 
-	memcpy(m.handle, c->handle, sizeof(m.handle));
+	memcpy(m.handle, c->handle[ch], sizeof(m.handle));
 	m.group = htobe32((uint32_t)c->group);
 	return oob_send_msg(c->oob, PERF_MSG_HANDLE, &m, sizeof(m),
 			    timeout_s(c));
 }
 
-static int recv_handle(struct cycle *c)
+static int recv_handle(struct cycle *c, int ch)
 {
 	struct handle_msg m;
 	int rc;
@@ -256,77 +278,165 @@ static int recv_handle(struct cycle *c)
 			  timeout_s(c));
 	if (rc)
 		return rc;
-	memcpy(c->peer_handle, m.handle, sizeof(m.handle));
-	c->send.group = (int)be32toh(m.group);
-	if (c->send.group < 1 || c->send.group > PERF_MAX_GROUP) {
-		perf_err("peer announced %d grouped receives", c->send.group);
+	memcpy(c->peer_handle[ch], m.handle, sizeof(m.handle));
+	c->send[ch].group = (int)be32toh(m.group);
+	if (c->send[ch].group < 1 || c->send[ch].group > PERF_MAX_GROUP) {
+		perf_err("peer announced %d grouped receives", c->send[ch].group);
 		return -EPROTO;
 	}
 	return 0;
 }
 
-/*
- * The server speaks first: its forward handle, then the client's reverse
- * one if there is a reverse connection.
- */
-static int exchange_handles(struct cycle *c)
+/* The handles travel in channel order; the bootstrap socket keeps it. */
+static int send_handles(struct cycle *c)
 {
 	int rc = 0;
 
-	if (c->has_recv) {
-		rc = NET_CALL("listen", perf_net_listen(&c->net, c->o->dev,
-							 c->handle,
-							 &c->listen_comm));
-		if (!rc && !c->listen_comm) {
-			perf_err("listen returned no listen comm");
+	for (int ch = 0; ch < c->nch && !rc; ch++)
+		rc = send_handle(c, ch);
+	return rc;
+}
+
+static int recv_handles(struct cycle *c)
+{
+	int rc = 0;
+
+	for (int ch = 0; ch < c->nch && !rc; ch++)
+		rc = recv_handle(c, ch);
+	return rc;
+}
+
+static int listen_all(struct cycle *c)
+{
+	char name[CALL_NAME_MAX];
+	int rc;
+
+	for (int ch = 0; ch < c->nch; ch++) {
+		const char *call = call_name(c, "listen", ch, name,
+					     sizeof(name));
+
+		rc = NET_CALL(call, perf_net_listen(&c->net, c->o->dev,
+						    c->handle[ch],
+						    &c->listen_comm[ch]));
+		if (!rc && !c->listen_comm[ch]) {
+			perf_err("%s returned no listen comm", call);
 			rc = -EIO;
 		}
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/*
+ * Every listen comes first, as in NCCL.  The server speaks first: its
+ * forward handles, then the client's reverse ones if there is a reverse
+ * connection.
+ */
+static int exchange_handles(struct cycle *c)
+{
+	int rc = 0;
+
+	if (c->has_recv)
+		rc = listen_all(c);
+	if (rc)
+		return rc;
 	if (!c->client) {
-		rc = send_handle(c);
+		rc = send_handles(c);
 		if (!rc && c->has_send)
-			rc = recv_handle(c);
+			rc = recv_handles(c);
 	} else {
-		rc = recv_handle(c);
+		rc = recv_handles(c);
 		if (!rc && c->has_recv)
-			rc = send_handle(c);
+			rc = send_handles(c);
 	}
 	return rc;
 }
 
-/* connect and accept never block: poll both until each end exists. */
+static int poll_connect(struct cycle *c, int ch, int *missing)
+{
+	char name[CALL_NAME_MAX];
+	int rc;
+
+	if (!c->has_send || c->send[ch].comm)
+		return 0;
+	rc = NET_CALL(call_name(c, "connect", ch, name, sizeof(name)),
+		      perf_net_connect(&c->net, c->o->dev, c->peer_handle[ch],
+				       &c->send[ch].comm));
+	*missing += !rc && !c->send[ch].comm;
+	return rc;
+}
+
+static int poll_accept(struct cycle *c, int ch, int *missing)
+{
+	char name[CALL_NAME_MAX];
+	int rc;
+
+	if (!c->has_recv || c->recv[ch].comm)
+		return 0;
+	rc = NET_CALL(call_name(c, "accept", ch, name, sizeof(name)),
+		      perf_net_accept(&c->net, c->listen_comm[ch],
+				      &c->recv[ch].comm));
+	*missing += !rc && !c->recv[ch].comm;
+	return rc;
+}
+
+/*
+ * One call to every connect and accept not done yet, starting at another
+ * channel each pass so that no channel is always served first: the plugin
+ * must not depend on any order between channels.
+ */
+static int poll_all(struct cycle *c, unsigned pass, int *missing)
+{
+	int rc = 0;
+
+	*missing = 0;
+	for (int i = 0; i < c->nch && !rc; i++) {
+		int ch = (int)((pass + (unsigned)i) % (unsigned)c->nch);
+
+		rc = poll_connect(c, ch, missing);
+		if (!rc)
+			rc = poll_accept(c, ch, missing);
+	}
+	return rc;
+}
+
+/* Names every comm still missing at the deadline. */
+static void report_stuck(const struct cycle *c)
+{
+	char list[768];
+	size_t len = 0;
+
+	list[0] = '\0';
+	for (int ch = 0; ch < c->nch && len < sizeof(list); ch++) {
+		bool no_send = c->has_send && !c->send[ch].comm;
+		bool no_recv = c->has_recv && !c->recv[ch].comm;
+
+		if (!no_send && !no_recv)
+			continue;
+		len += snprintf(list + len, sizeof(list) - len,
+				"%schannel %d %s", len ? ", " : "", ch,
+				no_send && no_recv ? "connect and accept"
+				: no_send	   ? "connect"
+						   : "accept");
+	}
+	perf_err("no connection within %u s; still NULL: %s", c->p->timeout,
+		 list);
+}
+
+/* connect and accept never block: poll all of them until each end exists. */
 static int establish(struct cycle *c)
 {
 	struct timespec pause = { 0, PERF_POLL_NS };
 	double deadline = perf_now() + c->p->timeout;
-	int rc;
+	int missing, rc;
 
-	for (;;) {
-		if (c->has_send && !c->send.comm) {
-			rc = NET_CALL("connect",
-				       perf_net_connect(&c->net, c->o->dev,
-							c->peer_handle,
-							&c->send.comm));
-			if (rc)
-				return rc;
-		}
-		if (c->has_recv && !c->recv.comm) {
-			rc = NET_CALL("accept",
-				       perf_net_accept(&c->net, c->listen_comm,
-						       &c->recv.comm));
-			if (rc)
-				return rc;
-		}
-		if ((!c->has_send || c->send.comm) &&
-		    (!c->has_recv || c->recv.comm))
-			return 0;
+	for (unsigned pass = 0;; pass++) {
+		rc = poll_all(c, pass, &missing);
+		if (rc || !missing)
+			return rc;
 		if (perf_now() > deadline) {
-			perf_err("no connection within %u s (%s still NULL)",
-				 c->p->timeout,
-				 c->has_send && !c->send.comm ? "connect"
-							      : "accept");
+			report_stuck(c);
 			return -ETIMEDOUT;
 		}
 		if (oob_peer_gone(c->oob)) {
@@ -339,63 +449,100 @@ static int establish(struct cycle *c)
 
 static int setup_region(struct cycle *c, struct perf_dir *d, bool for_bw)
 {
+	char name[CALL_NAME_MAX];
 	void *buf;
 	int rc;
 
-	d->buf_len = perf_region_len(c->p, d->group, for_bw);
+	/* the ping-pong runs on channel 0 only */
+	d->buf_len = perf_region_len(&c->chp, d->group, for_bw,
+				     d->channel == 0);
 	/* the longer messages of the oversize fault stay inside the buffer,
 	 * so the plugin sees only the size mismatch */
 	if (d->fault == PERF_FAULT_OVERSIZE)
 		d->buf_len += PERF_FAULT_OVERSIZE_EXTRA;
 	if (posix_memalign(&buf, PERF_PAGE, d->buf_len)) {
-		perf_err("cannot allocate %zu bytes of buffers", d->buf_len);
+		perf_err("cannot allocate %zu bytes of buffers (%s)",
+			 d->buf_len, d->name);
 		return -ENOMEM;
 	}
 	/* touch every page now, not during the timed transfers */
 	memset(buf, 0, d->buf_len);
 	d->buf = buf;
-	rc = NET_CALL("regMr", perf_net_reg_mr(&c->net, d->comm, d->buf,
-						d->buf_len, &d->mhandle));
+	rc = NET_CALL(call_name(c, "regMr", d->channel, name, sizeof(name)),
+		      perf_net_reg_mr(&c->net, d->comm, d->buf, d->buf_len,
+				      &d->mhandle));
 	if (!rc && !d->mhandle)
 		perf_info("regMr returned a NULL mhandle (allowed)");
 	return rc;
 }
 
+static void plan_dir(struct cycle *c, struct perf_dir *d, int ch,
+		     bool is_send)
+{
+	/* direction 0 is client->server, tagged with the client's rank */
+	bool from_client = c->client == is_send;
+	const char *way = from_client ? "client->server" : "server->client";
+
+	d->channel = ch;
+	d->dir_id = from_client ? 0 : 1;
+	d->sender_rank = from_client ? PERF_RANK_CLIENT : PERF_RANK_SERVER;
+	if (c->nch == 1)
+		snprintf(d->name, sizeof(d->name), "%s", way);
+	else
+		snprintf(d->name, sizeof(d->name), "%s, channel %d", way, ch);
+	if (is_send && c->o->fault == PERF_FAULT_OVERSIZE)
+		d->fault = c->o->fault;
+	if (!is_send && c->o->fault == PERF_FAULT_DEREG_RECV)
+		d->fault = c->o->fault;
+}
+
 static void plan_roles(struct cycle *c)
 {
+	c->nch = (int)c->p->channels;
+	perf_channel_params(c->p, &c->chp);
 	c->need_rev = c->p->bidir || any_latency(c->p);
 	c->has_send = c->client || c->need_rev;
 	c->has_recv = !c->client || c->need_rev;
-	/* direction 0 is client->server, tagged with the client's rank */
-	c->send.dir_id = c->client ? 0 : 1;
-	c->recv.dir_id = c->client ? 1 : 0;
-	c->send.sender_rank = c->client ? PERF_RANK_CLIENT : PERF_RANK_SERVER;
-	c->recv.sender_rank = c->client ? PERF_RANK_SERVER : PERF_RANK_CLIENT;
-	if (c->o->fault == PERF_FAULT_OVERSIZE)
-		c->send.fault = c->o->fault;
-	if (c->o->fault == PERF_FAULT_DEREG_RECV)
-		c->recv.fault = c->o->fault;
+	for (int ch = 0; ch < c->nch; ch++) {
+		plan_dir(c, &c->send[ch], ch, true);
+		plan_dir(c, &c->recv[ch], ch, false);
+	}
+}
+
+/* The forward direction always carries bandwidth; the reverse only with
+ * --bidir. */
+static int setup_regions(struct cycle *c)
+{
+	int rc = 0;
+
+	for (int ch = 0; ch < c->nch && !rc; ch++) {
+		if (c->has_send)
+			rc = setup_region(c, &c->send[ch],
+					  c->send[ch].dir_id == 0 ||
+						  c->p->bidir);
+		if (!rc && c->has_recv)
+			rc = setup_region(c, &c->recv[ch],
+					  c->recv[ch].dir_id == 0 ||
+						  c->p->bidir);
+	}
+	return rc;
 }
 
 static int connect_all(struct cycle *c)
 {
 	int rc;
 
-	c->recv.group = c->group;
+	for (int ch = 0; ch < c->nch; ch++)
+		c->recv[ch].group = c->group;
 	rc = exchange_handles(c);
 	if (!rc)
 		rc = establish(c);
-	/* the forward direction always carries bandwidth; the reverse only
-	 * with --bidir */
-	if (!rc && c->has_send)
-		rc = setup_region(c, &c->send, c->send.dir_id == 0 ||
-						      c->p->bidir);
-	if (!rc && c->has_recv)
-		rc = setup_region(c, &c->recv, c->recv.dir_id == 0 ||
-						      c->p->bidir);
 	if (!rc)
-		perf_info("connected: %s%s", c->has_send ? "send " : "",
-			  c->has_recv ? "recv" : "");
+		rc = setup_regions(c);
+	if (!rc)
+		perf_info("connected: %s%s on %d channel(s)",
+			  c->has_send ? "send " : "",
+			  c->has_recv ? "recv" : "", c->nch);
 	return rc;
 }
 
@@ -440,20 +587,24 @@ static void print_header(const struct cycle *c)
 		printf("# cycle %u of %u\n", c->index + 1, c->p->reload);
 	printf("# %s%s\n", c->p->bidir ? "bandwidth is both directions together; " : "",
 	       "latency is half the ping-pong round trip");
+	if (c->nch > 1)
+		printf("# %d channels per direction: group, window and iters are per channel, the rates over all; latency on channel 0\n",
+		       c->nch);
 	printf("#%13s %5s %6s %7s %10s %10s %9s %10s\n", "size", "group",
 	       "window", "iters", "GB/s", "Gb/s", "Mmsg/s", "lat_us");
 }
 
 static void print_result(const struct cycle *c, const struct size_result *r)
 {
-	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group;
+	/* every channel of a direction runs the same plan */
+	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group * c->nch;
 	double t = r->bw_s[0] > r->bw_s[1] ? r->bw_s[0] : r->bw_s[1];
 	double bytes, gbs, lat_us = -1;
 	/* the client initiates the ping-pong and timed it */
 	int ini = c->client ? 0 : 1;
 
 	if (c->p->bidir)
-		msgs += (uint64_t)r->rev.iters * r->rev.group;
+		msgs += (uint64_t)r->rev.iters * r->rev.group * c->nch;
 	bytes = (double)msgs * r->size;
 	gbs = t > 0 ? bytes / t / 1e9 : 0;
 	if (r->lat_iters) {
@@ -465,14 +616,14 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 	if (c->o->json) {
 		printf("{\"event\":\"result\",\"role\":\"%s\",\"cycle\":%u,"
 		       "\"size\":%" PRIu64 ",\"group\":%d,\"window\":%d,"
-		       "\"iters\":%u,\"bidir\":%s,\"bytes\":%.0f,"
+		       "\"iters\":%u,\"bidir\":%s,\"channels\":%d,\"bytes\":%.0f,"
 		       "\"seconds\":%.6f,\"gbytes_per_s\":%.4f,"
 		       "\"gbits_per_s\":%.4f,\"mmsgs_per_s\":%.4f,"
 		       "\"lat_iters\":%u,\"lat_us\":",
 		       c->client ? "client" : "server", c->index, r->size,
 		       r->fwd.group, r->fwd.window, r->fwd.iters,
-		       c->p->bidir ? "true" : "false", bytes, t, gbs, gbs * 8,
-		       t > 0 ? msgs / t / 1e6 : 0, r->lat_iters);
+		       c->p->bidir ? "true" : "false", c->nch, bytes, t, gbs,
+		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, r->lat_iters);
 		if (r->lat_iters)
 			printf("%.3f}\n", lat_us);
 		else
@@ -492,22 +643,24 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 
 static int run_size(struct cycle *c, uint32_t i)
 {
-	struct perf_side side = { &c->net, c->p, c->oob };
+	/* the per-channel plan; its timeout is the one latency needs too */
+	struct perf_side side = { &c->net, &c->chp, c->oob };
 	struct size_result r = { .size = c->p->sizes[i] };
 	uint32_t tag = c->index << 16 | i << 1;
-	int fwd_group = c->client ? c->send.group : c->recv.group;
-	int rev_group = c->client ? c->recv.group : c->send.group;
+	/* one device per process: all channels of a direction share a group */
+	int fwd_group = c->client ? c->send[0].group : c->recv[0].group;
+	int rev_group = c->client ? c->recv[0].group : c->send[0].group;
 	int rc;
 
-	perf_plan_size(c->p, r.size, fwd_group, &r.fwd);
+	perf_plan_size(&c->chp, r.size, fwd_group, &r.fwd);
 	if (c->need_rev)
-		perf_plan_size(c->p, r.size, rev_group, &r.rev);
+		perf_plan_size(&c->chp, r.size, rev_group, &r.rev);
 	rc = oob_barrier(c->oob, tag, timeout_s(c));
 	if (rc)
 		return rc;
 	if (latency_on(c->p, r.size)) {
 		r.lat_iters = perf_latency_iters(c->p, r.size);
-		rc = perf_run_latency(&side, &c->send, &c->recv, c->client,
+		rc = perf_run_latency(&side, &c->send[0], &c->recv[0], c->client,
 				      r.size, r.lat_iters, &r.lat_s[0],
 				      &r.lat_overhead_s[0]);
 		if (!rc)
@@ -516,8 +669,8 @@ static int run_size(struct cycle *c, uint32_t i)
 			return rc;
 	}
 	rc = perf_run_bw(&side,
-			 c->client || c->p->bidir ? &c->send : NULL,
-			 !c->client || c->p->bidir ? &c->recv : NULL,
+			 c->client || c->p->bidir ? c->send : NULL,
+			 !c->client || c->p->bidir ? c->recv : NULL, c->nch,
 			 r.size, &r.bw_s[0]);
 	if (!rc)
 		rc = exchange_results(c, &r);
@@ -542,16 +695,20 @@ static int run_sweep(struct cycle *c)
 
 static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send)
 {
+	char name[CALL_NAME_MAX];
 	int rc = 0, rc2;
 
 	if (d->comm && d->buf && !d->mr_dropped)
-		rc = NET_CALL("deregMr",
-			       perf_net_dereg_mr(&c->net, d->comm, d->mhandle));
+		rc = NET_CALL(call_name(c, "deregMr", d->channel, name,
+					sizeof(name)),
+			      perf_net_dereg_mr(&c->net, d->comm, d->mhandle));
 	if (d->comm) {
-		rc2 = is_send ? NET_CALL("closeSend",
-					  perf_net_close_send(&c->net, d->comm))
-			      : NET_CALL("closeRecv",
-					  perf_net_close_recv(&c->net, d->comm));
+		rc2 = is_send ? NET_CALL(call_name(c, "closeSend", d->channel,
+						   name, sizeof(name)),
+					 perf_net_close_send(&c->net, d->comm))
+			      : NET_CALL(call_name(c, "closeRecv", d->channel,
+						   name, sizeof(name)),
+					 perf_net_close_recv(&c->net, d->comm));
 		rc = rc ? rc : rc2;
 	}
 	free(d->buf);
@@ -560,20 +717,35 @@ static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send)
 	return rc;
 }
 
+/* Everything is released even after a failure; the first error counts. */
+static int release_channels(struct cycle *c)
+{
+	char name[CALL_NAME_MAX];
+	int rc = 0, rc2;
+
+	for (int ch = 0; ch < c->nch; ch++) {
+		rc2 = release_dir(c, &c->send[ch], true);
+		rc = rc ? rc : rc2;
+		rc2 = release_dir(c, &c->recv[ch], false);
+		rc = rc ? rc : rc2;
+		if (!c->listen_comm[ch])
+			continue;
+		rc2 = NET_CALL(call_name(c, "closeListen", ch, name,
+					 sizeof(name)),
+			       perf_net_close_listen(&c->net,
+						     c->listen_comm[ch]));
+		rc = rc ? rc : rc2;
+		c->listen_comm[ch] = NULL;
+	}
+	return rc;
+}
+
 static int teardown(struct cycle *c)
 {
 	int rc, rc2;
 
 	arm(c, "teardown");
-	rc = release_dir(c, &c->send, true);
-	rc2 = release_dir(c, &c->recv, false);
-	rc = rc ? rc : rc2;
-	if (c->listen_comm) {
-		rc2 = NET_CALL("closeListen",
-				perf_net_close_listen(&c->net, c->listen_comm));
-		rc = rc ? rc : rc2;
-		c->listen_comm = NULL;
-	}
+	rc = release_channels(c);
 	rc2 = NET_CALL("finalize", perf_net_finalize(&c->net));
 	rc = rc ? rc : rc2;
 	if (c->net.prof_events)
