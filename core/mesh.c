@@ -498,19 +498,26 @@ static int handle_lists(const struct core_handle *h, const char *name)
 }
 
 /* Reasons modules gave for not reaching the peer, for the final line. */
+/* What the members asked so far refused: each member is asked once, though
+ * the preference and the rail may both name it. */
 struct refusals {
 	char text[768];
 	size_t len;
+	bool asked[CORE_RAIL_MEMBERS_MAX];
 };
 
-/* Whether m may serve the peer: listed in its handle and, where the module
- * can tell (reach, ABI 1.2), able to reach its addresses. */
-static bool member_serves(const struct core_member *m,
+/* Whether member i may serve the peer: listed in its handle and, where the
+ * module can tell (reach, ABI 1.2), able to reach its addresses. */
+static bool member_serves(const struct core_rail *rail, int i,
 			  const struct core_handle *h, struct refusals *r)
 {
+	const struct core_member *m = &rail->members[i];
 	const struct mesh_module *d = m->module->desc;
 	char why[512] = "";
 
+	if (r->asked[i])
+		return false;
+	r->asked[i] = true;
 	if (!handle_lists(h, d->name))
 		return false;
 	if (d->size < sizeof(struct mesh_module) || !d->reach ||
@@ -531,21 +538,22 @@ static const struct core_member *choose_member(const struct core_rail *rail,
 		rail->fabric_id, h->fabric_id, mesh_state->max_rails);
 	const char *const *pref;
 	int npref = core_path_preference(mesh_state->cfg, cls, &pref);
-	struct refusals refused = { "", 0 };
+	struct refusals refused = { .len = 0 };
 	char members[256] = "";
 	size_t len = 0;
 
 	for (int i = 0; i < npref; i++) {
 		const struct core_member *m = core_rail_member(rail, pref[i]);
 
-		if (m && member_serves(m, h, &refused))
+		if (m && member_serves(rail, (int)(m - rail->members), h,
+				       &refused))
 			return m;
 	}
 	/* Inside a DC any shared module will do, listed or not (a new
 	 * module works without editing the list); across DCs only those
 	 * the operator named. */
 	for (int i = 0; cls == CORE_PATH_SAME_DC && i < rail->nmembers; i++)
-		if (member_serves(&rail->members[i], h, &refused))
+		if (member_serves(rail, i, h, &refused))
 			return &rail->members[i];
 	if (refused.len) {
 		CORE_WARN("connect %s: no module reaches the peer%s",

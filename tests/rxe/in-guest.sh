@@ -31,6 +31,8 @@ src=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 # shellcheck source=tests/rxe/errors.sh
 . "$here/errors.sh"
+# shellcheck source=tests/rxe/mesh.sh
+. "$here/mesh.sh"
 
 # ---------------------------------------------------------------- setup
 
@@ -392,6 +394,7 @@ main_cleanup() {
 	done
 	RXE_DEVS=(rxf12 rxf21 rxf34 rxf43)
 	rxe_cleanup
+	mesh_cleanup
 	rxe-mesh down >/dev/null 2>&1 || true
 }
 
@@ -430,6 +433,8 @@ main() {
 		check "GID pick rxe12 with IPv6 entries" 60 check_gid_ipv6 || true
 	fi
 	check "rxe-mesh down" 60 check_mesh_down || true
+
+	[ "$MOD" = ib-fabric ] && mesh_run_checks
 
 	if check "two-DC topology" 90 check_dc_topology; then
 		check "two-DC reachability (no fabric route across)" 90 check_dc_reach || true
