@@ -13,6 +13,15 @@
  * straight into the posted buffer, ending with a write-with-immediate that
  * tells the receiver which slot and buffer it filled.  Large messages are cut
  * into pieces spread over the connection's QPs; small ones go round-robin.
+ *
+ * Eager path: when the receiver can copy (host memory only) and never
+ * groups receives, messages up to eager_max bytes skip the FIFO.  The sender
+ * writes them, behind a header with tag and size, into a ring of bounce
+ * slots in the receiver's memory, slot = message number % VERBS_EAGER_SLOTS;
+ * the receiver copies them out when the matching receive is tested.  A
+ * receive posted for at most eager_max bytes then costs no FIFO write: only
+ * every VERBS_CREDIT_EVERY receives the receiver writes its count of posted
+ * receives (the credit) to the sender, which frees bounce slots.
  */
 #ifndef MESH_VERBS_H
 #define MESH_VERBS_H
@@ -47,12 +56,33 @@ extern const struct mesh_host *verbs_host;
 /* Below this a message is not cut: a WR per QP costs more than it gains. */
 #define VERBS_MIN_PIECE (128U << 10)
 
+/* ---- the eager path ---- */
+#define VERBS_EAGER_MAX 1024	/* largest eager_max */
+#define VERBS_EAGER_SLOTS 64	/* bounce slots: two FIFOs' worth */
+#define VERBS_CREDIT_EVERY 16	/* receives posted per credit write */
+/* Tests of a pending small receive before its credit goes out anyway: a
+ * sender whose message is too big for it waits for that credit to fail. */
+#define VERBS_CREDIT_VALVE 1024
+
+struct ib_eager_hdr {
+	int32_t tag;
+	uint32_t size;
+};
+
+struct ib_eager_slot {
+	struct ib_eager_hdr hdr;
+	uint8_t data[VERBS_EAGER_MAX];
+};
+
 /* ---- immediate data: which buffer a piece filled ---- */
 #define IB_IMM_SLOT_SHIFT 27	/* 5 bits: FIFO slot (request) */
 #define IB_IMM_ELEM_SHIFT 24	/* 3 bits: buffer of a grouped receive */
 #define IB_IMM_PIECES_SHIFT 20	/* 4 bits: pieces - 1 */
 #define IB_IMM_SIZE_MASK 0xfffffU	/* message size, or ... */
 #define IB_IMM_SIZE_FAR IB_IMM_SIZE_MASK /* ... written to sizes[][] */
+/* An eager message: element 7 (eager comms never group receives), the
+ * bounce slot in the size bits. */
+#define IB_IMM_ELEM_EAGER 7
 
 _Static_assert(VERBS_MAX_REQUESTS == 32, "5 slot bits");
 _Static_assert(VERBS_MAX_RECVS == 8, "3 element bits");
@@ -118,6 +148,7 @@ struct verbs_ctx {
 	int traffic_class;
 	bool mr_cache;
 	int max_recvs;
+	int eager_max;
 	unsigned int next_comm_id;
 };
 
@@ -168,14 +199,32 @@ struct ib_recv_req {
 	int pieces[VERBS_MAX_RECVS];	/* expected, 0 until known */
 	int pieces_done[VERBS_MAX_RECVS];
 	uint32_t imm_size[VERBS_MAX_RECVS];
-};
-
-/* The receive-side's 64-bit sizes, written by the sender for big messages. */
-struct ib_sizes {
-	uint64_t s[VERBS_MAX_REQUESTS][VERBS_MAX_RECVS];
+	/* eager comms: the one buffer, to copy an eager message into */
+	uint64_t seq;		/* receive number */
+	bool small;		/* posted for at most eager_max: no FIFO entry */
+	void *dst;
+	size_t cap;
+	int tag;
+	uint32_t eager_size;
+	unsigned int idle;	/* tests while small and empty */
 };
 
 #define IB_SEND_REQS (VERBS_MAX_REQUESTS * VERBS_MAX_RECVS)
+
+/* The receive-side's 64-bit sizes, written by the sender for big messages;
+ * on the send side the sources of those writes and of eager headers.  An
+ * eager receiver's bounce slots follow it. */
+struct ib_sizes {
+	uint64_t s[VERBS_MAX_REQUESTS][VERBS_MAX_RECVS];
+	struct ib_eager_hdr hdr[IB_SEND_REQS];
+};
+
+/* The FIFO region: slots, then the credit word (on the send side written
+ * by the peer, on the receive side the source of those writes). */
+struct ib_fifo {
+	struct ib_fifo_slot slot[VERBS_MAX_REQUESTS];
+	uint64_t credit;
+};
 
 struct verbs_comm {
 	struct verbs_ctx *ctx;
@@ -196,9 +245,11 @@ struct verbs_comm {
 	 * size writes.  Recv: fifo[] is the source of our FIFO writes;
 	 * sizes[] written by the peer.
 	 */
-	struct ib_fifo_slot *fifo;
+	struct ib_fifo *fifo;
 	struct ibv_mr *fifo_mr[VERBS_MAX_LINKS];
 	struct ib_sizes *sizes;
+	struct ib_eager_slot *bounce;	/* eager recv: after sizes */
+	uint32_t eager_max;	/* 0: no eager path on this comm */
 	struct ibv_mr *sizes_mr[VERBS_MAX_LINKS];
 	uint64_t rem_addr;	/* the peer's FIFO (recv) or sizes (send) */
 	uint32_t rem_rkey[VERBS_MAX_LINKS];
@@ -212,6 +263,9 @@ struct verbs_comm {
 	struct ib_send_req sreqs[IB_SEND_REQS];
 	/* recv */
 	uint64_t recv_seq;
+	uint64_t credit_sent;	/* receives posted as the peer knows */
+	unsigned int ctrl_writes;	/* FIFO and credit writes posted */
+	bool eager_in[VERBS_EAGER_SLOTS];	/* bounce slot filled */
 	struct ib_recv_req rreqs[VERBS_MAX_REQUESTS];
 	struct ibv_qp *flush_qp;	/* loopback QP for GPU flushes */
 	struct ibv_mr *flush_mr;
@@ -247,6 +301,8 @@ static inline int verbs_qp_link(const struct verbs_comm *c, int qp)
 	  "Traffic class (RoCE: DSCP << 2) of every packet." }, \
 	{ "max_recvs", MESH_PARAM_INT, "8", 1, VERBS_MAX_RECVS, \
 	  "Grouped receives per irecv reported to NCCL." }, \
+	{ "eager_max", MESH_PARAM_INT, "1024", 0, VERBS_EAGER_MAX, \
+	  "Messages up to this size skip the receive FIFO, copied through bounce buffers; only where receives are never grouped (max_recvs = 1) and in host memory (no GPU registration). 0: off." }, \
 	{ "mr_cache", MESH_PARAM_BOOL, "true", 0, 0, \
 	  "Reuse one memory region for registrations of the same range." }, \
 	{ "sysfs_root", MESH_PARAM_STR, "/sys/class/infiniband", 0, 0, \

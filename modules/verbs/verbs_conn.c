@@ -46,7 +46,9 @@ struct ib_wire_info {
 	uint16_t status;	/* 0, or a positive errno refusing */
 	uint16_t nqps;
 	uint16_t nlinks;
-	uint32_t pad;
+	/* connector: the largest eager message it can send; acceptor: the
+	 * largest it takes (0: no eager path) */
+	uint32_t eager_max;
 	uint64_t addr;		/* connector: FIFO; acceptor: sizes */
 	struct ib_wire_link link[VERBS_MAX_LINKS];
 	uint32_t qpn[VERBS_MAX_QPS];
@@ -128,7 +130,7 @@ static struct ibv_qp *qp_create(struct verbs_comm *c, int link, int sq, int rq)
 		.cap = {
 			.max_send_wr = (uint32_t)sq,
 			.max_recv_wr = (uint32_t)rq,
-			.max_send_sge = 1,
+			.max_send_sge = 2,	/* eager: header, data */
 			.max_recv_sge = 1,
 		},
 	};
@@ -192,12 +194,33 @@ static int clamp(int v, int max)
 	return max > 0 && v > max ? max : v;
 }
 
-/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection. */
+/*
+ * The largest eager message a receive comm over these links takes from a
+ * sender that can send up to peer_max: none where receives may be grouped
+ * or land in GPU memory, which the receiver could not copy into.
+ */
+static uint32_t eager_accept_max(const struct verbs_ctx *ctx,
+				 struct verbs_dev *const *links, int nlinks,
+				 uint32_t peer_max)
+{
+	uint32_t max = (uint32_t)ctx->eager_max;
+
+	if (ctx->max_recvs != 1)
+		return 0;
+	for (int l = 0; l < nlinks; l++)
+		if (links[l]->gpu)
+			return 0;
+	return peer_max < max ? peer_max : max;
+}
+
+/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection;
+ * eager_max > 0 adds the bounce slots of an eager receiver. */
 static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
 				      struct verbs_dev *const *links,
 				      int nlinks, bool is_send, int nqps,
-				      const char *peer)
+				      uint32_t eager_max, const char *peer)
 {
+	size_t sizes_len = sizeof(struct ib_sizes);
 	struct verbs_comm *c = calloc(1, sizeof(*c));
 	int ncqe, max_qp_wr = 0, max_cqe = 0;
 
@@ -249,15 +272,24 @@ static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
 			c->psn[i] = (uint32_t)i * 7919;
 		c->psn[i] &= 0xffffff;
 	}
-	c->fifo = buf_reg(c, sizeof(struct ib_fifo_slot) *
-			  VERBS_MAX_REQUESTS, IBV_ACCESS_LOCAL_WRITE |
+	c->fifo = buf_reg(c, sizeof(struct ib_fifo), IBV_ACCESS_LOCAL_WRITE |
 			  (is_send ? IBV_ACCESS_REMOTE_WRITE : 0), c->fifo_mr);
-	c->sizes = buf_reg(c, sizeof(struct ib_sizes), IBV_ACCESS_LOCAL_WRITE |
+	/* credits must go inline: a later credit must not be read as an
+	 * earlier write's source before the FIFO entries between them land */
+	if (c->max_inline < sizeof(uint64_t))
+		eager_max = 0;
+	if (eager_max)
+		sizes_len += VERBS_EAGER_SLOTS * sizeof(struct ib_eager_slot);
+	c->sizes = buf_reg(c, sizes_len, IBV_ACCESS_LOCAL_WRITE |
 			   (is_send ? 0 : IBV_ACCESS_REMOTE_WRITE),
 			   c->sizes_mr);
 	if (!c->fifo || !c->sizes || !c->fifo_mr[nlinks - 1] ||
 	    !c->sizes_mr[nlinks - 1])
 		goto err;
+	if (eager_max) {
+		c->eager_max = eager_max;
+		c->bounce = (struct ib_eager_slot *)(c->sizes + 1);
+	}
 	return c;
 err:
 	verbs_comm_free(c);
@@ -368,6 +400,8 @@ static void info_fill(const struct verbs_comm *c,
 	struct ibv_mr *const *mr = c->is_send ? c->fifo_mr : c->sizes_mr;
 
 	wire_header(w);
+	w->eager_max = htonl(c->is_send ? (uint32_t)c->ctx->eager_max :
+			     c->eager_max);
 	w->nqps = htons((uint16_t)c->nqps);
 	w->nlinks = htons((uint16_t)c->nlinks);
 	w->addr = htobe64((uint64_t)(uintptr_t)mr[0]->addr);
@@ -501,9 +535,10 @@ static void conn_log(const struct verbs_comm *c, const struct ib_wire_info *w)
 			ntohl(w->link[l].gid_index),
 			128 << mtu_min(d, &w->link[l]));
 	}
-	MESH_INFO("%s comm %u %s peer %s: %d QPs over %s",
+	MESH_INFO("%s comm %u %s peer %s: %d QPs over %s, eager up to %u bytes",
 		  c->is_send ? "send" : "recv", c->id,
-		  c->is_send ? "to" : "from", c->peer, c->nqps, line);
+		  c->is_send ? "to" : "from", c->peer, c->nqps, line,
+		  c->eager_max);
 }
 
 static struct ib_pending *pending_get(struct mesh_ctrl *ctrl,
@@ -579,6 +614,10 @@ static int connect_reply(struct mesh_ctrl *ctrl, struct ib_pending *p)
 	ret = qps_up(p->comm, &w);
 	if (ret)
 		return ret;
+	/* never more than asked for: the peer's slots are that size */
+	p->comm->eager_max = ntohl(w.eager_max);
+	if (p->comm->eager_max > (uint32_t)p->comm->ctx->eager_max)
+		p->comm->eager_max = (uint32_t)p->comm->ctx->eager_max;
 	conn_log(p->comm, &w);
 	return 0;
 }
@@ -609,7 +648,7 @@ static int connect_create(struct verbs_ctx *ctx, struct ib_pending *p,
 	/* every link gets at least one QP */
 	if (nqps < nlinks)
 		nqps = nlinks;
-	p->comm = comm_create(ctx, links, nlinks, true, nqps, peer);
+	p->comm = comm_create(ctx, links, nlinks, true, nqps, 0, peer);
 	if (!p->comm)
 		return -ENOMEM;
 	info_fill(p->comm, p->target, &p->info);
@@ -721,7 +760,10 @@ static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 		return 0;
 	}
 	p->comm = comm_create(ctx, links, ntohs(w->nlinks), false,
-			      ntohs(w->nqps), ctrl->peer);
+			      ntohs(w->nqps),
+			      eager_accept_max(ctx, links, ntohs(w->nlinks),
+					       ntohl(w->eager_max)),
+			      ctrl->peer);
 	if (!p->comm)
 		return -ENOMEM;
 	ret = qps_up(p->comm, w);

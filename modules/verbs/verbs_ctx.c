@@ -21,6 +21,7 @@ static void ctx_params(const struct mesh_host *host, struct verbs_ctx *ctx)
 	ctx->traffic_class = (int)host->param_int(host, "traffic_class");
 	ctx->mr_cache = host->param_int(host, "mr_cache") != 0;
 	ctx->max_recvs = (int)host->param_int(host, "max_recvs");
+	ctx->eager_max = (int)host->param_int(host, "eager_max");
 }
 
 static int port_count(struct ibv_device *ibdev)

@@ -9,6 +9,9 @@
  * receiver's sizes[][], then a write-with-immediate.  RC keeps a QP's writes
  * in order, so when the receiver sees the immediate, the data and the size
  * of that piece are in place.
+ *
+ * Eager messages (verbs.h) are one write-with-immediate of header and data
+ * into a bounce slot; the receiver matches them to receives by number.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,6 +64,27 @@ static int repost_recv(struct verbs_comm *c, int qp)
 	return 0;
 }
 
+static int wr_recv_repost(struct verbs_comm *c, const struct ibv_wc *wc)
+{
+	if (wc->wr_id >= (uint64_t)c->nqps)
+		return comm_fail(c, -EPROTO, "recv comm %u from %s: completion of unknown receive %llu",
+				 c->id, c->peer, (unsigned long long)wc->wr_id);
+	return repost_recv(c, (int)wc->wr_id);
+}
+
+/* An eager message is in bounce slot b; its receive may not be posted
+ * yet, so it waits there until that receive is tested. */
+static int eager_arrived(struct verbs_comm *c, const struct ibv_wc *wc,
+			 uint32_t b)
+{
+	if (b >= VERBS_EAGER_SLOTS || c->eager_in[b])
+		return comm_fail(c, -EPROTO, "recv comm %u from %s: eager message for bounce slot %u, which is %s",
+				 c->id, c->peer, b,
+				 b >= VERBS_EAGER_SLOTS ? "out of range" : "still full");
+	c->eager_in[b] = true;
+	return wr_recv_repost(c, wc);
+}
+
 static int imm_arrived(struct verbs_comm *c, const struct ibv_wc *wc)
 {
 	uint32_t imm = ntohl(wc->imm_data);
@@ -69,16 +93,15 @@ static int imm_arrived(struct verbs_comm *c, const struct ibv_wc *wc)
 	int pieces = (int)((imm >> IB_IMM_PIECES_SHIFT) & 15) + 1;
 	struct ib_recv_req *r = &c->rreqs[slot];
 
+	if (c->eager_max && elem == IB_IMM_ELEM_EAGER)
+		return eager_arrived(c, wc, imm & IB_IMM_SIZE_MASK);
 	if (!r->in_use || (int)elem >= r->n)
 		return comm_fail(c, -EPROTO, "recv comm %u from %s: data for receive %u buffer %u, which is not posted",
 				 c->id, c->peer, slot, elem);
 	r->pieces[elem] = pieces;
 	r->pieces_done[elem]++;
 	r->imm_size[elem] = imm & IB_IMM_SIZE_MASK;
-	if (wc->wr_id >= (uint64_t)c->nqps)
-		return comm_fail(c, -EPROTO, "recv comm %u from %s: completion of unknown receive %llu",
-				 c->id, c->peer, (unsigned long long)wc->wr_id);
-	return repost_recv(c, (int)wc->wr_id);
+	return wr_recv_repost(c, wc);
 }
 
 static int wc_error(struct verbs_comm *c, const struct ibv_wc *wc)
@@ -167,6 +190,59 @@ static uint64_t recv_size(const struct ib_recv_req *r, int i)
 	return __atomic_load_n(&c->sizes->s[slot][i], __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Copies the eager message of this receive out of its bounce slot: 1 when
+ * done, 0 when none came (yet), -errno when it does not fit.
+ */
+static int eager_take(struct ib_recv_req *r)
+{
+	struct verbs_comm *c = r->comm;
+	unsigned int b = (unsigned int)(r->seq % VERBS_EAGER_SLOTS);
+	const struct ib_eager_slot *e = &c->bounce[b];
+
+	if (!c->eager_in[b])
+		return 0;
+	if (e->hdr.tag != r->tag)
+		return comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
+				 c->id, c->peer, e->hdr.tag, r->tag);
+	if (e->hdr.size > r->cap || e->hdr.size > VERBS_EAGER_MAX)
+		return comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %zu bytes posted",
+				 c->id, c->peer, e->hdr.size, r->tag, r->cap);
+	if (e->hdr.size)
+		memcpy(r->dst, e->data, e->hdr.size);
+	c->eager_in[b] = false;
+	r->pieces[0] = r->pieces_done[0] = 1;
+	r->imm_size[0] = e->hdr.size;
+	return 1;
+}
+
+static int credit_flush(struct verbs_comm *c);
+
+/* 1 when every buffer of the receive is in, 0 not yet, -errno. */
+static int recv_arrived(struct ib_recv_req *r)
+{
+	struct verbs_comm *c = r->comm;
+
+	if (c->eager_max) {
+		int ret = eager_take(r);
+
+		if (ret)
+			return ret;
+		/* a receive without a FIFO entry can only be eager; a
+		 * sender with a bigger message learns from the credit */
+		if (r->small) {
+			if (++r->idle < VERBS_CREDIT_VALVE ||
+			    c->credit_sent == c->recv_seq)
+				return 0;
+			return credit_flush(c);
+		}
+	}
+	for (int i = 0; i < r->n; i++)
+		if (!r->pieces[i] || r->pieces_done[i] < r->pieces[i])
+			return 0;
+	return 1;
+}
+
 static int recv_test(void *request, int *done, int *sizes)
 {
 	struct ib_recv_req *r = request;
@@ -179,9 +255,9 @@ static int recv_test(void *request, int *done, int *sizes)
 		if (!r->flush_done)
 			return 0;
 	} else {
-		for (int i = 0; i < r->n; i++)
-			if (!r->pieces[i] || r->pieces_done[i] < r->pieces[i])
-				return 0;
+		ret = recv_arrived(r);
+		if (ret <= 0)
+			return ret;
 		for (int i = 0; sizes && i < r->n; i++)
 			sizes[i] = (int)recv_size(r, i);
 	}
@@ -226,7 +302,7 @@ static volatile struct ib_fifo_slot *fifo_ready(struct verbs_comm *c,
 						int *n)
 {
 	volatile struct ib_fifo_slot *s =
-		&c->fifo[c->slot_seq % VERBS_MAX_REQUESTS];
+		&c->fifo->slot[c->slot_seq % VERBS_MAX_REQUESTS];
 	uint32_t want = (uint32_t)(c->slot_seq + 1);
 
 	if (__atomic_load_n(&s->e[0].seq, __ATOMIC_ACQUIRE) != want)
@@ -423,6 +499,80 @@ static int tag_match(struct verbs_comm *c,
 	return i;
 }
 
+/*
+ * An eager message: header and data in one write-with-immediate into the
+ * bounce slot of its number, once the peer's credit shows the slot empty.
+ */
+static int eager_send(struct verbs_comm *c, void *data, size_t size,
+		      int tag, const struct verbs_mh *mh, void **request)
+{
+	uint64_t posted = __atomic_load_n(&c->fifo->credit, __ATOMIC_ACQUIRE);
+	uint32_t b = (uint32_t)(c->slot_seq % VERBS_EAGER_SLOTS);
+	int qp = c->next_qp, link = verbs_qp_link(c, qp), idx, ret;
+	struct ib_eager_hdr *h;
+	struct ib_send_req *r;
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr = {
+		.sg_list = sge,
+		.num_sge = size ? 2 : 1,
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htonl((uint32_t)IB_IMM_ELEM_EAGER << IB_IMM_ELEM_SHIFT | b),
+		.wr.rdma = {
+			c->rem_addr + sizeof(struct ib_sizes) +
+				b * sizeof(struct ib_eager_slot),
+			c->rem_rkey[link],
+		},
+	};
+
+	/* slot b last held message slot_seq - 64, whose receive is done
+	 * once receive slot_seq - 32 is posted (it reuses the request) */
+	if (c->slot_seq >= posted + VERBS_EAGER_SLOTS - VERBS_MAX_REQUESTS)
+		return 0;
+	r = sreq_get(c, &idx);
+	if (!r)
+		return 0;
+	h = &c->sizes->hdr[idx];
+	*h = (struct ib_eager_hdr){ .tag = tag, .size = (uint32_t)size };
+	sge[0] = (struct ibv_sge){ (uint64_t)(uintptr_t)h, sizeof(*h),
+				   c->sizes_mr[link]->lkey };
+	if (size)
+		sge[1] = (struct ibv_sge){ (uint64_t)(uintptr_t)data,
+					   (uint32_t)size,
+					   mh->ent[link]->mr->lkey };
+	if (sizeof(*h) + size <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	wr.wr_id = (uint64_t)idx;
+	ret = post_send(c, qp, &wr);
+	if (ret)
+		return ret;
+	r->in_use = true;
+	r->pieces = 1;
+	r->pieces_done = 0;
+	r->size = size;
+	c->next_qp = (qp + 1) % c->nqps;
+	c->slot_seq++;
+	*request = r;
+	return 0;
+}
+
+/*
+ * No FIFO entry for this message's receive yet.  On an eager comm a
+ * receive posted without one was posted for at most eager_max bytes: once
+ * the credit counts it (credits travel behind the FIFO entries before
+ * them), this message cannot fit.
+ */
+static int fifo_missing(struct verbs_comm *c, size_t size, int tag)
+{
+	uint64_t posted = __atomic_load_n(&c->fifo->credit, __ATOMIC_ACQUIRE);
+	int n;
+
+	if (posted <= c->slot_seq || fifo_ready(c, &n))
+		return 0;
+	return comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
+			 c->id, c->peer, size, tag, c->eager_max);
+}
+
 int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 		    void *mhandle, void **request)
 {
@@ -440,9 +590,11 @@ int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 		     (uintptr_t)data + size > mh->end))
 		return comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
 				 c->id, c->peer, size, data);
+	if (c->eager_max && size <= c->eager_max)
+		return eager_send(c, data, size, tag, mh, request);
 	s = fifo_ready(c, &n);
 	if (!s)
-		return 0;
+		return c->eager_max ? fifo_missing(c, size, tag) : 0;
 	r = sreq_get(c, &idx);
 	if (!r)
 		return 0;
@@ -467,29 +619,88 @@ out:
 
 /* ---- receive ---- */
 
-int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
-		    int *tags, void **mhandles, void **request)
+/*
+ * An RDMA write from our FIFO region into the peer's (a FIFO entry or the
+ * credit) on QP 0, behind the ones before it.  -ENOMEM when the send queue
+ * is full, which is no failure: the caller tries again later.
+ */
+static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
+		      const char *what)
 {
-	struct verbs_comm *c = recv_comm;
-	int slot = (int)(c->recv_seq % VERBS_MAX_REQUESTS);
-	struct ib_recv_req *r = &c->rreqs[slot];
-	struct ib_fifo_slot *f = &c->fifo[slot];
-	struct ibv_sge sge;
+	uint64_t off = (uint64_t)((const char *)src - (const char *)c->fifo);
+	struct ibv_sge sge = { (uint64_t)(uintptr_t)src, len,
+			       c->fifo_mr[0]->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = WR_FIFO,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
+		.wr.rdma = { c->rem_addr + off, c->rem_rkey[0] },
 	}, *bad;
+	int ret;
+
+	if (len <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	if (c->ctrl_writes % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
+		wr.send_flags |= IBV_SEND_SIGNALED;
+	ret = ibv_post_send(c->qps[0], &wr, &bad);
+	if (ret == ENOMEM)
+		return -ENOMEM;
+	if (ret)
+		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
+				 c->id, c->peer, what, strerror(ret));
+	c->ctrl_writes++;
+	return 0;
+}
+
+/* Tells the sender how many receives are posted: that frees its bounce
+ * slots and shows which receives have no FIFO entry.  Inline (comm_create
+ * makes sure), so the value is the one of this moment. */
+static int credit_flush(struct verbs_comm *c)
+{
+	int ret;
+
+	c->fifo->credit = c->recv_seq;
+	ret = ctrl_write(c, &c->fifo->credit, sizeof(c->fifo->credit),
+			 "credit");
+	if (ret == -ENOMEM)
+		return 0;
+	if (!ret)
+		c->credit_sent = c->recv_seq;
+	return ret;
+}
+
+static void recv_fill(struct verbs_comm *c, struct ib_recv_req *r, int n,
+		      void **data, size_t *sizes, int *tags)
+{
+	memset(r->pieces, 0, sizeof(r->pieces));
+	memset(r->pieces_done, 0, sizeof(r->pieces_done));
+	r->n = n;
+	r->seq = c->recv_seq;
+	r->small = c->eager_max && sizes[0] <= c->eager_max;
+	r->dst = data[0];
+	r->cap = sizes[0];
+	r->tag = tags[0];
+	r->idle = 0;
+}
+
+int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+		    int *tags, void **mhandles, void **request)
+{
+	struct verbs_comm *c = recv_comm;
+	int slot = (int)(c->recv_seq % VERBS_MAX_REQUESTS);
+	int max_n = c->eager_max ? 1 : VERBS_MAX_RECVS;
+	struct ib_recv_req *r = &c->rreqs[slot];
+	struct ib_fifo_slot *f = &c->fifo->slot[slot];
 	int ret;
 
 	*request = NULL;
 	ret = comm_poll(c);
 	if (ret)
 		return ret;
-	if (n < 1 || n > VERBS_MAX_RECVS)
+	if (n < 1 || n > max_n)
 		return comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
-				 c->id, c->peer, n, VERBS_MAX_RECVS);
+				 c->id, c->peer, n, max_n);
 	if (r->in_use)
 		return 0;
 	for (int i = 0; i < n; i++) {
@@ -508,31 +719,23 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		for (int l = 0; mh && l < mh->n; l++)
 			f->e[i].rkey[l] = mh->ent[l]->mr->rkey;
 	}
-	memset(r->pieces, 0, sizeof(r->pieces));
-	memset(r->pieces_done, 0, sizeof(r->pieces_done));
-	r->n = n;
+	recv_fill(c, r, n, data, sizes, tags);
+	if (!r->small) {
+		ret = ctrl_write(c, f, (uint32_t)(sizeof(f->e[0]) * (size_t)n),
+				 "FIFO");
+		if (ret == -ENOMEM)
+			return 0;	/* send queue full: NCCL retries */
+		if (ret)
+			return ret;
+	}
 	r->in_use = true;
-	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)f,
-				(uint32_t)(sizeof(f->e[0]) * (size_t)n),
-				c->fifo_mr[0]->lkey };
-	wr.wr.rdma.remote_addr = c->rem_addr +
-				 (uint64_t)slot * sizeof(struct ib_fifo_slot);
-	wr.wr.rdma.rkey = c->rem_rkey[0];
-	if (sge.length <= c->max_inline)
-		wr.send_flags |= IBV_SEND_INLINE;
-	if (c->recv_seq % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
-		wr.send_flags |= IBV_SEND_SIGNALED;
-	ret = ibv_post_send(c->qps[0], &wr, &bad);
-	if (ret == ENOMEM) {
-		r->in_use = false;	/* send queue full: NCCL retries */
-		return 0;
-	}
-	if (ret) {
-		r->in_use = false;
-		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the FIFO write: %s",
-				 c->id, c->peer, strerror(ret));
-	}
 	c->recv_seq++;
+	if (c->eager_max &&
+	    c->recv_seq - c->credit_sent >= VERBS_CREDIT_EVERY) {
+		ret = credit_flush(c);
+		if (ret)
+			return ret;
+	}
 	*request = r;
 	return 0;
 }

@@ -17,6 +17,11 @@
 #                      receives are posted (--fault dereg-recv): the
 #                      client's RDMA writes meet a stale rkey and fail
 #                      with a work completion error
+#   eager oversize     receives of 256 bytes on the eager path (max_recvs
+#                      1), so they announce nothing; the client sends
+#                      4 KiB more: no FIFO entry will come, the receiver's
+#                      credit shows the receive was posted small, and the
+#                      isend fails with EMSGSIZE instead of waiting
 #   GID types differ   one host uses a RoCE v1 GID (per-host gid_index),
 #                      the other RoCE v2: the acceptor refuses before any
 #                      queue pair goes to RTR, the connector logs why.
@@ -33,6 +38,7 @@ ERR_BOUND=${ERR_BOUND:-20}
 ERR_MP_TIMEOUT=90
 ERR_PORT=18640
 ERR_SERVER_ARGS=()
+ERR_ENV=()	# VAR=value words for both sides
 
 # err_pair TAG [client args]: one meshperf run rxn2 (server) <- rxn1
 # (client) with CONF.  Sets ERR_SRC and ERR_CRC (exit statuses, 124 when
@@ -43,7 +49,7 @@ err_pair() {
 	shift
 	ERR_SRC=0
 	ERR_CRC=0
-	rxe_spawn rxn2 "$LOGDIR/$tag.server" env NCCL_MESH_HOSTNAME=rxn2 \
+	rxe_spawn rxn2 "$LOGDIR/$tag.server" env "${ERR_ENV[@]}" NCCL_MESH_HOSTNAME=rxn2 \
 		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_PATH" \
 		"$MESHPERF" --server --bind 10.77.12.2 --port "$port" \
 		--plugin "$PLUGIN" --json --verbose "${ERR_SERVER_ARGS[@]}"
@@ -54,7 +60,7 @@ err_pair() {
 		return 1
 	fi
 	t0=$SECONDS
-	rxe_spawn rxn1 "$LOGDIR/$tag.client" env NCCL_MESH_HOSTNAME=rxn1 \
+	rxe_spawn rxn1 "$LOGDIR/$tag.client" env "${ERR_ENV[@]}" NCCL_MESH_HOSTNAME=rxn1 \
 		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_PATH" \
 		"$MESHPERF" --client 10.77.12.2 --port "$port" \
 		--plugin "$PLUGIN" --json --verbose --timeout "$ERR_MP_TIMEOUT" "$@"
@@ -129,11 +135,12 @@ err_once() {
 	}
 }
 
-# The client sends 64 KiB + 4 KiB into receives of 64 KiB: its isend must
-# fail with the plugin's line naming the comm, the peer and both sizes,
-# and the server must notice that the client is gone.
-check_error_oversize() {
-	local tag=err-oversize size=65536 rc=0 big
+# oversize_run TAG SIZE POSTED: the client sends SIZE + 4 KiB into
+# receives of SIZE: its isend must fail with the plugin's line naming the
+# comm, the peer, its size and POSTED ("65536", "at most 1024"), and the
+# server must notice that the client is gone.
+oversize_run() {
+	local tag=$1 size=$2 posted=$3 rc=0 big
 
 	CONF=$here/pair.conf
 	big=$((size + 4096))
@@ -142,7 +149,7 @@ check_error_oversize() {
 	[ "$rc" -eq 0 ] && { err_failed_cleanly "$tag" || rc=1; }
 	[ "$rc" -eq 0 ] && {
 		err_once "$tag" client "size error" \
-			"WARN .*send comm [0-9]+ to 10\.77\.12\.2:[0-9]+: message of $big bytes \(tag [0-9]+\) exceeds the $size bytes the peer posted" ||
+			"WARN .*send comm [0-9]+ to 10\.77\.12\.2:[0-9]+: message of $big bytes \(tag [0-9]+\) exceeds the $posted bytes the peer posted" ||
 			rc=1
 		err_expect "$tag" client "failed isend" \
 			'ERROR isend failed: ncclSystemError' || rc=1
@@ -151,6 +158,20 @@ check_error_oversize() {
 	}
 	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
 	return "$rc"
+}
+
+check_error_oversize() {
+	oversize_run err-oversize 65536 65536
+}
+
+# The same on the eager path (max_recvs 1): receives of 256 bytes announce
+# nothing, so the isend must fail on the receiver's credit rather than
+# wait for a FIFO entry that never comes.
+check_error_eager_oversize() {
+	ERR_ENV=(NCCL_MESH_IB_FABRIC_MAX_RECVS=1)
+	oversize_run err-eager-oversize 256 "at most 1024" || return 1
+	err_expect err-eager-oversize server "eager path" \
+		'recv comm [0-9]+ from peer .*, eager up to 1024 bytes'
 }
 
 # The server deregisters its 4 x 1 MiB receive buffer right after posting

@@ -9,7 +9,8 @@
 #   1. two nodes (rxe-mesh up -n 2): GID auto-selection against the real
 #      rxe tables; meshperf rxn2 (server) <- rxn1 (client) over ib-fabric for
 #      ABI 10, 11 and 12, 0 B .. 256 MiB, every byte verified; several QPs
-#      per connection with grouped receives; ib-fabric's error paths
+#      per connection with grouped receives; the eager path for small
+#      messages (max_recvs 1); ib-fabric's error paths
 #      (tests/rxe/errors.sh): an oversize send, a work completion error
 #      from a stale rkey, and a refused RoCE v1 / v2 GID mix, each of
 #      which must make both processes fail cleanly and quickly.
@@ -244,6 +245,26 @@ check_pair_qps() {
 		--iters 64 --budget 16M --mem 64M --lat-max 64K
 }
 
+# the eager path (max_recvs 1, host memory): messages up to 1 KiB skip the
+# receive FIFO, bigger ones take it, every byte verified; with RECV_SIZE
+# the receives are posted bigger than the messages, as NCCL posts whole
+# step buffers, so small messages go eager into receives that announced
+# themselves and the sender skips those FIFO entries
+check_pair_eager() {
+	local tag=pair-eager${1:+-recv$1}
+
+	MP_ENV=(NCCL_MESH_IB_FABRIC_MAX_RECVS=1)
+	PAIR_NSIZES=6
+	pair_run "$tag" --abi 12 --timeout 60 --sizes '0,8,1K,4K,64K,1M' \
+		--iters 64 --budget 16M --mem 64M --lat-max 64K \
+		${1:+--recv-size "$1"} || return 1
+	grep -qE 'recv comm [0-9]+ from peer .*, eager up to 1024 bytes' \
+		"$LOGDIR/$tag.server" || {
+		echo "$tag: the receiver did not take the eager path"
+		return 1
+	}
+}
+
 # ---------------------------------------------------- checks: two DCs
 
 check_mesh_down() {
@@ -423,8 +444,14 @@ main() {
 		if [ "$MOD" = ib-fabric ]; then
 			check "meshperf 4 QPs per connection, grouped receives" 240 \
 				check_pair_qps || true
+			check "meshperf eager path, 0 B..1 MiB" 240 \
+				check_pair_eager || true
+			check "meshperf eager path, receives of 64 KiB" 240 \
+				check_pair_eager 64K || true
 			check "ib-fabric error: oversize send fails the isend" 90 \
 				check_error_oversize || true
+			check "ib-fabric error: oversize send into an eager receive" 90 \
+				check_error_eager_oversize || true
 			check "ib-fabric error: stale rkey gives a completion error" 90 \
 				check_error_completion || true
 			check "ib-fabric error: RoCE v1 and v2 GIDs are refused" 120 \

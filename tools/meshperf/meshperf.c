@@ -170,6 +170,7 @@ enum {
 	OPT_JSON,
 	OPT_FAULT,
 	OPT_CHANNELS,
+	OPT_RECV_SIZE,
 };
 
 static const struct option long_opts[] = {
@@ -192,6 +193,7 @@ static const struct option long_opts[] = {
 	{ "no-latency", no_argument, NULL, OPT_NO_LATENCY },
 	{ "bidir", no_argument, NULL, OPT_BIDIR },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
+	{ "recv-size", required_argument, NULL, OPT_RECV_SIZE },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "reload", required_argument, NULL, OPT_RELOAD },
 	{ "traffic-class", required_argument, NULL, OPT_TC },
@@ -237,6 +239,8 @@ static void usage(FILE *out)
 "      --channels N        connections per direction, 1..%d (default 1);\n"
 "                          iterations, budget and memory are split across\n"
 "                          them, latency runs on channel 0\n"
+"      --recv-size SIZE    receives post at least SIZE bytes, as NCCL posts\n"
+"                          whole step buffers for smaller messages (default 0)\n"
 "  -t, --timeout S         give up after S seconds without progress (60)\n"
 "      --reload N          run init .. finalize, dlclose N times (default 1)\n"
 "Output:\n"
@@ -462,8 +466,10 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 	case OPT_BUDGET:
 	case OPT_MEM:
 	case OPT_LAT_MAX:
+	case OPT_RECV_SIZE:
 		if (parse_size(arg, &v) || (c == OPT_MEM && !v) ||
-		    (c == OPT_LAT_MAX && v > INT64_MAX))
+		    (c == OPT_LAT_MAX && v > INT64_MAX) ||
+		    (c == OPT_RECV_SIZE && v > PERF_MAX_RECV_SIZE))
 			return bad_arg(opt_name(c), arg);
 		if (c == OPT_MIN)
 			*min = v;
@@ -473,6 +479,8 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 			p->budget = v;
 		else if (c == OPT_MEM)
 			p->mem = v;
+		else if (c == OPT_RECV_SIZE)
+			p->recv_size = v;
 		else
 			p->lat_max = (int64_t)v;
 		return 0;

@@ -28,6 +28,7 @@ struct perf_params {
 	uint64_t budget;	/* bytes moved per size, bounds iterations */
 	uint64_t mem;		/* buffer bytes, bounds window */
 	int64_t lat_max;	/* largest size with a ping-pong, -1: none */
+	uint64_t recv_size;	/* receives post at least this many bytes */
 	uint32_t bidir;
 	uint32_t reload;	/* init..dlclose cycles */
 	uint32_t timeout;	/* seconds without progress before giving up */
@@ -49,6 +50,8 @@ enum perf_fault {
 	PERF_FAULT_DEREG_RECV,
 };
 #define PERF_FAULT_OVERSIZE_EXTRA 4096
+/* --recv-size: buffers beyond a message are allocated, so keep it sane */
+#define PERF_MAX_RECV_SIZE (1ULL << 30)
 
 /* Per-process options. */
 struct perf_opts {
@@ -187,7 +190,7 @@ int oob_peer_gone(int fd);
 /* Fixed-width big-endian encoding of the messages above. */
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf);
 int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len);
-#define PERF_PARAMS_WIRE_MAX (8 * 11 + 8 * PERF_MAX_SIZES)
+#define PERF_PARAMS_WIRE_MAX (8 * 12 + 8 * PERF_MAX_SIZES)
 
 /* ---- benchmark (meshperf_bench.c) ---- */
 
@@ -214,6 +217,7 @@ struct perf_plan {
 	int group;
 	int window;
 	uint32_t iters;
+	uint64_t recv_size;	/* bytes each receive posts */
 };
 
 void perf_plan_size(const struct perf_params *p, uint64_t size, int group,

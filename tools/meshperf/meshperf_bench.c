@@ -41,6 +41,7 @@ void perf_plan_size(const struct perf_params *p, uint64_t size, int group,
 	uint64_t per_iter;
 
 	plan->size = size;
+	plan->recv_size = max_u64(size, p->recv_size);
 	plan->group = (int)min_u64(group, max_u64(1, p->mem / unit));
 	per_iter = plan->group * size;
 	plan->window = per_iter ? (int)min_u64(p->window,
@@ -97,6 +98,8 @@ size_t perf_region_len(const struct perf_params *p, int group, bool for_bw,
 		}
 		len = max_u64(len, need);
 	}
+	/* the last buffer's receive may reach recv_size beyond its start */
+	len += p->recv_size;
 	return (len + PERF_MIN_REGION - 1) / PERF_MIN_REGION * PERF_MIN_REGION;
 }
 
@@ -290,7 +293,9 @@ static int recv_post(struct stream *st, struct slot *sl, int idx, bool *progress
 
 	for (int k = 0; k < group; k++) {
 		data[k] = slot_data(st, idx, k);
-		sizes[k] = st->plan.size;
+		/* larger receives overlap the next buffer, but only the
+		 * message's bytes are ever written */
+		sizes[k] = st->plan.recv_size;
 		tags[k] = PERF_TAG(st->dir->sender_rank, k);
 		mh[k] = st->dir->mhandle;
 	}
@@ -583,6 +588,7 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 {
 	struct perf_plan plan = {
 		.size = size, .group = 1, .window = 1, .iters = iters,
+		.recv_size = max_u64(size, s->params->recv_size),
 	};
 	struct stream tx, rx;
 	struct stream *both[2] = { &tx, &rx };

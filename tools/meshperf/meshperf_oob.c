@@ -375,8 +375,8 @@ static const uint8_t *get64(const uint8_t *p, uint64_t *v)
 }
 
 /* Bump when the hello layout changes: both ends must run the same one. */
-#define PERF_PROTO_VERSION 2
-#define PERF_PARAMS_FIXED 11	/* scalar fields before the sizes */
+#define PERF_PROTO_VERSION 3
+#define PERF_PARAMS_FIXED 12	/* scalar fields before the sizes */
 
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
 {
@@ -394,6 +394,7 @@ size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
 	q = put64(q, p->nsizes);
 	q = put64(q, p->comm_id);
 	q = put64(q, p->channels);
+	q = put64(q, p->recv_size);
 	for (i = 0; i < PERF_MAX_SIZES; i++)
 		q = put64(q, i < p->nsizes ? p->sizes[i] : 0);
 	return q - buf;
@@ -423,6 +424,7 @@ int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len)
 	p->nsizes = (uint32_t)v[8];
 	p->comm_id = v[9];
 	p->channels = (uint32_t)v[10];
+	p->recv_size = v[11];
 	for (i = 0; i < p->nsizes; i++)
 		q = get64(q, &p->sizes[i]);
 	if (!p->window || p->window > NCCL_NET_MAX_REQUESTS || !p->iters ||
