@@ -275,21 +275,14 @@ static const char *auth_failure(int err)
 
 /* ---------------------------------------------------------------- listen */
 
-static int bind_port(int fd, int family, int port)
+/* A new dual-stack (else IPv4) socket listening on port (0: any); its fd
+ * or -errno. */
+static int listen_on(int port)
 {
+	int family = AF_INET6, fd, zero = 0, one = 1, err = 0;
 	struct sockaddr_storage ss;
-	struct mesh_addr any = { .family = (uint8_t)family,
-				 .port = (uint16_t)port };
-	socklen_t len = mesh_addr_to_sockaddr(&any, &ss);
-
-	return bind(fd, (struct sockaddr *)&ss, len) ? -errno : 0;
-}
-
-/* Lowest free port of the range, so operators can predict it. */
-static int open_listener_socket(int port_low, int port_high, uint16_t *port)
-{
-	int family = AF_INET6, fd, zero = 0, one = 1, err = -EADDRINUSE;
-	struct mesh_addr bound;
+	struct mesh_addr any = { .port = (uint16_t)port };
+	socklen_t len;
 
 	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
@@ -302,22 +295,37 @@ static int open_listener_socket(int port_low, int port_high, uint16_t *port)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (!port_low)
-		err = bind_port(fd, family, 0);
-	for (int p = port_low; port_low && p <= port_high && err; p++)
-		err = bind_port(fd, family, p);
-	if (!err && listen(fd, SOMAXCONN))
+	any.family = (uint8_t)family;
+	len = mesh_addr_to_sockaddr(&any, &ss);
+	/* bind and listen both claim the port: two processes may bind the
+	 * same one (SO_REUSEADDR) and only the first to listen keeps it */
+	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, SOMAXCONN))
 		err = -errno;
 	if (!err)
 		err = set_nonblocking(fd);
 	if (err) {
-		if (port_low)
-			CORE_WARN("no free port to listen on in range %d-%d: %s",
-				  port_low, port_high, strerror(-err));
-		else
-			CORE_WARN("cannot listen: %s", strerror(-err));
 		close(fd);
 		return err;
+	}
+	return fd;
+}
+
+/* Lowest free port of the range, so operators can predict it. */
+static int open_listener_socket(int port_low, int port_high, uint16_t *port)
+{
+	struct mesh_addr bound;
+	int fd = listen_on(port_low);
+
+	for (int p = port_low + 1; port_low && fd == -EADDRINUSE &&
+	     p <= port_high; p++)
+		fd = listen_on(p);
+	if (fd < 0) {
+		if (port_low)
+			CORE_WARN("no free port to listen on in range %d-%d: %s",
+				  port_low, port_high, strerror(-fd));
+		else
+			CORE_WARN("cannot listen: %s", strerror(-fd));
+		return fd;
 	}
 	sock_name(fd, &bound, 0);
 	*port = bound.port;

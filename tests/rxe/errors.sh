@@ -22,6 +22,9 @@
 #                      4 KiB more: no FIFO entry will come, the receiver's
 #                      credit shows the receive was posted small, and the
 #                      isend fails with EMSGSIZE instead of waiting
+#   eager message too big for its receive: the same receives, messages
+#                      8 bytes longer (--fault oversize-small), still eager:
+#                      the receiver's test fails naming both sizes
 #   GID types differ   one host uses a RoCE v1 GID (per-host gid_index),
 #                      the other RoCE v2: the acceptor refuses before any
 #                      queue pair goes to RTR, the connector logs why.
@@ -172,6 +175,30 @@ check_error_eager_oversize() {
 	oversize_run err-eager-oversize 256 "at most 1024" || return 1
 	err_expect err-eager-oversize server "eager path" \
 		'recv comm [0-9]+ from peer .*, eager up to 1024 bytes'
+}
+
+# An eager message 8 bytes longer than its 256-byte receive lands in a
+# bounce slot; the receiver's test must fail naming both sizes (the
+# client's isend succeeded), and the client must notice the server is gone.
+check_error_eager_small() {
+	local tag=err-eager-small rc=0
+
+	CONF=$here/pair.conf
+	ERR_ENV=(NCCL_MESH_IB_FABRIC_MAX_RECVS=1)
+	err_pair "$tag" --fault oversize-small --sizes 256 --iters 4 \
+		--no-latency || rc=1
+	[ "$rc" -eq 0 ] && { err_failed_cleanly "$tag" || rc=1; }
+	[ "$rc" -eq 0 ] && {
+		err_once "$tag" server "size error" \
+			'WARN .*recv comm [0-9]+ from 10\.77\.12\.1:[0-9]+: message of 264 bytes \(tag [0-9]+\) exceeds the 256 bytes posted' ||
+			rc=1
+		err_expect "$tag" server "failed test" \
+			'ERROR test failed: ncclSystemError' || rc=1
+		err_absent "$tag" server "received data" '"event":"result"' ||
+			rc=1
+	}
+	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
+	return "$rc"
 }
 
 # The server deregisters its 4 x 1 MiB receive buffer right after posting

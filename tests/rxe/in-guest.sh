@@ -452,6 +452,8 @@ main() {
 				check_error_oversize || true
 			check "ib-fabric error: oversize send into an eager receive" 90 \
 				check_error_eager_oversize || true
+			check "ib-fabric error: eager message too big for its receive" 90 \
+				check_error_eager_small || true
 			check "ib-fabric error: stale rkey gives a completion error" 90 \
 				check_error_completion || true
 			check "ib-fabric error: RoCE v1 and v2 GIDs are refused" 120 \

@@ -249,11 +249,13 @@ static void usage(FILE *out)
 "Fault injection (tests of the plugin's error paths; the run must fail):\n"
 "      --fault oversize    this process's isends are %d bytes longer than\n"
 "                          the receives the peer posted\n"
+"      --fault oversize-small  the same by %d bytes\n"
 "      --fault dereg-recv  this process deregisters its receive buffer\n"
 "                          once its first receives are posted\n"
 "Exit status 0 only if every transfer completed and verified.\n",
 		PERF_DEFAULT_PORT, PERF_DEFAULT_PLUGIN, NCCL_NET_MAX_REQUESTS,
-		PERF_MAX_CHANNELS, PERF_FAULT_OVERSIZE_EXTRA);
+		PERF_MAX_CHANNELS, PERF_FAULT_OVERSIZE_EXTRA,
+		PERF_FAULT_OVERSIZE_SMALL_EXTRA);
 }
 
 /* Sizes in bytes with optional binary K/M/G/T suffix (KiB, K, KB alike). */
@@ -398,6 +400,8 @@ static int parse_fault(const char *s, enum perf_fault *out)
 {
 	if (!strcmp(s, "oversize"))
 		*out = PERF_FAULT_OVERSIZE;
+	else if (!strcmp(s, "oversize-small"))
+		*out = PERF_FAULT_OVERSIZE_SMALL;
 	else if (!strcmp(s, "dereg-recv"))
 		*out = PERF_FAULT_DEREG_RECV;
 	else
@@ -412,8 +416,9 @@ static void announce_fault(enum perf_fault fault)
 	case PERF_FAULT_NONE:
 		return;
 	case PERF_FAULT_OVERSIZE:
-		perf_warn("fault injection: every isend is %d bytes longer than the receive the peer posted; the run must fail",
-			  PERF_FAULT_OVERSIZE_EXTRA);
+	case PERF_FAULT_OVERSIZE_SMALL:
+		perf_warn("fault injection: every isend is %llu bytes longer than the receive the peer posted; the run must fail",
+			  (unsigned long long)perf_fault_extra(fault));
 		return;
 	case PERF_FAULT_DEREG_RECV:
 		perf_warn("fault injection: the receive buffer is deregistered once the first receives are posted; a plugin that writes through the registration (RDMA) must fail the run");

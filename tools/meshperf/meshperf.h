@@ -44,12 +44,23 @@ struct perf_params {
  */
 enum perf_fault {
 	PERF_FAULT_NONE,
-	/* every isend is this many bytes longer than the peer's irecv */
+	/* every isend is PERF_FAULT_OVERSIZE_EXTRA bytes longer than the
+	 * peer's irecv; _SMALL: 8 bytes, so a small message stays small */
 	PERF_FAULT_OVERSIZE,
+	PERF_FAULT_OVERSIZE_SMALL,
 	/* the receive buffer is deregistered once receives are posted */
 	PERF_FAULT_DEREG_RECV,
 };
 #define PERF_FAULT_OVERSIZE_EXTRA 4096
+#define PERF_FAULT_OVERSIZE_SMALL_EXTRA 8
+
+/* Bytes an oversize fault adds to every isend. */
+static inline uint64_t perf_fault_extra(enum perf_fault fault)
+{
+	return fault == PERF_FAULT_OVERSIZE ? PERF_FAULT_OVERSIZE_EXTRA :
+	       fault == PERF_FAULT_OVERSIZE_SMALL ?
+	       PERF_FAULT_OVERSIZE_SMALL_EXTRA : 0;
+}
 /* --recv-size: buffers beyond a message are allocated, so keep it sane */
 #define PERF_MAX_RECV_SIZE (1ULL << 30)
 

@@ -265,8 +265,7 @@ static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress
 		void *req = NULL;
 		int rc;
 
-		if (st->dir->fault == PERF_FAULT_OVERSIZE)
-			size = st->plan.size + PERF_FAULT_OVERSIZE_EXTRA;
+		size = st->plan.size + perf_fault_extra(st->dir->fault);
 		rc = NET_CALL("isend",
 			      perf_net_isend(st->net, st->dir->comm,
 					     slot_data(st, idx, k), size,

@@ -458,8 +458,7 @@ static int setup_region(struct cycle *c, struct perf_dir *d, bool for_bw)
 				     d->channel == 0);
 	/* the longer messages of the oversize fault stay inside the buffer,
 	 * so the plugin sees only the size mismatch */
-	if (d->fault == PERF_FAULT_OVERSIZE)
-		d->buf_len += PERF_FAULT_OVERSIZE_EXTRA;
+	d->buf_len += perf_fault_extra(d->fault);
 	if (posix_memalign(&buf, PERF_PAGE, d->buf_len)) {
 		perf_err("cannot allocate %zu bytes of buffers (%s)",
 			 d->buf_len, d->name);
@@ -490,7 +489,7 @@ static void plan_dir(struct cycle *c, struct perf_dir *d, int ch,
 		snprintf(d->name, sizeof(d->name), "%s", way);
 	else
 		snprintf(d->name, sizeof(d->name), "%s, channel %d", way, ch);
-	if (is_send && c->o->fault == PERF_FAULT_OVERSIZE)
+	if (is_send && perf_fault_extra(c->o->fault))
 		d->fault = c->o->fault;
 	if (!is_send && c->o->fault == PERF_FAULT_DEREG_RECV)
 		d->fault = c->o->fault;
