@@ -138,29 +138,34 @@ err_once() {
 	}
 }
 
-# oversize_run TAG SIZE POSTED: the client sends SIZE + 4 KiB into
-# receives of SIZE: its isend must fail with the plugin's line naming the
-# comm, the peer, its size and POSTED ("65536", "at most 1024"), and the
-# server must notice that the client is gone.
-oversize_run() {
-	local tag=$1 size=$2 posted=$3 rc=0 big
+# size_fault TAG FAULT SIZE SIDE CALL REGEX: the client runs --fault FAULT
+# on messages of SIZE; SIDE's CALL (isend, test) must fail with one plugin
+# line matching REGEX, the server must receive nothing, and both processes
+# must fail cleanly.
+size_fault() {
+	local tag=$1 fault=$2 size=$3 side=$4 call=$5 rc=0
 
 	CONF=$here/pair.conf
-	big=$((size + 4096))
-	err_pair "$tag" --fault oversize --sizes "$size" --iters 4 \
+	err_pair "$tag" --fault "$fault" --sizes "$size" --iters 4 \
 		--no-latency || rc=1
 	[ "$rc" -eq 0 ] && { err_failed_cleanly "$tag" || rc=1; }
 	[ "$rc" -eq 0 ] && {
-		err_once "$tag" client "size error" \
-			"WARN .*send comm [0-9]+ to 10\.77\.12\.2:[0-9]+: message of $big bytes \(tag [0-9]+\) exceeds the $posted bytes the peer posted" ||
-			rc=1
-		err_expect "$tag" client "failed isend" \
-			'ERROR isend failed: ncclSystemError' || rc=1
+		err_once "$tag" "$side" "size error" "$6" || rc=1
+		err_expect "$tag" "$side" "failed $call" \
+			"ERROR $call failed: ncclSystemError" || rc=1
 		err_absent "$tag" server "received data" '"event":"result"' ||
 			rc=1
 	}
 	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
 	return "$rc"
+}
+
+# oversize_run TAG SIZE POSTED: the client sends SIZE + 4 KiB into
+# receives of SIZE: its isend must fail naming the comm, the peer, its size
+# and POSTED ("65536", "at most 1024").
+oversize_run() {
+	size_fault "$1" oversize "$2" client isend \
+		"WARN .*send comm [0-9]+ to 10\.77\.12\.2:[0-9]+: message of $(($2 + 4096)) bytes \(tag [0-9]+\) exceeds the $3 bytes the peer posted"
 }
 
 check_error_oversize() {
@@ -181,24 +186,9 @@ check_error_eager_oversize() {
 # bounce slot; the receiver's test must fail naming both sizes (the
 # client's isend succeeded), and the client must notice the server is gone.
 check_error_eager_small() {
-	local tag=err-eager-small rc=0
-
-	CONF=$here/pair.conf
 	ERR_ENV=(NCCL_MESH_IB_FABRIC_MAX_RECVS=1)
-	err_pair "$tag" --fault oversize-small --sizes 256 --iters 4 \
-		--no-latency || rc=1
-	[ "$rc" -eq 0 ] && { err_failed_cleanly "$tag" || rc=1; }
-	[ "$rc" -eq 0 ] && {
-		err_once "$tag" server "size error" \
-			'WARN .*recv comm [0-9]+ from 10\.77\.12\.1:[0-9]+: message of 264 bytes \(tag [0-9]+\) exceeds the 256 bytes posted' ||
-			rc=1
-		err_expect "$tag" server "failed test" \
-			'ERROR test failed: ncclSystemError' || rc=1
-		err_absent "$tag" server "received data" '"event":"result"' ||
-			rc=1
-	}
-	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
-	return "$rc"
+	size_fault err-eager-small oversize-small 256 server test \
+		'WARN .*recv comm [0-9]+ from 10\.77\.12\.1:[0-9]+: message of 264 bytes \(tag [0-9]+\) exceeds the 256 bytes posted'
 }
 
 # The server deregisters its 4 x 1 MiB receive buffer right after posting
