@@ -199,14 +199,7 @@ struct ib_recv_req {
 	int pieces[VERBS_MAX_RECVS];	/* expected, 0 until known */
 	int pieces_done[VERBS_MAX_RECVS];
 	uint32_t imm_size[VERBS_MAX_RECVS];
-	/* eager comms: the one buffer, to copy an eager message into */
-	uint64_t seq;		/* receive number */
-	bool small;		/* posted for at most eager_max: no FIFO entry */
-	void *dst;
-	size_t cap;
-	int tag;
-	uint32_t eager_size;
-	unsigned int idle;	/* tests while small and empty */
+	unsigned int idle;	/* eager comms: tests while small and empty */
 };
 
 #define IB_SEND_REQS (VERBS_MAX_REQUESTS * VERBS_MAX_RECVS)

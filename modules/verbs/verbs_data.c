@@ -190,26 +190,38 @@ static uint64_t recv_size(const struct ib_recv_req *r, int i)
 	return __atomic_load_n(&c->sizes->s[slot][i], __ATOMIC_ACQUIRE);
 }
 
+/* The buffer a receive posted, as its FIFO element holds it (written for
+ * every receive, sent only for those that are not small). */
+static const struct ib_fifo_elem *recv_posted(const struct ib_recv_req *r)
+{
+	const struct verbs_comm *c = r->comm;
+
+	return &c->fifo->slot[r - c->rreqs].e[0];
+}
+
 /*
- * Copies the eager message of this receive out of its bounce slot: 1 when
- * done, 0 when none came (yet), -errno when it does not fit.
+ * Copies the eager message of this receive out of its bounce slot (its
+ * receive number, seq - 1, modulo the slots): 1 when done, 0 when none came
+ * (yet), -errno when it does not fit.
  */
 static int eager_take(struct ib_recv_req *r)
 {
 	struct verbs_comm *c = r->comm;
-	unsigned int b = (unsigned int)(r->seq % VERBS_EAGER_SLOTS);
+	const struct ib_fifo_elem *p = recv_posted(r);
+	unsigned int b = (p->seq - 1) % VERBS_EAGER_SLOTS;
 	const struct ib_eager_slot *e = &c->bounce[b];
 
 	if (!c->eager_in[b])
 		return 0;
-	if (e->hdr.tag != r->tag)
+	if (e->hdr.tag != p->tag)
 		return comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
-				 c->id, c->peer, e->hdr.tag, r->tag);
-	if (e->hdr.size > r->cap || e->hdr.size > VERBS_EAGER_MAX)
-		return comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %zu bytes posted",
-				 c->id, c->peer, e->hdr.size, r->tag, r->cap);
+				 c->id, c->peer, e->hdr.tag, p->tag);
+	if (e->hdr.size > p->size || e->hdr.size > VERBS_EAGER_MAX)
+		return comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %llu bytes posted",
+				 c->id, c->peer, e->hdr.size, p->tag,
+				 (unsigned long long)p->size);
 	if (e->hdr.size)
-		memcpy(r->dst, e->data, e->hdr.size);
+		memcpy((void *)(uintptr_t)p->addr, e->data, e->hdr.size);
 	c->eager_in[b] = false;
 	r->pieces[0] = r->pieces_done[0] = 1;
 	r->imm_size[0] = e->hdr.size;
@@ -230,7 +242,7 @@ static int recv_arrived(struct ib_recv_req *r)
 			return ret;
 		/* a receive without a FIFO entry can only be eager; a
 		 * sender with a bigger message learns from the credit */
-		if (r->small) {
+		if (recv_posted(r)->size <= c->eager_max) {
 			if (++r->idle < VERBS_CREDIT_VALVE ||
 			    c->credit_sent == c->recv_seq)
 				return 0;
@@ -670,20 +682,6 @@ static int credit_flush(struct verbs_comm *c)
 	return ret;
 }
 
-static void recv_fill(struct verbs_comm *c, struct ib_recv_req *r, int n,
-		      void **data, size_t *sizes, int *tags)
-{
-	memset(r->pieces, 0, sizeof(r->pieces));
-	memset(r->pieces_done, 0, sizeof(r->pieces_done));
-	r->n = n;
-	r->seq = c->recv_seq;
-	r->small = c->eager_max && sizes[0] <= c->eager_max;
-	r->dst = data[0];
-	r->cap = sizes[0];
-	r->tag = tags[0];
-	r->idle = 0;
-}
-
 int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		    int *tags, void **mhandles, void **request)
 {
@@ -719,8 +717,12 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		for (int l = 0; mh && l < mh->n; l++)
 			f->e[i].rkey[l] = mh->ent[l]->mr->rkey;
 	}
-	recv_fill(c, r, n, data, sizes, tags);
-	if (!r->small) {
+	memset(r->pieces, 0, sizeof(r->pieces));
+	memset(r->pieces_done, 0, sizeof(r->pieces_done));
+	r->n = n;
+	r->idle = 0;
+	/* a small receive on an eager comm can only take an eager message */
+	if (!c->eager_max || sizes[0] > c->eager_max) {
 		ret = ctrl_write(c, f, (uint32_t)(sizeof(f->e[0]) * (size_t)n),
 				 "FIFO");
 		if (ret == -ENOMEM)
