@@ -17,35 +17,19 @@
 #include "handle.h"
 
 struct core_listen_comm;
-struct auth_io;
 
-/* A control connection; its mesh_ctrl is what a module sees. */
+/*
+ * A control connection as the rest of the core sees it; its mesh_ctrl is
+ * what a module sees.  The rest of it is private to the ctrl_*.c files.
+ */
 struct core_conn {
 	struct mesh_ctrl ctrl;		/* first: modules get &conn->ctrl */
-	int fd;
 	int connector;
-	uint64_t conn_id;
 	uint16_t module_tag;		/* module the connector chose */
 	uint64_t peer_fabric_id;
-	uint64_t local_fabric_id;
 	struct mesh_addr local, remote;
 	char peer_text[64];
 	int64_t deadline_ns;
-	struct core_listen_comm *lc;	/* accepting side */
-	/* dialing */
-	int dial_stage, dial_next;
-	int64_t dial_attempt_end_ns;
-	struct core_handle target;
-	char tried[512];
-	/* buffers */
-	uint8_t *out;
-	size_t out_len, out_cap;
-	uint8_t *in;
-	size_t in_len, in_cap;
-	struct auth_io *auth;		/* connecting side, while authenticating */
-	/* extra streams by index */
-	struct core_stream *streams;
-	int nstreams;
 };
 
 int64_t core_now_ns(void);

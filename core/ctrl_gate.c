@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+#include "ctrl_gate.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The listener reads exactly the connector's RESPONSE during the
+ * handshake (auth.h), so no module byte is swallowed. */
+#define AUTH_LISTENER_READS 52
+
+static const char *const refusal_text[CTRL_REFUSE_COUNT] = {
+	[CTRL_REFUSE_CLOSED] = "closed before a complete hello",
+	[CTRL_REFUSE_HELLO_TIMEOUT] = "no complete hello in time",
+	[CTRL_REFUSE_AUTH_TIMEOUT] = "no complete authentication in time",
+	[CTRL_REFUSE_BAD_HELLO] = "bad hello",
+	[CTRL_REFUSE_NEEDS_AUTH] = "it does not authenticate and "
+				   "auth_key_file is set here",
+	[CTRL_REFUSE_NO_KEY] = "it authenticates but no auth_key_file is set "
+			       "here",
+	[CTRL_REFUSE_AUTH_FAILED] = "authentication failed (wrong key, or a "
+				    "replay)",
+	[CTRL_REFUSE_AUTH_GARBAGE] = "garbage in the authentication handshake",
+	[CTRL_REFUSE_AUTH_CLOSED] = "closed during the authentication "
+				    "handshake",
+	[CTRL_REFUSE_NO_LISTEN] = "it names no open listen (stale or forged "
+				  "handle)",
+	[CTRL_REFUSE_EVICTED] = "dropped unfinished to make room (too many "
+				"pending connections)",
+	[CTRL_REFUSE_SHUTDOWN] = "the listener closed before it completed its "
+				 "hello",
+};
+
+const char *ctrl_refusal_text(enum ctrl_refusal why)
+{
+	return why < CTRL_REFUSE_COUNT ? refusal_text[why] : "?";
+}
+
+void ctrl_gate_init(struct ctrl_gate *g, const struct core_auth_key *key)
+{
+	memset(g, 0, sizeof(*g));
+	g->key = key && key->len ? key : NULL;
+}
+
+size_t ctrl_gate_want(const struct ctrl_gate *g)
+{
+	if (g->passed)
+		return 0;
+	if (g->got < CTRL_HELLO_SIZE)
+		return CTRL_HELLO_SIZE - g->got;
+	if (g->authing)
+		return AUTH_LISTENER_READS - g->auth_recvd;
+	return 0;
+}
+
+static int refused(enum ctrl_refusal why)
+{
+	return 1 + (int)why;
+}
+
+/* After the hello: 0 to go on (authenticating if configured), else the
+ * refusal. */
+static int check_hello(struct ctrl_gate *g)
+{
+	g->detail = ctrl_hello_decode(g->buf, &g->h);
+	if (g->detail)
+		return refused(CTRL_REFUSE_BAD_HELLO);
+	if (g->h.auth && !g->key)
+		return refused(CTRL_REFUSE_NO_KEY);
+	if (!g->h.auth && g->key)
+		return refused(CTRL_REFUSE_NEEDS_AUTH);
+	if (g->key) {
+		core_auth_start(&g->auth, CORE_AUTH_LISTENER, g->key, g->buf);
+		g->authing = 1;
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+int ctrl_gate_feed(struct ctrl_gate *g, const uint8_t *buf, size_t len)
+{
+	size_t used;
+	int err;
+
+	if (len > ctrl_gate_want(g))
+		return refused(CTRL_REFUSE_AUTH_GARBAGE);	/* caller's bug */
+	if (g->got < CTRL_HELLO_SIZE) {
+		memcpy(g->buf + g->got, buf, len);
+		g->got += len;
+		if (g->got < CTRL_HELLO_SIZE)
+			return -EAGAIN;
+		err = check_hello(g);
+		g->passed = err == 0;
+		return err;
+	}
+	if (!len)
+		return -EAGAIN;
+	g->auth_recvd += len;
+	err = core_auth_feed(&g->auth, buf, len, &used);
+	if (err == 0) {
+		g->authing = 0;
+		g->passed = 1;
+		return 0;
+	}
+	if (err == -EAGAIN)
+		return g->auth_recvd == AUTH_LISTENER_READS ?
+			       refused(CTRL_REFUSE_AUTH_GARBAGE) : -EAGAIN;
+	return refused(err == -EACCES ? CTRL_REFUSE_AUTH_FAILED :
+					CTRL_REFUSE_AUTH_GARBAGE);
+}
+
+enum ctrl_refusal ctrl_gate_closed(const struct ctrl_gate *g)
+{
+	return g->got < CTRL_HELLO_SIZE ? CTRL_REFUSE_CLOSED :
+					  CTRL_REFUSE_AUTH_CLOSED;
+}

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listeners: one socket per rail and process, shared by every NCCL listen
+ * on the rail.  New sockets pass the gate (ctrl_gate.c), then go to the
+ * listen their hello names.
+ */
+#include "ctrl_priv.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ctrl_gate.h"
+#include "log.h"
+#include "netaddr.h"
+
+#define HELLO_TIMEOUT_NS (10 * 1000000000ll)
+
+/* A socket that connected to a listener and has not said who it is yet. */
+struct incoming {
+	int fd;
+	int64_t deadline_ns;
+	struct mesh_addr from;
+	struct ctrl_gate gate;
+};
+
+struct routed {
+	int fd;
+	struct ctrl_hello h;
+	struct mesh_addr from;
+};
+
+struct core_listener {
+	int fd;
+	int rail;
+	uint16_t port;
+	int refs;
+	struct incoming *in;
+	int nin;
+	struct core_listen_comm *comms;
+	struct core_listener *next;
+};
+
+struct core_listen_comm {
+	struct core_listener *l;
+	uint64_t nonce;
+	struct core_listen_comm *next;
+	struct routed *q;
+	int nq;
+	struct ctrl_conn *conn;
+	int conn_given;		/* conn now owned by the caller of accept */
+};
+
+/* Listeners are touched only while connections are set up, never on the
+ * data path, so one lock for all of them is enough. */
+static pthread_mutex_t listeners_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct core_listener *listeners;
+
+/* A new dual-stack (else IPv4) socket listening on port (0: any); its fd
+ * or -errno. */
+static int listen_on(int port)
+{
+	int family = AF_INET6, fd, zero = 0, one = 1, err = 0;
+	struct sockaddr_storage ss;
+	struct mesh_addr any = { .port = (uint16_t)port };
+	socklen_t len;
+
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
+				 sizeof(zero))) {
+		if (fd >= 0)
+			close(fd);
+		family = AF_INET;
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	}
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	any.family = (uint8_t)family;
+	len = mesh_addr_to_sockaddr(&any, &ss);
+	/* bind and listen both claim the port: two processes may bind the
+	 * same one (SO_REUSEADDR) and only the first to listen keeps it */
+	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, SOMAXCONN))
+		err = -errno;
+	if (!err)
+		err = ctrl_set_nonblocking(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* Lowest free port of the range, so operators can predict it. */
+static int open_listener_socket(int port_low, int port_high, uint16_t *port)
+{
+	struct mesh_addr bound;
+	int fd = listen_on(port_low);
+
+	for (int p = port_low + 1; port_low && fd == -EADDRINUSE &&
+	     p <= port_high; p++)
+		fd = listen_on(p);
+	if (fd < 0) {
+		if (port_low)
+			CORE_WARN("no free port to listen on in range %d-%d: %s",
+				  port_low, port_high, strerror(-fd));
+		else
+			CORE_WARN("cannot listen: %s", strerror(-fd));
+		return fd;
+	}
+	ctrl_sock_name(fd, &bound, 0);
+	*port = bound.port;
+	return fd;
+}
+
+int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,
+		     uint16_t *port_out, struct core_listen_comm **out)
+{
+	struct core_listen_comm *lc = calloc(1, sizeof(*lc));
+	struct core_listener *l;
+	int err = 0;
+
+	if (!lc)
+		return -ENOMEM;
+	pthread_mutex_lock(&listeners_lock);
+	for (l = listeners; l && l->rail != rail; l = l->next)
+		;
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		err = l ? open_listener_socket(port_low, port_high, &l->port) :
+			  -ENOMEM;
+		if (err < 0) {
+			free(l);
+			goto out_unlock;
+		}
+		l->fd = err;
+		err = 0;
+		l->rail = rail;
+		l->next = listeners;
+		listeners = l;
+	}
+	l->refs++;
+	lc->l = l;
+	lc->nonce = nonce;
+	lc->next = l->comms;
+	l->comms = lc;
+	*port_out = l->port;
+	*out = lc;
+out_unlock:
+	pthread_mutex_unlock(&listeners_lock);
+	if (err)
+		free(lc);
+	return err;
+}
+
+static void refuse(struct core_listener *l, struct incoming *in,
+		   enum ctrl_refusal why)
+{
+	char from[MESH_ADDR_STRLEN];
+
+	if (why == CTRL_REFUSE_BAD_HELLO && in->gate.detail)
+		CORE_WARN("refused connection from %s on port %u: %s: %s",
+			  mesh_addr_str(&in->from, from, sizeof(from)), l->port,
+			  ctrl_refusal_text(why), in->gate.detail);
+	else
+		CORE_WARN("refused connection from %s on port %u: %s",
+			  mesh_addr_str(&in->from, from, sizeof(from)), l->port,
+			  ctrl_refusal_text(why));
+}
+
+static void listener_progress(struct core_listener *l);
+
+static void listener_free(struct core_listener *l)
+{
+	struct core_listener **pp;
+
+	for (pp = &listeners; *pp != l; pp = &(*pp)->next)
+		;
+	*pp = l->next;
+	/* Whatever knocked since the last accept is refused and logged too,
+	 * not silently dropped with the port. */
+	listener_progress(l);
+	for (int i = 0; i < l->nin; i++) {
+		refuse(l, &l->in[i], CTRL_REFUSE_SHUTDOWN);
+		close(l->in[i].fd);
+	}
+	free(l->in);
+	close(l->fd);
+	free(l);
+}
+
+void core_ctrl_close_listen(struct core_listen_comm *lc)
+{
+	struct core_listener *l = lc->l;
+	struct core_listen_comm **pp;
+
+	pthread_mutex_lock(&listeners_lock);
+	if (l) {	/* NULL once core_ctrl_shutdown closed its listener */
+		for (pp = &l->comms; *pp != lc; pp = &(*pp)->next)
+			;
+		*pp = lc->next;
+		if (--l->refs == 0)
+			listener_free(l);
+	}
+	for (int i = 0; i < lc->nq; i++)
+		close(lc->q[i].fd);
+	pthread_mutex_unlock(&listeners_lock);
+	free(lc->q);
+	if (lc->conn && !lc->conn_given)
+		core_conn_free(&lc->conn->pub);
+	else if (lc->conn)
+		lc->conn->lc = NULL;
+	free(lc);
+}
+
+void core_ctrl_shutdown(void)
+{
+	pthread_mutex_lock(&listeners_lock);
+	while (listeners) {
+		while (listeners->comms) {
+			struct core_listen_comm *lc = listeners->comms;
+
+			listeners->comms = lc->next;
+			lc->l = NULL;
+		}
+		listener_free(listeners);
+	}
+	pthread_mutex_unlock(&listeners_lock);
+}
+
+static void accept_new(struct core_listener *l)
+{
+	for (;;) {
+		struct incoming *grown;
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		grown = realloc(l->in, (size_t)(l->nin + 1) * sizeof(*grown));
+		if (!grown) {
+			close(fd);
+			return;
+		}
+		l->in = grown;
+		memset(&grown[l->nin], 0, sizeof(grown[l->nin]));
+		grown[l->nin].fd = fd;
+		grown[l->nin].deadline_ns = core_now_ns() + HELLO_TIMEOUT_NS;
+		ctrl_sock_name(fd, &grown[l->nin].from, 1);
+		ctrl_gate_init(&grown[l->nin].gate, ctrl_auth_key());
+		l->nin++;
+	}
+}
+
+static struct core_listen_comm *comm_by_nonce(struct core_listener *l,
+					      uint64_t nonce)
+{
+	struct core_listen_comm *lc;
+
+	for (lc = l->comms; lc && lc->nonce != nonce; lc = lc->next)
+		;
+	return lc;
+}
+
+/* 0 once handed to the listen its hello names, else the refusal. */
+static int route(struct core_listener *l, struct incoming *in)
+{
+	struct core_listen_comm *lc = comm_by_nonce(l, in->gate.h.nonce);
+	struct routed *grown;
+
+	if (!lc)
+		return 1 + CTRL_REFUSE_NO_LISTEN;
+	grown = realloc(lc->q, (size_t)(lc->nq + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	lc->q = grown;
+	grown[lc->nq++] = (struct routed){ in->fd, in->gate.h, in->from };
+	return 0;
+}
+
+/* Sends what the gate queued: 0 once all is out, -EAGAIN, or -errno. */
+static int gate_send(struct incoming *in)
+{
+	struct core_auth *a = &in->gate.auth;
+
+	while (a->out_len) {
+		ssize_t n = send(in->fd, a->out, a->out_len, MSG_NOSIGNAL);
+
+		if (n < 0)
+			return errno == EAGAIN ? -EAGAIN : -errno;
+		core_auth_sent(a, (size_t)n);
+	}
+	return 0;
+}
+
+/*
+ * Moves one socket through its gate: -EAGAIN while it is still saying who
+ * it is, 0 once handed to a listen, a refusal (1 + reason) to drop it, or
+ * -errno when it cannot be kept.
+ */
+static int incoming_step(struct core_listener *l, struct incoming *in)
+{
+	int rc = in->gate.passed ? 0 : -EAGAIN;
+
+	for (;;) {
+		uint8_t buf[CTRL_HELLO_SIZE + 64];
+		size_t want = ctrl_gate_want(&in->gate);
+		ssize_t n;
+
+		if (gate_send(in) == -EAGAIN)
+			return -EAGAIN;
+		if (rc != -EAGAIN || !want)
+			break;
+		n = recv(in->fd, buf, want, 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return 1 + ctrl_gate_closed(&in->gate);
+		if (n < 0)
+			return -EAGAIN;
+		rc = ctrl_gate_feed(&in->gate, buf, (size_t)n);
+	}
+	if (rc)
+		return rc;
+	return route(l, in);
+}
+
+/* Reads hellos of new sockets and hands each to the listen it names. */
+static void listener_progress(struct core_listener *l)
+{
+	int64_t now = core_now_ns();
+
+	accept_new(l);
+	for (int i = 0; i < l->nin; i++) {
+		struct incoming *in = &l->in[i];
+		int rc = incoming_step(l, in);
+
+		if (rc == -EAGAIN && now > in->deadline_ns)
+			rc = 1 + (in->gate.got < CTRL_HELLO_SIZE ?
+					  CTRL_REFUSE_HELLO_TIMEOUT :
+					  CTRL_REFUSE_AUTH_TIMEOUT);
+		if (rc == -EAGAIN)
+			continue;
+		if (rc > 0)
+			refuse(l, in, (enum ctrl_refusal)(rc - 1));
+		if (rc)
+			close(in->fd);
+		l->in[i--] = l->in[--l->nin];
+	}
+}
+
+static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
+{
+	uint8_t ack[CTRL_ACK_SIZE];
+	struct ctrl_conn *c;
+
+	if (lc->conn) {
+		CORE_WARN("refused a second control connection from %s for one "
+			  "listen", lc->conn->pub.peer_text);
+		close(r->fd);
+		return 0;
+	}
+	c = ctrl_conn_new(r->fd, 0);
+	if (!c)
+		return -ENOMEM;
+	c->conn_id = r->h.conn_id;
+	c->pub.module_tag = r->h.module_tag;
+	c->pub.peer_fabric_id = r->h.fabric_id;
+	c->lc = lc;
+	ctrl_conn_set_peer(c);
+	ctrl_conn_bind_ops(c);
+	ctrl_ack_encode(ack, 0);
+	lc->conn = c;
+	return ctrl_queue_frame(c, ack, sizeof(ack));
+}
+
+/* Moves what was routed to this listen onto its connection. */
+static int drain_queue(struct core_listen_comm *lc)
+{
+	int err = 0;
+
+	for (int i = 0; i < lc->nq && !err; i++) {
+		struct routed *r = &lc->q[i];
+
+		if (r->h.kind == CTRL_HELLO_CTRL) {
+			err = take_ctrl(lc, r);
+		} else if (!lc->conn) {
+			continue;	/* stream before its control connection */
+		} else if (r->h.conn_id != lc->conn->conn_id) {
+			close(r->fd);
+		} else {
+			err = ctrl_add_stream_fd(lc->conn, r->h.stream_index,
+						 r->fd);
+		}
+		lc->q[i--] = lc->q[--lc->nq];
+	}
+	return err;
+}
+
+int ctrl_accept_progress(struct core_listen_comm *lc)
+{
+	int err;
+
+	pthread_mutex_lock(&listeners_lock);
+	if (lc->l)
+		listener_progress(lc->l);
+	err = drain_queue(lc);
+	pthread_mutex_unlock(&listeners_lock);
+	return err;
+}
+
+int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
+		     struct core_conn **conn)
+{
+	int err = ctrl_accept_progress(lc);
+
+	if (err)
+		return err;
+	if (!lc->conn || lc->conn_given)
+		return -EAGAIN;
+	/* lc->conn stays set so that its streams are still routed to it. */
+	lc->conn->pub.deadline_ns =
+		core_now_ns() + (int64_t)timeout_ms * 1000000;
+	lc->conn_given = 1;
+	*conn = &lc->conn->pub;
+	return 0;
+}
+
+void ctrl_listen_forget(struct ctrl_conn *c)
+{
+	if (c->lc && c->lc->conn == c) {
+		c->lc->conn = NULL;
+		c->lc->conn_given = 0;
+	}
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the ctrl_*.c files only: a connection's private state and the
+ * socket helpers they all use. */
+#ifndef MESH_CORE_CTRL_PRIV_H
+#define MESH_CORE_CTRL_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "ctrl.h"
+#include "ctrl_wire.h"
+#include "handle.h"
+
+/*
+ * One side of a handshake over a non-blocking socket, connector side:
+ * it reads exactly the listener's CHALLENGE and PROOF, so no byte meant
+ * for the module is ever swallowed here.
+ */
+struct auth_io {
+	struct core_auth a;
+	size_t recvd, recv_total;
+	int done;
+};
+
+struct core_stream {
+	int fd;
+	int stage;	/* connector: 0 idle, 1 dialing, 2 hello, 3 auth, 4 given */
+	size_t hello_sent;
+	uint8_t hello[CTRL_HELLO_SIZE];
+	struct auth_io auth;
+};
+
+struct ctrl_conn {
+	struct core_conn pub;		/* first: core_conn * converts */
+	int fd;
+	uint64_t conn_id;
+	uint64_t local_fabric_id;
+	struct core_listen_comm *lc;	/* accepting side */
+	/* dialing */
+	int dial_stage, dial_next;
+	int64_t dial_attempt_end_ns;
+	struct core_handle target;
+	char tried[512];
+	/* buffers */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	uint8_t *in;
+	size_t in_len, in_cap;
+	struct auth_io *auth;		/* connecting side, while authenticating */
+	/* extra streams by index */
+	struct core_stream *streams;
+	int nstreams;
+};
+
+static inline struct ctrl_conn *ctrl_conn_of(struct core_conn *c)
+{
+	return (struct ctrl_conn *)c;
+}
+
+/* The key every connection must prove (NULL: none). */
+const struct core_auth_key *ctrl_auth_key(void);
+
+int ctrl_set_nonblocking(int fd);
+void ctrl_sock_name(int fd, struct mesh_addr *a, int peer);
+/* Starts a non-blocking connect; 0 with *fd_out, or -errno. */
+int ctrl_dial_addr(const struct mesh_addr *to, int *fd_out);
+/* 0 connected, -EAGAIN still trying, else the connect error. */
+int ctrl_dial_done(int fd);
+
+void ctrl_auth_begin(struct auth_io *io, const uint8_t *hello);
+/* 0 once authenticated and everything queued was sent, -EAGAIN before. */
+int ctrl_auth_step(int fd, struct auth_io *io);
+const char *ctrl_auth_failure(int err);
+
+struct ctrl_conn *ctrl_conn_new(int fd, int connector);
+void ctrl_conn_set_peer(struct ctrl_conn *c);
+void ctrl_conn_bind_ops(struct ctrl_conn *c);
+int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len);
+int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap);
+int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd);
+/* Routes what reached the listener; for a stream the accepting side waits for. */
+int ctrl_accept_progress(struct core_listen_comm *lc);
+/* Detaches an accepted connection from its listen before it is freed. */
+void ctrl_listen_forget(struct ctrl_conn *c);
+
+#endif

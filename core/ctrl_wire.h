@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control plane's wire format, with no I/O so that fuzzers and unit
+ * tests reach it without sockets:
+ *   hello  40 bytes, raw, first on every connection (connector -> listener)
+ *     "MSHC" | version | kind | module tag[2] | stream index[4] |
+ *     nonce[8] | conn id[8] | fabric id[8] | auth flag | 0[3]
+ *   frame  length[4] | payload (at most CTRL_FRAME_MAX bytes)
+ *   ack    the listener's first frame: "MSAK" | status[4]
+ * All integers little-endian.  A status other than 0 is a refusal the
+ * listener tells the connector before it closes (CTRL_STATUS_*).
+ */
+#ifndef MESH_CORE_CTRL_WIRE_H
+#define MESH_CORE_CTRL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+
+#define CTRL_HELLO_SIZE CORE_AUTH_HELLO_SIZE
+#define CTRL_FRAME_MAX 4096
+#define CTRL_STREAMS_MAX 1024
+#define CTRL_ACK_SIZE 8
+
+enum ctrl_hello_kind { CTRL_HELLO_CTRL = 1, CTRL_HELLO_STREAM = 2 };
+
+struct ctrl_hello {
+	uint8_t kind;
+	uint8_t auth;		/* the connector will authenticate */
+	uint16_t module_tag;
+	uint32_t stream_index;
+	uint64_t nonce;
+	uint64_t conn_id;
+	uint64_t fabric_id;
+};
+
+void ctrl_put32(uint8_t *p, uint32_t v);
+uint32_t ctrl_get32(const uint8_t *p);
+
+void ctrl_hello_encode(const struct ctrl_hello *h, uint8_t *b);
+/* NULL once decoded, else what is wrong with it. */
+const char *ctrl_hello_decode(const uint8_t *b, struct ctrl_hello *h);
+
+/*
+ * Whether buf starts with a whole frame: 0 with *payload_len set, -EAGAIN
+ * while it is incomplete, -EPROTO when its length is out of bounds.
+ */
+int ctrl_frame_peek(const uint8_t *buf, size_t len, size_t *payload_len);
+
+void ctrl_ack_encode(uint8_t *ack, uint32_t status);
+/* 0 with *status set for an ack payload, -EPROTO for anything else. */
+int ctrl_ack_decode(const uint8_t *payload, size_t len, uint32_t *status);
+
+#endif
