@@ -22,6 +22,15 @@
  * receive posted for at most eager_max bytes then costs no FIFO write: only
  * every VERBS_CREDIT_EVERY receives the receiver writes its count of posted
  * receives (the credit) to the sender, which frees bounce slots.
+ *
+ * Close (verbs_close.c): a side that closes first drains its sends, then
+ * RDMA-writes a close notice into the peer (behind everything it wrote on
+ * that QP) and waits, bounded, for that write to complete before its QPs
+ * go.  A peer that finds the notice takes the errors of its own later
+ * writes as the end of the connection, not a failure; what it still waits
+ * for fails with "closed by the peer".  A peer that dies writes no notice:
+ * the survivor's writes (or the probe an idle comm sends every
+ * VERBS_PROBE_MS) fail, and so does its test().
  */
 #ifndef MESH_VERBS_H
 #define MESH_VERBS_H
@@ -184,6 +193,7 @@ struct ib_send_req {
 	struct mesh_request base;
 	struct verbs_comm *comm;
 	bool in_use;
+	bool failed;		/* a completion error, or handed out failed */
 	int pieces;
 	int pieces_done;
 	size_t size;
@@ -193,6 +203,7 @@ struct ib_recv_req {
 	struct mesh_request base;
 	struct verbs_comm *comm;
 	bool in_use;
+	bool failed;		/* handed out on a comm that had ended */
 	bool flush;		/* an iflush request */
 	bool flush_done;
 	int n;
@@ -204,12 +215,38 @@ struct ib_recv_req {
 
 #define IB_SEND_REQS (VERBS_MAX_REQUESTS * VERBS_MAX_RECVS)
 
+/*
+ * Words each side's peer writes into on close and when probing: the
+ * receiver's in the sender's FIFO region, the sender's in the receiver's
+ * sizes region, at the same offset on both sides.  src holds the magic
+ * and is the source of both writes.
+ */
+#define VERBS_CLOSE_MAGIC 0x434c4f5345440a00ULL	/* "CLOSED\n" */
+struct verbs_notice {
+	uint64_t closed;	/* VERBS_CLOSE_MAGIC once the peer closes */
+	uint64_t probe;		/* target of liveness probes, never read */
+	uint64_t src;		/* VERBS_CLOSE_MAGIC */
+};
+
+/* wr_ids that are not a send request or a QP's receive. */
+#define VERBS_WR_FIFO (~0ULL)
+#define VERBS_WR_PROBE (~0ULL - 1)
+#define VERBS_WR_CLOSE (~0ULL - 2)
+#define VERBS_WR_FLUSH_BASE (1ULL << 32)
+
+/* An idle comm (requests waiting, no completion) probes its peer this
+ * often: a dead peer fails the probe's write, a live one answers it. */
+#define VERBS_PROBE_MS 1000
+/* Empty polls between looks at the clock. */
+#define VERBS_PROBE_POLLS 256
+
 /* The receive-side's 64-bit sizes, written by the sender for big messages;
  * on the send side the sources of those writes and of eager headers.  An
  * eager receiver's bounce slots follow it. */
 struct ib_sizes {
 	uint64_t s[VERBS_MAX_REQUESTS][VERBS_MAX_RECVS];
 	struct ib_eager_hdr hdr[IB_SEND_REQS];
+	struct verbs_notice note;
 };
 
 /* The FIFO region: slots, then the credit word (on the send side written
@@ -217,6 +254,7 @@ struct ib_sizes {
 struct ib_fifo {
 	struct ib_fifo_slot slot[VERBS_MAX_REQUESTS];
 	uint64_t credit;
+	struct verbs_notice note;
 };
 
 struct verbs_comm {
@@ -265,6 +303,14 @@ struct verbs_comm {
 	uint32_t flush_buf;
 	int next_flush;
 	struct ib_recv_req freqs[VERBS_MAX_REQUESTS];
+	/* close and liveness (verbs_close.c) */
+	bool peer_closed;	/* the peer's close notice is in */
+	bool closing;		/* in close: failures are logged as INFO */
+	bool probe_out;		/* a probe write is outstanding */
+	bool busy;		/* a completion since the last clock look */
+	bool close_done;	/* our close notice completed */
+	unsigned int idle_polls;
+	uint64_t live_ns;	/* when the comm last saw progress */
 	int error;		/* first failure, negative errno */
 	bool warned;
 	char errmsg[384];
@@ -341,7 +387,16 @@ int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl);
 void verbs_comm_free(struct verbs_comm *comm);
 
+/* verbs_close.c */
+uint64_t verbs_now_ns(void);
+bool verbs_peer_closed(struct verbs_comm *comm);
+void verbs_idle(struct verbs_comm *comm);
+int verbs_close_comm(struct verbs_comm *comm);
+
 /* verbs_data.c */
+int verbs_comm_poll(struct verbs_comm *comm);
+int verbs_comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 void verbs_comm_init_reqs(struct verbs_comm *comm);
 int verbs_post_recvs(struct verbs_comm *comm);
 int verbs_isend(void *send_comm, void *data, size_t size, int tag,

@@ -22,7 +22,7 @@
 #include "verbs.h"
 
 #define IB_MAGIC 0x49424654u	/* "IBFT" */
-#define IB_PROTO_VERSION 2
+#define IB_PROTO_VERSION 3	/* 3: close notices */
 
 /* One link's end; integers big-endian. */
 struct ib_wire_link {
@@ -250,7 +250,7 @@ static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
 	 * one when a piece exceeds max_msg), a size write, the last write. */
 	c->sq_depth = clamp(is_send ? IB_SEND_REQS *
 			    (int)(2 + VERBS_MAX_MESSAGE / c->max_msg + 1) :
-			    2 * VERBS_MAX_REQUESTS + 2, max_qp_wr);
+			    2 * VERBS_MAX_REQUESTS + 4, max_qp_wr);
 	c->rq_depth = clamp(is_send ? 1 : IB_SEND_REQS, max_qp_wr);
 	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VERBS_MAX_REQUESTS + 4,
 		     max_cqe);

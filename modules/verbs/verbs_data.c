@@ -15,169 +15,41 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verbs.h"
 
-/* wr_ids that are not a send request or a QP's receive. */
-#define WR_FIFO (~0ULL)
-#define WR_FLUSH_BASE (1ULL << 32)
-
-/* ---- errors ---- */
-
-static int comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Records the first failure; every later call on the comm returns it. */
-static int comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (c->error)
-		return c->error;
-	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-	va_end(ap);
-	c->error = err;
-	MESH_WARN("%s", c->errmsg);
-	return err;
-}
-
-static const char *dir_str(const struct verbs_comm *c)
-{
-	return c->is_send ? "send" : "recv";
-}
-
-/* ---- completions ---- */
-
-static int repost_recv(struct verbs_comm *c, int qp)
-{
-	struct ibv_recv_wr wr = { .wr_id = (uint64_t)qp }, *bad;
-	int ret = ibv_post_recv(c->qps[qp], &wr, &bad);
-
-	if (ret)
-		return comm_fail(c, -ret, "recv comm %u from %s: cannot post a receive on QP %d: %s",
-				 c->id, c->peer, qp, strerror(ret));
-	return 0;
-}
-
-static int wr_recv_repost(struct verbs_comm *c, const struct ibv_wc *wc)
-{
-	if (wc->wr_id >= (uint64_t)c->nqps)
-		return comm_fail(c, -EPROTO, "recv comm %u from %s: completion of unknown receive %llu",
-				 c->id, c->peer, (unsigned long long)wc->wr_id);
-	return repost_recv(c, (int)wc->wr_id);
-}
-
-/* An eager message is in bounce slot b; its receive may not be posted
- * yet, so it waits there until that receive is tested. */
-static int eager_arrived(struct verbs_comm *c, const struct ibv_wc *wc,
-			 uint32_t b)
-{
-	if (b >= VERBS_EAGER_SLOTS || c->eager_in[b])
-		return comm_fail(c, -EPROTO, "recv comm %u from %s: eager message for bounce slot %u, which is %s",
-				 c->id, c->peer, b,
-				 b >= VERBS_EAGER_SLOTS ? "out of range" : "still full");
-	c->eager_in[b] = true;
-	return wr_recv_repost(c, wc);
-}
-
-static int imm_arrived(struct verbs_comm *c, const struct ibv_wc *wc)
-{
-	uint32_t imm = ntohl(wc->imm_data);
-	unsigned int slot = imm >> IB_IMM_SLOT_SHIFT;
-	unsigned int elem = (imm >> IB_IMM_ELEM_SHIFT) & 7;
-	int pieces = (int)((imm >> IB_IMM_PIECES_SHIFT) & 15) + 1;
-	struct ib_recv_req *r = &c->rreqs[slot];
-
-	if (c->eager_max && elem == IB_IMM_ELEM_EAGER)
-		return eager_arrived(c, wc, imm & IB_IMM_SIZE_MASK);
-	if (!r->in_use || (int)elem >= r->n)
-		return comm_fail(c, -EPROTO, "recv comm %u from %s: data for receive %u buffer %u, which is not posted",
-				 c->id, c->peer, slot, elem);
-	r->pieces[elem] = pieces;
-	r->pieces_done[elem]++;
-	r->imm_size[elem] = imm & IB_IMM_SIZE_MASK;
-	return wr_recv_repost(c, wc);
-}
-
-static int wc_error(struct verbs_comm *c, const struct ibv_wc *wc)
-{
-	return comm_fail(c, -EIO, "%s comm %u %s %s on %s: work completion error: %s (status %d, vendor error 0x%x, QP %u)",
-			 dir_str(c), c->id, c->is_send ? "to" : "from",
-			 c->peer, c->dev->name, ibv_wc_status_str(wc->status),
-			 wc->status, wc->vendor_err, wc->qp_num);
-}
-
-static int wc_handle(struct verbs_comm *c, const struct ibv_wc *wc)
-{
-	if (wc->status != IBV_WC_SUCCESS)
-		return wc_error(c, wc);
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-		return imm_arrived(c, wc);
-	if (wc->wr_id == WR_FIFO)
-		return 0;
-	if (wc->wr_id >= WR_FLUSH_BASE) {
-		uint64_t i = wc->wr_id - WR_FLUSH_BASE;
-
-		if (i < VERBS_MAX_REQUESTS)
-			c->freqs[i].flush_done = true;
-		return 0;
-	}
-	if (c->is_send && wc->wr_id < IB_SEND_REQS) {
-		c->sreqs[wc->wr_id].pieces_done++;
-		return 0;
-	}
-	return comm_fail(c, -EPROTO, "%s comm %u with %s: unexpected completion (opcode %d, wr %llu)",
-			 dir_str(c), c->id, c->peer, wc->opcode,
-			 (unsigned long long)wc->wr_id);
-}
-
-static int comm_poll(struct verbs_comm *c)
-{
-	struct ibv_wc wc[16];
-	int n;
-
-	if (c->error)
-		return c->error;
-	for (int l = 0; l < c->nlinks; l++) {
-		do {
-			n = ibv_poll_cq(c->cqs[l], 16, wc);
-			if (n < 0)
-				return comm_fail(c, -EIO, "%s comm %u with %s: polling the completion queue of %s failed",
-						 dir_str(c), c->id, c->peer,
-						 c->links[l]->name);
-			for (int i = 0; i < n; i++) {
-				int ret = wc_handle(c, &wc[i]);
-
-				if (ret)
-					return ret;
-			}
-		} while (n == 16);
-	}
-	return 0;
-}
-
 /* ---- requests ---- */
 
+/*
+ * A send is done once its last write completed, even on a comm that failed
+ * since.  One that failed (a completion error, or handed out by isend on a
+ * comm that had ended) reports the comm's failure, or that the peer closed
+ * before taking it.
+ */
 static int send_test(void *request, int *done, int *sizes)
 {
 	struct ib_send_req *r = request;
-	int ret = comm_poll(r->comm);
+	struct verbs_comm *c = r->comm;
+	int ret = verbs_comm_poll(c);
 
 	*done = 0;
+	if (!r->failed && r->pieces_done >= r->pieces) {
+		r->in_use = false;
+		*done = 1;
+		if (sizes)
+			*sizes = (int)r->size;
+		return 0;
+	}
+	if (!r->failed)
+		return ret;
+	r->in_use = false;
 	if (ret)
 		return ret;
-	if (r->pieces_done < r->pieces)
-		return 0;
-	r->in_use = false;
-	*done = 1;
-	if (sizes)
-		*sizes = (int)r->size;
-	return 0;
+	return verbs_comm_fail(c, -ECONNRESET, "send comm %u to %s: the peer closed the connection before it took the message of %zu bytes",
+			       c->id, c->peer, r->size);
 }
 
 static uint64_t recv_size(const struct ib_recv_req *r, int i)
@@ -214,12 +86,12 @@ static int eager_take(struct ib_recv_req *r)
 	if (!c->eager_in[b])
 		return 0;
 	if (e->hdr.tag != p->tag)
-		return comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
-				 c->id, c->peer, e->hdr.tag, p->tag);
+		return verbs_comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
+				       c->id, c->peer, e->hdr.tag, p->tag);
 	if (e->hdr.size > p->size || e->hdr.size > VERBS_EAGER_MAX)
-		return comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %llu bytes posted",
-				 c->id, c->peer, e->hdr.size, p->tag,
-				 (unsigned long long)p->size);
+		return verbs_comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %llu bytes posted",
+				       c->id, c->peer, e->hdr.size, p->tag,
+				       (unsigned long long)p->size);
 	if (e->hdr.size)
 		memcpy((void *)(uintptr_t)p->addr, e->data, e->hdr.size);
 	c->eager_in[b] = false;
@@ -255,24 +127,52 @@ static int recv_arrived(struct ib_recv_req *r)
 	return 1;
 }
 
+/* 1 and the sizes when every buffer of the receive is in, 0 not yet,
+ * -errno. */
+static int recv_done(struct ib_recv_req *r, int *sizes)
+{
+	int ret = recv_arrived(r);
+
+	for (int i = 0; ret > 0 && sizes && i < r->n; i++)
+		sizes[i] = (int)recv_size(r, i);
+	return ret;
+}
+
+/*
+ * A receive is done once its data is in, even on a comm that failed since.
+ * After the peer's close notice nothing more comes (the peer's writes all
+ * completed before it wrote the notice, so their completions are in the
+ * queue once the notice is seen): a receive still short fails.
+ */
 static int recv_test(void *request, int *done, int *sizes)
 {
 	struct ib_recv_req *r = request;
-	int ret = comm_poll(r->comm);
+	struct verbs_comm *c = r->comm;
+	int ret = verbs_comm_poll(c), got;
 
 	*done = 0;
-	if (ret)
+	if (r->failed) {
+		r->in_use = false;
 		return ret;
+	}
 	if (r->flush) {
 		if (!r->flush_done)
-			return 0;
-	} else {
-		ret = recv_arrived(r);
-		if (ret <= 0)
 			return ret;
-		for (int i = 0; sizes && i < r->n; i++)
-			sizes[i] = (int)recv_size(r, i);
+		got = 1;
+	} else {
+		got = recv_done(r, sizes);
+		if (!got && !ret && verbs_peer_closed(c)) {
+			ret = verbs_comm_poll(c);
+			got = recv_done(r, sizes);
+			if (!got && !ret)
+				ret = verbs_comm_fail(c, -ECONNRESET, "recv comm %u from %s: the peer closed the connection without sending into a posted receive",
+						      c->id, c->peer);
+		}
+		if (got < 0)
+			return got;
 	}
+	if (!got)
+		return ret;
 	r->in_use = false;
 	*done = 1;
 	return 0;
@@ -291,19 +191,6 @@ void verbs_comm_init_reqs(struct verbs_comm *c)
 		c->freqs[i].comm = c;
 		c->freqs[i].flush = true;
 	}
-}
-
-/* Fills every receive queue: each piece that arrives consumes one. */
-int verbs_post_recvs(struct verbs_comm *c)
-{
-	for (int q = 0; q < c->nqps; q++)
-		for (int i = 0; i < c->rq_depth; i++) {
-			int ret = repost_recv(c, q);
-
-			if (ret)
-				return ret;
-		}
-	return 0;
 }
 
 /* ---- send ---- */
@@ -348,8 +235,8 @@ static int post_send(struct verbs_comm *c, int qp, struct ibv_send_wr *wr)
 	int ret = ibv_post_send(c->qps[qp], wr, &bad);
 
 	if (ret)
-		return comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
-				 c->id, c->peer, qp, strerror(ret));
+		return verbs_comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
+				       c->id, c->peer, qp, strerror(ret));
 	return 0;
 }
 
@@ -372,7 +259,7 @@ static int piece_head(struct verbs_comm *c, struct piece *p)
 	while (p->len > c->max_msg) {
 		struct ibv_sge sge = { p->laddr, c->max_msg, p->lkey };
 		struct ibv_send_wr wr = {
-			.wr_id = WR_FIFO,
+			.wr_id = VERBS_WR_FIFO,
 			.sg_list = &sge,
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
@@ -408,7 +295,7 @@ static int piece_post(struct verbs_comm *c, struct piece *p)
 		.wr.rdma = { p->raddr, p->rkey },
 	};
 	struct ibv_send_wr size_wr = {
-		.wr_id = WR_FIFO,
+		.wr_id = VERBS_WR_FIFO,
 		.next = &last,
 		.sg_list = &ssge,
 		.num_sge = 1,
@@ -459,6 +346,7 @@ static int send_post(struct verbs_comm *c, struct ib_send_req *r,
 
 	if (far)
 		c->sizes->s[slot][elem] = size;
+	r->failed = false;
 	r->pieces = n;
 	r->pieces_done = 0;
 	r->size = size;
@@ -502,12 +390,12 @@ static int tag_match(struct verbs_comm *c,
 		if (!c->used[i] && s->e[i].tag == tag)
 			break;
 	if (i == n)
-		return comm_fail(c, -EPROTO, "send comm %u to %s: message with tag %d matches none of the %d buffers the peer posted",
-				 c->id, c->peer, tag, n);
+		return verbs_comm_fail(c, -EPROTO, "send comm %u to %s: message with tag %d matches none of the %d buffers the peer posted",
+				       c->id, c->peer, tag, n);
 	if (size > s->e[i].size)
-		return comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the %llu bytes the peer posted",
-				 c->id, c->peer, size, tag,
-				 (unsigned long long)s->e[i].size);
+		return verbs_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the %llu bytes the peer posted",
+				       c->id, c->peer, size, tag,
+				       (unsigned long long)s->e[i].size);
 	return i;
 }
 
@@ -559,6 +447,7 @@ static int eager_send(struct verbs_comm *c, void *data, size_t size,
 	if (ret)
 		return ret;
 	r->in_use = true;
+	r->failed = false;
 	r->pieces = 1;
 	r->pieces_done = 0;
 	r->size = size;
@@ -581,8 +470,27 @@ static int fifo_missing(struct verbs_comm *c, size_t size, int tag)
 
 	if (posted <= c->slot_seq || fifo_ready(c, &n))
 		return 0;
-	return comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
-			 c->id, c->peer, size, tag, c->eager_max);
+	return verbs_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
+			       c->id, c->peer, size, tag, c->eager_max);
+}
+
+/*
+ * A send on a comm that failed or whose peer closed: a request that fails
+ * when tested, so the error comes from test() (NULL while every request is
+ * taken; those fail first).
+ */
+static int send_ended(struct verbs_comm *c, size_t size, void **request)
+{
+	int idx;
+	struct ib_send_req *r = sreq_get(c, &idx);
+
+	if (r) {
+		r->in_use = true;
+		r->failed = true;
+		r->size = size;
+		*request = r;
+	}
+	return 0;
 }
 
 int verbs_isend(void *send_comm, void *data, size_t size, int tag,
@@ -595,13 +503,13 @@ int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 	int n, elem, idx, ret, slot;
 
 	*request = NULL;
-	ret = comm_poll(c);
-	if (ret)
-		return ret;
+	ret = verbs_comm_poll(c);
+	if (ret || verbs_peer_closed(c))
+		return send_ended(c, size, request);
 	if (size && (!mh || (uintptr_t)data < mh->start ||
 		     (uintptr_t)data + size > mh->end))
-		return comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
-				 c->id, c->peer, size, data);
+		return verbs_comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
+				       c->id, c->peer, size, data);
 	if (c->eager_max && size <= c->eager_max)
 		return eager_send(c, data, size, tag, mh, request);
 	s = fifo_ready(c, &n);
@@ -643,7 +551,7 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 	struct ibv_sge sge = { (uint64_t)(uintptr_t)src, len,
 			       c->fifo_mr[0]->lkey };
 	struct ibv_send_wr wr = {
-		.wr_id = WR_FIFO,
+		.wr_id = VERBS_WR_FIFO,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
@@ -651,6 +559,9 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 	}, *bad;
 	int ret;
 
+	/* the peer's QPs are gone: its receives need no announcing */
+	if (c->peer_closed)
+		return 0;
 	if (len <= c->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (c->ctrl_writes % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
@@ -659,8 +570,8 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 	if (ret == ENOMEM)
 		return -ENOMEM;
 	if (ret)
-		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
-				 c->id, c->peer, what, strerror(ret));
+		return verbs_comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
+				       c->id, c->peer, what, strerror(ret));
 	c->ctrl_writes++;
 	return 0;
 }
@@ -693,20 +604,27 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	int ret;
 
 	*request = NULL;
-	ret = comm_poll(c);
-	if (ret)
-		return ret;
+	ret = verbs_comm_poll(c);
+	if (ret) {
+		/* fails when tested, as a send on a failed comm */
+		if (r->in_use)
+			return 0;
+		r->in_use = true;
+		r->failed = true;
+		*request = r;
+		return 0;
+	}
 	if (n < 1 || n > max_n)
-		return comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
-				 c->id, c->peer, n, max_n);
+		return verbs_comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
+				       c->id, c->peer, n, max_n);
 	if (r->in_use)
 		return 0;
 	for (int i = 0; i < n; i++) {
 		const struct verbs_mh *mh = mhandles ? mhandles[i] : NULL;
 
 		if (sizes[i] && !mh)
-			return comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
-					 c->id, c->peer, i, sizes[i]);
+			return verbs_comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
+					       c->id, c->peer, i, sizes[i]);
 		f->e[i] = (struct ib_fifo_elem){
 			.addr = (uint64_t)(uintptr_t)data[i],
 			.size = sizes[i],
@@ -721,6 +639,7 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	memset(r->pieces_done, 0, sizeof(r->pieces_done));
 	r->n = n;
 	r->idle = 0;
+	r->failed = false;
 	/* a small receive on an eager comm can only take an eager message */
 	if (!c->eager_max || sizes[0] > c->eager_max) {
 		ret = ctrl_write(c, f, (uint32_t)(sizeof(f->e[0]) * (size_t)n),
@@ -768,18 +687,18 @@ int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 	k = c->next_flush;
 	r = &c->freqs[k];
 	if (r->in_use)
-		return comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
-				 c->id, c->peer, VERBS_MAX_REQUESTS);
+		return verbs_comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
+				       c->id, c->peer, VERBS_MAX_REQUESTS);
 	mh = mhandles[last];
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)&c->flush_buf, 1,
 				c->flush_mr->lkey };
-	wr.wr_id = WR_FLUSH_BASE + (uint64_t)k;
+	wr.wr_id = VERBS_WR_FLUSH_BASE + (uint64_t)k;
 	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
 	wr.wr.rdma.rkey = mh->ent[0]->mr->rkey;
 	ret = ibv_post_send(c->flush_qp, &wr, &bad);
 	if (ret)
-		return comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
-				 c->id, c->peer, strerror(ret));
+		return verbs_comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
+				       c->id, c->peer, strerror(ret));
 	r->in_use = true;
 	r->flush_done = false;
 	c->next_flush = (k + 1) % VERBS_MAX_REQUESTS;
@@ -791,12 +710,10 @@ int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 
 int verbs_close_send(void *send_comm)
 {
-	verbs_comm_free(send_comm);
-	return 0;
+	return verbs_close_comm(send_comm);
 }
 
 int verbs_close_recv(void *recv_comm)
 {
-	verbs_comm_free(recv_comm);
-	return 0;
+	return verbs_close_comm(recv_comm);
 }

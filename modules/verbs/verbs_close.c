@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Orderly close and liveness of a verbs connection.
+ *
+ * Today's peer may still be writing into us when we close: the receiver
+ * its FIFO entries and credits, the sender the last piece of a message
+ * the receiver already counted.  Tearing our QPs down under those writes
+ * makes the peer's HCA retry into nothing and fail its comm, though it was
+ * owed nothing.  So a side that closes first:
+ *
+ *   1. (sender) waits for its outstanding sends: a completed isend must
+ *      arrive whole, and the notice below must come after every piece;
+ *   2. RDMA-writes VERBS_CLOSE_MAGIC into the peer's notice word on QP 0,
+ *      behind everything else it wrote there;
+ *   3. waits until that write completes (the peer's HCA has it), the
+ *      peer's own notice shows up (both closing), or a bound derived from
+ *      the QP's retry timeout passes; then destroys the QPs.
+ *
+ * The peer sees the notice before any error its later writes can bring
+ * (they fail only after our QPs are gone), so it takes those errors as the
+ * end of the connection.  A peer that dies writes no notice: the
+ * survivor's writes fail with the reason.  A survivor that writes nothing
+ * (a receiver waiting for data) would never learn of the death, so an
+ * idle comm probes: every VERBS_PROBE_MS without a completion it writes
+ * one word into the peer, which a live peer's HCA answers even while the
+ * process is busy elsewhere, and a dead one lets fail.
+ *
+ * All of it runs on the thread driving the comm; nothing takes a lock.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "verbs.h"
+
+uint64_t verbs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Where the peer writes its notice to us (fifo region on the send side,
+ * sizes region on the receive side), and the region holding it. */
+static struct verbs_notice *notice_of(struct verbs_comm *c, void **base,
+				      struct ibv_mr **mr)
+{
+	if (c->is_send) {
+		*base = c->fifo;
+		*mr = c->fifo_mr[0];
+		return &c->fifo->note;
+	}
+	*base = c->sizes;
+	*mr = c->sizes_mr[0];
+	return &c->sizes->note;
+}
+
+/* Our source word lies in the region the peer writes into on our side;
+ * its twin on the peer's side is where our write goes.  Same layout. */
+static struct verbs_notice *src_notice(struct verbs_comm *c, void **base,
+				       struct ibv_mr **mr)
+{
+	if (c->is_send) {
+		*base = c->sizes;
+		*mr = c->sizes_mr[0];
+		return &c->sizes->note;
+	}
+	*base = c->fifo;
+	*mr = c->fifo_mr[0];
+	return &c->fifo->note;
+}
+
+bool verbs_peer_closed(struct verbs_comm *c)
+{
+	void *base;
+	struct ibv_mr *mr;
+
+	if (!c->peer_closed)
+		c->peer_closed = __atomic_load_n(&notice_of(c, &base, &mr)->closed,
+						 __ATOMIC_ACQUIRE) ==
+				 VERBS_CLOSE_MAGIC;
+	return c->peer_closed;
+}
+
+/*
+ * One signalled 8-byte write of the magic into field (closed or probe) of
+ * the peer's notice, on QP 0 behind what we wrote there before.  The
+ * peer's region at rem_addr is the twin of the one our source lies in.
+ */
+static int notice_post(struct verbs_comm *c, size_t field, uint64_t wr_id)
+{
+	void *base;
+	struct ibv_mr *mr;
+	struct verbs_notice *src = src_notice(c, &base, &mr);
+	uint64_t off = (uint64_t)((char *)src - (char *)base) + field;
+	struct ibv_sge sge = { (uint64_t)(uintptr_t)&src->src,
+			       sizeof(src->src), mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED |
+			      (c->max_inline >= sizeof(src->src) ?
+			       IBV_SEND_INLINE : 0),
+		.wr.rdma = { c->rem_addr + off, c->rem_rkey[0] },
+	}, *bad;
+
+	src->src = VERBS_CLOSE_MAGIC;
+	return ibv_post_send(c->qps[0], &wr, &bad);
+}
+
+/*
+ * Called by a poll that found nothing.  Every VERBS_PROBE_POLLS empty
+ * polls it looks at the clock; after VERBS_PROBE_MS without a completion
+ * it sends a probe, whose failure fails the comm like any write's.
+ */
+void verbs_idle(struct verbs_comm *c)
+{
+	uint64_t now;
+
+	if (++c->idle_polls % VERBS_PROBE_POLLS)
+		return;
+	now = verbs_now_ns();
+	if (c->busy || !c->live_ns) {
+		c->busy = false;
+		c->live_ns = now;
+		return;
+	}
+	if (c->probe_out || c->closing || c->peer_closed ||
+	    now - c->live_ns < VERBS_PROBE_MS * 1000000ULL)
+		return;
+	/* a full send queue is no failure: the next idle look tries again */
+	if (!notice_post(c, offsetof(struct verbs_notice, probe),
+			 VERBS_WR_PROBE))
+		c->probe_out = true;
+	c->live_ns = now;
+}
+
+/* How long close waits for the peer: what the QP itself would retry for
+ * (4.096 us << timeout, retry_cnt + 1 times), twice, plus slack; at most
+ * 10 s. */
+static uint64_t close_bound_ns(const struct verbs_ctx *ctx)
+{
+	uint64_t t = 4096ULL << ctx->timeout;
+
+	t *= (uint64_t)ctx->retry_cnt + 1;
+	t = 2 * t + 200000000ULL;
+	return t < 10000000000ULL ? t : 10000000000ULL;
+}
+
+static bool sends_outstanding(const struct verbs_comm *c)
+{
+	for (int i = 0; i < IB_SEND_REQS; i++) {
+		const struct ib_send_req *r = &c->sreqs[i];
+
+		if (r->in_use && !r->failed && r->pieces_done < r->pieces)
+			return true;
+	}
+	return false;
+}
+
+/* Polls until done(c), a failure, the peer's notice or the deadline; true
+ * when done(c) came. */
+static bool close_wait(struct verbs_comm *c, bool (*done)(struct verbs_comm *),
+		       uint64_t deadline)
+{
+	const struct timespec nap = { 0, 20000 };
+
+	for (;;) {
+		int ret = verbs_comm_poll(c);
+
+		if (done(c))
+			return true;
+		if (ret || verbs_peer_closed(c) || verbs_now_ns() > deadline)
+			return false;
+		nanosleep(&nap, NULL);
+	}
+}
+
+static bool sends_drained(struct verbs_comm *c)
+{
+	return !sends_outstanding(c);
+}
+
+static bool notice_done(struct verbs_comm *c)
+{
+	return c->close_done;
+}
+
+int verbs_close_comm(struct verbs_comm *c)
+{
+	uint64_t t0, deadline;
+	const char *how = NULL;
+
+	if (!c)
+		return 0;
+	c->closing = true;
+	t0 = verbs_now_ns();
+	deadline = t0 + close_bound_ns(c->ctx);
+	if (c->is_send && !close_wait(c, sends_drained, deadline) &&
+	    !c->error && !c->peer_closed)
+		how = "sends still in flight";
+	if (!c->error && !verbs_peer_closed(c)) {
+		int ret = notice_post(c, offsetof(struct verbs_notice, closed),
+				      VERBS_WR_CLOSE);
+
+		if (ret)
+			how = "cannot post the close notice";
+		else if (!close_wait(c, notice_done, deadline) &&
+			 !c->error && !c->peer_closed)
+			how = "the close notice not acknowledged";
+	}
+	if (how)
+		MESH_INFO("%s comm %u %s %s: closing after %llu ms with %s",
+			  c->is_send ? "send" : "recv", c->id,
+			  c->is_send ? "to" : "from", c->peer,
+			  (unsigned long long)((verbs_now_ns() - t0) / 1000000),
+			  how);
+	verbs_comm_free(c);
+	return 0;
+}
