@@ -71,6 +71,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");
+	pthread_mutex_init(&ctx->linger_lock, NULL);
 	ifname = host->param_str(host, "ifname");
 	if (!ifname)
 		ifname = "";
@@ -78,6 +79,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	n = mesh_netif_list(ifname, &ctx->devs);
 	if (n < 0) {
 		MESH_WARN("cannot list network interfaces: %s", strerror(-n));
+		pthread_mutex_destroy(&ctx->linger_lock);
 		free(ctx);
 		return n;
 	}
@@ -85,6 +87,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 		MESH_INFO("no usable interface%s%s%s", *ifname ? " matches '" : "",
 			  ifname, *ifname ? "'" : "");
 		free(ctx->devs);
+		pthread_mutex_destroy(&ctx->linger_lock);
 		free(ctx);
 		return -ENODEV;
 	}
@@ -102,6 +105,9 @@ static void tcp_xdc_fini(void *mctx)
 
 	if (!ctx)
 		return;
+	/* No thread of ours outlives the module. */
+	tcp_xdc_linger_fini(ctx);
+	pthread_mutex_destroy(&ctx->linger_lock);
 	free(ctx->devs);
 	free(ctx);
 }

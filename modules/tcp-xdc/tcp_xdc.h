@@ -15,57 +15,19 @@
 #include <nccl-mesh/module.h>
 
 #include "netaddr.h"
+#include "tcp_xdc_wire.h"
 
 extern const struct mesh_host *tcp_xdc_host;
 #define MESH_LOG_HOST tcp_xdc_host
 #include <nccl-mesh/log.h>
 
-#define TCP_XDC_MAX_STREAMS 64
 #define TCP_XDC_MAX_THREADS 64
-#define TCP_XDC_MIN_CHUNK (4ULL << 10)
-#define TCP_XDC_MAX_CHUNK (64ULL << 20)
 /* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
 #define TCP_XDC_MAX_REQUESTS 32
-/* The send cursor packs a message number and an offset into 64 bits. */
-#define TCP_XDC_OFFSET_BITS 40
-#define TCP_XDC_MAX_MESSAGE (1ULL << TCP_XDC_OFFSET_BITS)
-
-/* ---- wire protocol (all integers big-endian) ---- */
-
-#define TCP_XDC_MAGIC 0x54584443u	/* "TXDC" */
-/* 2: the receiver may write ping bytes on a data stream, the sender drops
- * them (version 1 senders took any byte from the receiver as a close). */
-#define TCP_XDC_PROTO_VERSION 2
-
-/* Connector -> acceptor, over the core's control channel. */
-struct tcp_xdc_hello {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t nstreams;
-	uint32_t chunk_size;
-	uint32_t reserved;
-};
-
-/* Acceptor -> connector: status 0 accepts, else a positive errno. */
-struct tcp_xdc_reply {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t status;
-	char reason[112];
-};
-
-/* Precedes every chunk on a data stream. */
-struct tcp_xdc_chunk_hdr {
-	uint64_t seq;		/* message number on this connection */
-	uint64_t total;		/* size of the whole message */
-	uint64_t offset;	/* of this chunk within the message */
-	uint32_t len;		/* payload bytes following the header */
-	int32_t tag;
-};
-
-_Static_assert(sizeof(struct tcp_xdc_chunk_hdr) == 32, "wire header size");
 
 /* ---- module context ---- */
+
+struct tcp_xdc_linger;
 
 struct tcp_xdc_ctx {
 	int ndevs;
@@ -83,6 +45,8 @@ struct tcp_xdc_ctx {
 	int timeout_ms;
 	int spin_us;
 	atomic_uint next_comm_id;
+	struct tcp_xdc_linger *linger;	/* closed send streams, draining */
+	pthread_mutex_t linger_lock;	/* guards starting it */
 };
 
 /* ---- data path ---- */
@@ -113,6 +77,7 @@ enum tcp_xdc_stream_state {
 	TCP_XDC_IDLE,		/* send: no chunk; recv: reading a header */
 	TCP_XDC_PARKED,		/* recv: header read, its irecv not posted */
 	TCP_XDC_PAYLOAD,	/* moving a chunk's payload */
+	TCP_XDC_ENDED,		/* recv: the peer ended it between chunks */
 	TCP_XDC_DEAD,
 };
 
@@ -131,6 +96,13 @@ struct tcp_xdc_stream {
 	size_t payload_done;
 	uint64_t last_seq;
 	uint64_t rx_bytes;		/* recv: everything read, pings' clock */
+	uint64_t rx_seen;		/* recv: rx_bytes at quiet_since */
+	uint64_t quiet_since;		/* recv: last byte or ping; send: last
+					 * progress of a blocked chunk */
+	uint64_t tx_bytes;		/* send: everything written */
+	uint64_t tx_seen;		/* send: tx_bytes at quiet_since */
+	bool peer_done;			/* recv: hangup seen while parked */
+	bool reset;			/* recv: ended by a reset, not a FIN */
 };
 
 struct tcp_xdc_thread {
@@ -142,9 +114,7 @@ struct tcp_xdc_thread {
 	struct tcp_xdc_stream **streams;
 	atomic_int want_work;		/* send: an idle stream waits for work */
 	_Atomic uint64_t wait_seq;	/* recv: first message a parked stream needs */
-	uint64_t rx_seen;		/* recv: sum of rx_bytes at last_rx_ns */
-	uint64_t last_rx_ns;		/* recv: when a byte last arrived */
-	uint64_t last_ping_ns;
+	uint64_t next_check_ns;		/* send: next look at blocked streams */
 };
 
 enum tcp_xdc_fail_state {
@@ -164,7 +134,8 @@ struct tcp_xdc_comm {
 	int nthreads;
 	int timeout_ms;
 	int spin_us;
-	uint64_t ping_busy_ns;		/* recv: quiet time before a ping */
+	uint64_t ping_busy_ns;		/* recv: quiet time before a ping;
+					 * send: period of the stall check */
 	uint64_t ping_idle_ns;		/* the same with no receive posted */
 	struct tcp_xdc_stream *streams;
 	struct tcp_xdc_thread *threads;
@@ -175,6 +146,8 @@ struct tcp_xdc_comm {
 	_Atomic uint64_t completed;	/* requests test() saw finish */
 	atomic_int stop;
 	atomic_int error;		/* first failure, negative errno */
+	atomic_int ended;		/* recv: streams the peer ended */
+	atomic_int ended_reset;		/* recv: of those, ended by a reset */
 	atomic_int fail_state;		/* enum tcp_xdc_fail_state */
 	char errmsg[384];
 };
@@ -196,5 +169,11 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		  int *tags, void **mhandles, void **request);
 int tcp_xdc_close_send(void *send_comm);
 int tcp_xdc_close_recv(void *recv_comm);
+
+/* tcp_xdc_linger.c */
+int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
+		       const int *fds, int n);
+void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
+bool tcp_xdc_stalled(int fd, uint64_t stalled_ns, int timeout_ms);
 
 #endif

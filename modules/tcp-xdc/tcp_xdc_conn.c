@@ -78,7 +78,7 @@ static void set_opt(int fd, int level, int name, int value, const char *what,
 
 /* Options are tuning: a refusal is worth a note, not a failed connection. */
 static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd,
-			 const char *peer)
+			 const char *peer, bool is_send)
 {
 	if (ctx->sndbuf)
 		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
@@ -95,16 +95,20 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd,
 		"TCP_KEEPINTVL", peer);
 	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, ctx->keepalive_count,
 		"TCP_KEEPCNT", peer);
-	/* Unacknowledged data (a chunk, a receiver's ping) older than this
-	 * fails the socket with ETIMEDOUT instead of retrying for minutes. */
-	if (ctx->timeout_ms)
+	/*
+	 * A receiver's unacknowledged ping older than this fails the socket
+	 * with ETIMEDOUT instead of retrying for minutes.  Not on the sending
+	 * side: Linux also ends a zero window that lasts this long, so a late
+	 * receiver would kill the connection (send_check_stalls instead).
+	 */
+	if (ctx->timeout_ms && !is_send)
 		set_opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, ctx->timeout_ms,
 			"TCP_USER_TIMEOUT", peer);
 }
 
 /* Returns 1 when all streams are there, 0 to come back later, or -errno. */
 static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
-			   struct tcp_xdc_pending *p)
+			   struct tcp_xdc_pending *p, bool is_send)
 {
 	while (p->nfds < p->nstreams) {
 		int fd = -1;
@@ -118,7 +122,7 @@ static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 				  strerror(-ret));
 			return ret;
 		}
-		stream_setup(ctx, fd, ctrl->peer);
+		stream_setup(ctx, fd, ctrl->peer, is_send);
 		p->fds[p->nfds++] = fd;
 	}
 	return 1;
@@ -147,7 +151,7 @@ static int streams_then_finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 			       struct tcp_xdc_pending *p, bool is_send,
 			       void **comm_out)
 {
-	int ret = streams_collect(ctx, ctrl, p);
+	int ret = streams_collect(ctx, ctrl, p, is_send);
 
 	if (ret <= 0)
 		return ret;
@@ -156,33 +160,27 @@ static int streams_then_finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 
 static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl)
 {
-	struct tcp_xdc_hello h = {
-		.magic = htonl(TCP_XDC_MAGIC),
-		.version = htons(TCP_XDC_PROTO_VERSION),
-		.nstreams = htons((uint16_t)ctx->streams),
-		.chunk_size = htonl((uint32_t)ctx->chunk_size),
-	};
+	struct tcp_xdc_hello h;
 
+	tcp_xdc_hello_encode(&h, ctx->streams, (uint32_t)ctx->chunk_size);
 	return ctrl->send(ctrl, &h, sizeof(h));
 }
 
 static int reply_check(struct mesh_ctrl *ctrl, const struct tcp_xdc_reply *r,
 		       int len)
 {
-	if (len < (int)offsetof(struct tcp_xdc_reply, reason) ||
-	    ntohl(r->magic) != TCP_XDC_MAGIC) {
+	char reason[sizeof(r->reason) + 1];
+	int status = tcp_xdc_reply_parse(r, (size_t)len, reason,
+					 sizeof(reason));
+
+	if (status < 0) {
 		MESH_WARN("peer %s: malformed reply to the tcp-xdc hello (%d bytes)",
 			  ctrl->peer, len);
 		return -EPROTO;
 	}
-	if (r->status) {
-		char reason[sizeof(r->reason) + 1] = "";
-		size_t n = (size_t)len - offsetof(struct tcp_xdc_reply, reason);
-
-		memcpy(reason, r->reason, n < sizeof(r->reason) ? n :
-		       sizeof(r->reason));
+	if (status) {
 		MESH_WARN("peer %s refused the connection: %s", ctrl->peer,
-			  reason[0] ? reason : strerror(ntohs(r->status)));
+			  reason[0] ? reason : strerror(status));
 		return -ECONNREFUSED;
 	}
 	return 0;
@@ -243,57 +241,23 @@ err:
 	return ret;
 }
 
-/* Fills *reason and returns a positive errno when the hello is unusable. */
-static int hello_check(const struct tcp_xdc_hello *h, int len,
-		       char *reason, size_t cap)
-{
-	uint32_t chunk;
-	unsigned int n;
-
-	if (len != (int)sizeof(*h) || ntohl(h->magic) != TCP_XDC_MAGIC) {
-		snprintf(reason, cap, "malformed tcp-xdc hello (%d bytes)",
-			 len);
-		return EPROTO;
-	}
-	if (ntohs(h->version) != TCP_XDC_PROTO_VERSION) {
-		snprintf(reason, cap,
-			 "tcp-xdc protocol version %u, this side speaks %u",
-			 ntohs(h->version), TCP_XDC_PROTO_VERSION);
-		return EPROTONOSUPPORT;
-	}
-	n = ntohs(h->nstreams);
-	chunk = ntohl(h->chunk_size);
-	if (n < 1 || n > TCP_XDC_MAX_STREAMS) {
-		snprintf(reason, cap, "%u streams, expected 1..%d", n,
-			 TCP_XDC_MAX_STREAMS);
-		return EINVAL;
-	}
-	if (chunk < TCP_XDC_MIN_CHUNK || chunk > TCP_XDC_MAX_CHUNK) {
-		snprintf(reason, cap, "chunk size %u out of range", chunk);
-		return EINVAL;
-	}
-	return 0;
-}
-
 /* Prepares the reply to a hello: acceptance or refusal with a reason. */
 static void hello_answer(struct mesh_ctrl *ctrl, struct tcp_xdc_pending *p,
 			 const struct tcp_xdc_hello *h, int len)
 {
-	struct tcp_xdc_reply *r = &p->reply;
+	char reason[sizeof(p->reply.reason)] = "";
+	uint32_t chunk = 0;
 	int status;
 
-	memset(r, 0, sizeof(*r));
-	r->magic = htonl(TCP_XDC_MAGIC);
-	r->version = htons(TCP_XDC_PROTO_VERSION);
-	status = hello_check(h, len, r->reason, sizeof(r->reason));
-	r->status = htons((uint16_t)status);
+	status = tcp_xdc_hello_parse(h, (size_t)len, &p->nstreams, &chunk,
+				     reason, sizeof(reason));
+	tcp_xdc_reply_encode(&p->reply, status, reason);
 	if (status) {
 		MESH_WARN("peer %s: refusing connection: %s", ctrl->peer,
-			  r->reason);
+			  reason);
 		return;
 	}
-	p->nstreams = ntohs(h->nstreams);
-	p->chunk_size = ntohl(h->chunk_size);
+	p->chunk_size = chunk;
 }
 
 int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,

@@ -234,11 +234,12 @@ static bool send_work_available(struct tcp_xdc_comm *comm)
 
 static void chunk_hdr_encode(struct tcp_xdc_stream *s)
 {
-	s->wire.seq = htobe64(s->seq);
-	s->wire.total = htobe64(s->total);
-	s->wire.offset = htobe64(s->offset);
-	s->wire.len = htobe32(s->len);
-	s->wire.tag = (int32_t)htobe32((uint32_t)s->tag);
+	const struct tcp_xdc_chunk c = {
+		.seq = s->seq, .total = s->total, .offset = s->offset,
+		.len = s->len, .tag = s->tag,
+	};
+
+	tcp_xdc_chunk_encode(&s->wire, &c);
 }
 
 /*
@@ -340,6 +341,7 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 				continue;
 			return stream_syscall_fail(comm, s, errno);
 		}
+		s->tx_bytes += (uint64_t)n;
 		if (s->hdr_done < sizeof(s->wire)) {
 			size_t h = sizeof(s->wire) - s->hdr_done;
 
@@ -395,6 +397,45 @@ static int send_check_events(struct tcp_xdc_comm *comm,
 	return 0;
 }
 
+/*
+ * The sending side sets no TCP_USER_TIMEOUT: Linux applies it to zero-window
+ * probing too and would drop the connection to a receiver that is alive but
+ * late (a rank still loading its model).  Instead a stream blocked on its
+ * socket fails once nothing it wrote moved for timeout_ms and the peer
+ * acknowledged nothing for as long: a live receiver pings every stream it
+ * does not read, and its kernel acknowledges data as it arrives, so only a
+ * dead peer or a dead link stays silent.  Returns how long the thread may
+ * sleep (-1: until woken), or -errno once a stream failed.
+ */
+static int send_check_stalls(struct tcp_xdc_thread *t, bool busy)
+{
+	struct tcp_xdc_comm *comm = t->comm;
+	uint64_t now;
+
+	if (!busy || !comm->timeout_ms) {
+		t->next_check_ns = 0;
+		return -1;
+	}
+	now = now_ns();
+	if (t->next_check_ns && now < t->next_check_ns)
+		return (int)((t->next_check_ns - now) / 1000000) + 1;
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+
+		if (s->state != TCP_XDC_PAYLOAD)
+			continue;
+		if (!t->next_check_ns || s->tx_bytes != s->tx_seen) {
+			s->tx_seen = s->tx_bytes;
+			s->quiet_since = now;
+		} else if (tcp_xdc_stalled(s->fd, now - s->quiet_since,
+					   comm->timeout_ms)) {
+			return stream_syscall_fail(comm, s, ETIMEDOUT);
+		}
+	}
+	t->next_check_ns = now + comm->ping_busy_ns;
+	return (int)(comm->ping_busy_ns / 1000000) + 1;
+}
+
 static void *send_thread(void *arg)
 {
 	struct tcp_xdc_thread *t = arg;
@@ -405,6 +446,7 @@ static void *send_thread(void *arg)
 		pfd[i].revents = POLLOUT;
 	while (!thread_should_exit(comm)) {
 		bool idle = false, busy = false;
+		int sleep_ms;
 
 		for (int i = 0; i < t->nstreams; i++) {
 			struct tcp_xdc_stream *s = t->streams[i];
@@ -437,7 +479,9 @@ static void *send_thread(void *arg)
 				continue;
 			}
 		}
-		if (thread_poll(t, pfd, t->nstreams, -1))
+		sleep_ms = send_check_stalls(t, busy);
+		if (sleep_ms < -1 ||
+		    thread_poll(t, pfd, t->nstreams, sleep_ms))
 			return NULL;
 		atomic_store_explicit(&t->want_work, 0, memory_order_relaxed);
 	}
@@ -448,17 +492,18 @@ static void *send_thread(void *arg)
 
 static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
+	struct tcp_xdc_chunk c;
 	char what[128];
+	int ret = tcp_xdc_chunk_parse(&s->wire, comm->chunk_size, s->last_seq,
+				      &c);
 
-	s->seq = be64toh(s->wire.seq);
-	s->total = be64toh(s->wire.total);
-	s->offset = be64toh(s->wire.offset);
-	s->len = be32toh(s->wire.len);
-	s->tag = (int32_t)be32toh((uint32_t)s->wire.tag);
+	s->seq = c.seq;
+	s->total = c.total;
+	s->offset = c.offset;
+	s->len = c.len;
+	s->tag = c.tag;
 	s->payload_done = 0;
-	if (s->len > comm->chunk_size || s->total > TCP_XDC_MAX_MESSAGE ||
-	    s->offset > s->total || s->len > s->total - s->offset ||
-	    (!s->len && s->total) || s->seq < s->last_seq) {
+	if (ret) {
 		snprintf(what, sizeof(what),
 			 "bad chunk header: message %llu, offset %llu, length %u, total %llu",
 			 (unsigned long long)s->seq,
@@ -523,13 +568,33 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
 }
 
-static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/*
+ * The peer ended a stream.  Between chunks that is no error: a sender that
+ * closes shuts its streams down behind the last chunk, and the other
+ * streams may still hold data for receives to come.  Whether anything is
+ * missing is only known once every stream has ended (req_test).  A reset
+ * counts the same: the data before it was read first, and a sender whose
+ * kernel received our pings after it closed resets instead of closing.
+ * Returns 0 (nothing more to read) or -errno.
+ */
+static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		    bool reset)
 {
-	if (s->state == TCP_XDC_IDLE && !s->hdr_done)
-		return stream_fail(comm, s, -ECONNRESET,
-				   "connection closed by peer");
-	return stream_fail(comm, s, -ECONNRESET,
-			   "connection closed by peer in the middle of a chunk");
+	if (s->state != TCP_XDC_IDLE || s->hdr_done)
+		return stream_fail(comm, s, -ECONNRESET, reset ?
+			"connection reset by peer in the middle of a chunk" :
+			"connection closed by peer in the middle of a chunk");
+	s->state = TCP_XDC_ENDED;
+	s->reset = reset;
+	if (reset)
+		atomic_fetch_add(&comm->ended_reset, 1);
+	if (atomic_fetch_add_explicit(&comm->ended, 1, memory_order_acq_rel) +
+	    1 == comm->nstreams)
+		MESH_INFO("recv comm %u from %s: the peer %s the connection after message %llu",
+			  comm->id, comm->peer,
+			  atomic_load(&comm->ended_reset) ? "reset" : "closed",
+			  (unsigned long long)s->last_seq);
+	return 0;
 }
 
 /*
@@ -549,9 +614,11 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 			return n;
 		}
 		if (n == 0)
-			return recv_eof(comm, s);
+			return recv_eof(comm, s, false);
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
+		if (errno == ECONNRESET || errno == EPIPE)
+			return recv_eof(comm, s, true);
 		if (errno != EINTR)
 			return stream_syscall_fail(comm, s, errno);
 	}
@@ -630,6 +697,8 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			if (s->payload_done == s->len)
 				chunk_finish(s);
 			break;
+		case TCP_XDC_ENDED:
+			return 0;
 		case TCP_XDC_DEAD:
 			return -EPIPE;
 		}
@@ -637,74 +706,80 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 }
 
 /*
- * Pings: the receiver writes one byte on each of its streams after they
- * have been quiet for a while.  The sender's kernel acknowledges it even
- * when the sender has nothing to say, so a live but slow peer costs
- * nothing, while on a dead link the unacknowledged byte makes the socket
- * fail with ETIMEDOUT after timeout_ms (TCP_USER_TIMEOUT).  Without them a
- * receiver whose link died would wait for TCP keepalive, minutes later.
- * While a receive is outstanding the quiet time is short; otherwise it is
- * half the keepalive idle time, so the kernel's keepalive never probes a
- * stream (it would drop one with TCP_USER_TIMEOUT at the first lost probe).
+ * Pings: the receiver writes one byte on a stream after it has been quiet
+ * for a while.  The sender's kernel acknowledges it even when the sender
+ * has nothing to say, so a live but slow peer costs nothing, while on a
+ * dead link the unacknowledged byte makes the socket fail with ETIMEDOUT
+ * after timeout_ms (TCP_USER_TIMEOUT).  Without them a receiver whose link
+ * died would wait for TCP keepalive, minutes later.  The quiet time is
+ * short while a receive is outstanding, and for a parked stream: its sender
+ * is blocked on our closed window and takes the acknowledgements of pings
+ * as the sign that we live (send_check_stalls).  Otherwise it is half the
+ * keepalive idle time, so the kernel's keepalive never probes a stream (it
+ * would drop one with TCP_USER_TIMEOUT at the first lost probe).  A stream
+ * the peer ended gets none.  Returns how long the thread may sleep (-1:
+ * until woken), or -errno once a stream failed.
  */
-static int recv_ping(struct tcp_xdc_thread *t)
+static int recv_ping_check(struct tcp_xdc_thread *t)
 {
 	static const char ping = 'p';
+	struct tcp_xdc_comm *comm = t->comm;
+	uint64_t now, next = UINT64_MAX;
+	bool busy;
 
+	if (!comm->ping_busy_ns)
+		return -1;
+	now = now_ns();
+	busy = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
+	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
 	for (int i = 0; i < t->nstreams; i++) {
 		struct tcp_xdc_stream *s = t->streams[i];
+		uint64_t period = busy || s->state == TCP_XDC_PARKED ?
+				  comm->ping_busy_ns : comm->ping_idle_ns;
 
-		if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
-		    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return stream_syscall_fail(t->comm, s, errno);
+		if (s->state == TCP_XDC_ENDED || s->peer_done)
+			continue;
+		if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
+			s->rx_seen = s->rx_bytes;
+			s->quiet_since = now;
+		}
+		if (now - s->quiet_since >= period) {
+			s->quiet_since = now;
+			/* A closed or reset peer shows on the read side. */
+			if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+			    errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR && errno != EPIPE &&
+			    errno != ECONNRESET)
+				return stream_syscall_fail(comm, s, errno);
+		}
+		if (s->quiet_since + period < next)
+			next = s->quiet_since + period;
 	}
-	return 0;
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000) + 1;
 }
 
-/* Pings when due; *sleep_ms is how long the thread may sleep (-1: ever). */
-static int recv_ping_check(struct tcp_xdc_thread *t, int *sleep_ms)
-{
-	struct tcp_xdc_comm *comm = t->comm;
-	uint64_t now, sum = 0, period, last;
-
-	*sleep_ms = -1;
-	if (!comm->ping_busy_ns)
-		return 0;
-	now = now_ns();
-	for (int i = 0; i < t->nstreams; i++)
-		sum += t->streams[i]->rx_bytes;
-	if (sum != t->rx_seen) {
-		t->rx_seen = sum;
-		t->last_rx_ns = now;
-	}
-	period = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
-		 atomic_load_explicit(&comm->completed, memory_order_relaxed) ?
-		 comm->ping_busy_ns : comm->ping_idle_ns;
-	last = t->last_rx_ns > t->last_ping_ns ? t->last_rx_ns :
-						 t->last_ping_ns;
-	if (now - last >= period) {
-		t->last_ping_ns = now;
-		last = now;
-		if (recv_ping(t))
-			return -1;
-	}
-	*sleep_ms = (int)((last + period - now) / 1000000) + 1;
-	return 0;
-}
-
-/* A parked stream is not polled for input, but its errors still show. */
+/*
+ * A parked stream is not read, but poll still flags its hangup and errors.
+ * A hangup or a reset leaves the data before it readable: the stream is
+ * left alone until its receive is posted.  Other errors (a timed out ping)
+ * fail the connection.
+ */
 static int recv_check_parked(struct tcp_xdc_thread *t, struct pollfd *pfd)
 {
 	for (int i = 0; i < t->nstreams; i++) {
 		struct tcp_xdc_stream *s = t->streams[i];
+		int err = 0;
+		socklen_t len = sizeof(err);
 
-		if (s->state != TCP_XDC_PARKED)
+		if (s->state != TCP_XDC_PARKED || !pfd[i].revents)
 			continue;
-		if (pfd[i].revents & POLLERR)
-			return stream_pending_error(t->comm, s);
-		if (pfd[i].revents & POLLHUP)
-			return stream_fail(t->comm, s, -ECONNRESET,
-					   "connection closed by peer");
+		if ((pfd[i].revents & POLLERR) &&
+		    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
+		    err && err != ECONNRESET && err != EPIPE)
+			return stream_syscall_fail(t->comm, s, err);
+		s->peer_done = true;
 	}
 	return 0;
 }
@@ -715,7 +790,6 @@ static void *recv_thread(void *arg)
 	struct tcp_xdc_comm *comm = t->comm;
 	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
 
-	t->last_rx_ns = now_ns();
 	for (int i = 0; i < t->nstreams; i++)
 		pfd[i].revents = POLLIN;
 	while (!thread_should_exit(comm)) {
@@ -730,20 +804,25 @@ static void *recv_thread(void *arg)
 				return NULL;
 			pfd[i].fd = s->fd;
 			pfd[i].revents = 0;
+			pfd[i].events = POLLIN;
 			/* A parked stream is not read: TCP pushes back. */
 			if (s->state == TCP_XDC_PARKED) {
 				pfd[i].events = 0;
 				if (s->seq < wait)
 					wait = s->seq;
-			} else {
-				pfd[i].events = POLLIN;
 			}
+			/* Nothing more will come (poll would flag the
+			 * hangup over and over). */
+			if (s->state == TCP_XDC_ENDED ||
+			    (s->state == TCP_XDC_PARKED && s->peer_done))
+				pfd[i].fd = -1;
 		}
 		/* Pairs with the posted store in irecv: no lost wakeup. */
 		atomic_store(&t->wait_seq, wait);
 		if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
 			continue;
-		if (recv_ping_check(t, &sleep_ms) ||
+		sleep_ms = recv_ping_check(t);
+		if (sleep_ms < -1 ||
 		    thread_poll(t, pfd, t->nstreams, sleep_ms) ||
 		    recv_check_parked(t, pfd))
 			return NULL;
@@ -770,22 +849,60 @@ static bool req_finished(struct tcp_xdc_req *req, size_t *size)
 	       atomic_load_explicit(&req->chunks_done, memory_order_acquire);
 }
 
+/*
+ * Every stream ended between chunks: what has not arrived never will.  The
+ * threads finish each chunk before they count its stream as ended, so a
+ * receive still unfinished after that is short for good.
+ */
+static int recv_peer_closed(struct tcp_xdc_req *req)
+{
+	struct tcp_xdc_comm *comm = req->comm;
+	uint64_t total = atomic_load(&req->total);
+	const char *how = atomic_load(&comm->ended_reset) ? "reset" : "closed";
+
+	if (total == TOTAL_UNKNOWN || !atomic_load(&req->bytes_done))
+		comm_fail(comm, -ECONNRESET,
+			  "the peer %s the connection before sending message %llu",
+			  how, (unsigned long long)req->seq);
+	else
+		comm_fail(comm, -ECONNRESET,
+			  "the peer %s the connection with message %llu incomplete (%llu of %llu bytes)",
+			  how, (unsigned long long)req->seq,
+			  (unsigned long long)atomic_load(&req->bytes_done),
+			  (unsigned long long)total);
+	return comm_error(comm);
+}
+
 static int req_test(void *request, int *done, int *sizes)
 {
 	struct tcp_xdc_req *req = request;
+	struct tcp_xdc_comm *comm = req->comm;
+	bool closed = false;
 	size_t size;
+	int err;
 
 	*done = 0;
-	if (req_finished(req, &size)) {
-		req->in_use = false;
-		atomic_fetch_add_explicit(&req->comm->completed, 1,
-					  memory_order_relaxed);
-		*done = 1;
-		if (sizes)
-			*sizes = (int)size;
-		return 0;
+	for (;;) {
+		if (req_finished(req, &size)) {
+			req->in_use = false;
+			atomic_fetch_add_explicit(&comm->completed, 1,
+						  memory_order_relaxed);
+			*done = 1;
+			if (sizes)
+				*sizes = (int)size;
+			return 0;
+		}
+		err = comm_error(comm);
+		if (err || closed)
+			return err ? err : recv_peer_closed(req);
+		/* Once all ended, look at the request again: its last
+		 * chunks may have landed since. */
+		closed = atomic_load_explicit(&comm->ended,
+					      memory_order_acquire) ==
+			 comm->nstreams;
+		if (!closed)
+			return 0;
 	}
-	return comm_error(req->comm);
 }
 
 /*
@@ -835,13 +952,10 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 	struct tcp_xdc_comm *comm = send_comm;
 	struct tcp_xdc_req *req;
 	uint64_t woken = 0;
-	int err;
 
 	(void)mhandle;
 	*request = NULL;
-	err = comm_error(comm);
-	if (err)
-		return err;
+	/* A failed comm still takes requests: their test() reports it. */
 	if (size > TCP_XDC_MAX_MESSAGE) {
 		MESH_WARN("send comm %u to %s: message of %zu bytes exceeds the maximum %llu",
 			  comm->id, comm->peer, size, TCP_XDC_MAX_MESSAGE);
@@ -871,13 +985,9 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 {
 	struct tcp_xdc_comm *comm = recv_comm;
 	struct tcp_xdc_req *req;
-	int err;
 
 	(void)mhandles;
 	*request = NULL;
-	err = comm_error(comm);
-	if (err)
-		return err;
 	if (n != 1) {
 		MESH_WARN("recv comm %u from %s: %d grouped receives, only 1 is supported",
 			  comm->id, comm->peer, n);
@@ -899,7 +1009,7 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 
 /* ---- lifecycle ---- */
 
-static void comm_destroy(struct tcp_xdc_comm *comm)
+static void threads_stop(struct tcp_xdc_comm *comm)
 {
 	atomic_store(&comm->stop, 1);
 	for (int i = 0; i < comm->nthreads; i++) {
@@ -908,16 +1018,66 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 		if (t->started) {
 			thread_wake(t);
 			pthread_join(t->tid, NULL);
+			t->started = false;
 		}
 		if (t->efd >= 0)
 			close(t->efd);
-		free(t->streams);
+		t->efd = -1;
 	}
+}
+
+static void comm_destroy(struct tcp_xdc_comm *comm)
+{
+	threads_stop(comm);
+	for (int i = 0; i < comm->nthreads; i++)
+		free(comm->threads[i].streams);
 	for (int i = 0; i < comm->nstreams; i++)
-		close(comm->streams[i].fd);
+		if (comm->streams[i].fd >= 0)
+			close(comm->streams[i].fd);
 	free(comm->threads);
 	free(comm->streams);
 	free(comm);
+}
+
+/* Every request handed over was written whole: nothing is owed. */
+static bool send_owes_nothing(struct tcp_xdc_comm *comm)
+{
+	if (atomic_load(&comm->error))
+		return false;
+	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
+		struct tcp_xdc_req *req = &comm->reqs[i];
+
+		if (req->in_use && atomic_load(&req->chunks_done) !=
+				   req->nchunks)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * What a completed isend wrote may still sit in our socket buffers, for
+ * instance while the receiver is late and its window closed.  A plain
+ * close would lose it whenever a ping of the receiver is unread (Linux
+ * then resets the connection and drops the unsent data), or arrives later.
+ * So the streams are shut down for writing, which queues the FIN behind
+ * the data, and handed to a background thread that drains pings until the
+ * peer acknowledged everything.  With requests in flight or a failed
+ * connection the sockets simply close: the peer learns it from them.
+ */
+static void send_close_streams(struct tcp_xdc_comm *comm)
+{
+	int fds[TCP_XDC_MAX_STREAMS];
+
+	if (!send_owes_nothing(comm))
+		return;
+	for (int i = 0; i < comm->nstreams; i++) {
+		fds[i] = comm->streams[i].fd;
+		shutdown(fds[i], SHUT_WR);
+	}
+	if (tcp_xdc_linger_add(comm->ctx, comm->peer, fds, comm->nstreams))
+		return;
+	for (int i = 0; i < comm->nstreams; i++)
+		comm->streams[i].fd = -1;
 }
 
 /* From here on the comm owns the fds, also when this fails. */
@@ -1071,8 +1231,13 @@ err:
 
 int tcp_xdc_close_send(void *send_comm)
 {
-	if (send_comm)
-		comm_destroy(send_comm);
+	struct tcp_xdc_comm *comm = send_comm;
+
+	if (!comm)
+		return 0;
+	threads_stop(comm);
+	send_close_streams(comm);
+	comm_destroy(comm);
 	return 0;
 }
 

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Closed send streams that still owe the peer data.
+ *
+ * close_send() shuts a stream down for writing and hands it over here when
+ * every completed isend may still sit in the socket buffer.  One thread per
+ * module context reads and drops the receiver's pings (an unread byte at
+ * close() would make Linux reset the connection and drop what is unsent),
+ * and closes a stream once the peer acknowledged everything including our
+ * FIN, once the peer closed or reset it, or once it looks dead: nothing
+ * acknowledged for timeout_ms.  fini() waits for the streams at most
+ * timeout_ms (30 s when 0), then closes what is left.
+ */
+#include <errno.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tcp_xdc.h"
+
+#define LINGER_MIN_POLL_MS 1
+#define LINGER_MAX_POLL_MS 100
+#define LINGER_FINI_DEFAULT_MS 30000
+
+struct linger_fd {
+	int fd;
+	int outq_seen;
+	uint64_t quiet_since;
+	char peer[64];
+};
+
+struct tcp_xdc_linger {
+	pthread_t tid;
+	int efd;
+	int timeout_ms;
+	pthread_mutex_t lock;
+	/* under lock: streams handed over, not yet taken by the thread */
+	struct linger_fd *pending;
+	int npending, cap_pending;
+	bool stop;
+	uint64_t deadline_ns;
+	/* the thread's own */
+	struct linger_fd *active;
+	int nactive, cap_active;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * True when a stream that has not moved for stalled_ns also heard nothing
+ * from the peer's side for timeout_ms: neither an acknowledgement nor data.
+ */
+bool tcp_xdc_stalled(int fd, uint64_t stalled_ns, int timeout_ms)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (stalled_ns < (uint64_t)timeout_ms * 1000000ULL)
+		return false;
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return false;
+	/* A ping is data: Linux's fast path takes it without updating the
+	 * time of the last acknowledgement, so both count as a sign of life. */
+	return ti.tcpi_last_ack_recv >= (uint32_t)timeout_ms &&
+	       ti.tcpi_last_data_recv >= (uint32_t)timeout_ms;
+}
+
+static int grow(struct linger_fd **arr, int *cap, int need)
+{
+	struct linger_fd *p;
+	int n = *cap ? *cap : 16;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*arr, (size_t)n * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+/* Reads and drops pings; true once the peer closed or reset the stream. */
+static bool linger_drain(int fd)
+{
+	char buf[512];
+
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+	}
+}
+
+/* True when the stream is finished with, for good or bad. */
+static bool linger_step(struct tcp_xdc_linger *l, struct linger_fd *e,
+			uint64_t now)
+{
+	int outq = 0;
+
+	if (linger_drain(e->fd))
+		return true;
+	if (ioctl(e->fd, SIOCOUTQ, &outq) || outq <= 0)
+		return true;
+	if (!l->timeout_ms || outq != e->outq_seen) {
+		e->outq_seen = outq;
+		e->quiet_since = now;
+		return false;
+	}
+	if (!tcp_xdc_stalled(e->fd, now - e->quiet_since, l->timeout_ms))
+		return false;
+	MESH_INFO("closed send stream to %s: %d bytes unacknowledged for %d ms, peer gone; dropping them",
+		  e->peer, outq, l->timeout_ms);
+	return true;
+}
+
+static void linger_take_pending(struct tcp_xdc_linger *l, bool *stop,
+				uint64_t *deadline)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->npending &&
+	    !grow(&l->active, &l->cap_active, l->nactive + l->npending)) {
+		memcpy(l->active + l->nactive, l->pending,
+		       (size_t)l->npending * sizeof(*l->pending));
+		l->nactive += l->npending;
+		l->npending = 0;
+	}
+	*stop = l->stop;
+	*deadline = l->deadline_ns;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* Closes what is finished; returns true when anything changed. */
+static bool linger_pass(struct tcp_xdc_linger *l, bool expired)
+{
+	uint64_t now = now_ns();
+	bool changed = false;
+
+	for (int i = 0; i < l->nactive;) {
+		struct linger_fd *e = &l->active[i];
+
+		if (!linger_step(l, e, now) && !expired) {
+			i++;
+			continue;
+		}
+		if (expired)
+			MESH_INFO("closed send stream to %s: unloading, dropping what the peer has not acknowledged",
+				  e->peer);
+		linger_drain(e->fd);
+		close(e->fd);
+		*e = l->active[--l->nactive];
+		changed = true;
+	}
+	return changed;
+}
+
+/* Sleeps until a stream has input, the eventfd is written, or poll_ms. */
+static void linger_sleep(struct tcp_xdc_linger *l, struct pollfd **pfd,
+			 int *cap, int poll_ms)
+{
+	int n = l->nactive + 1;
+	uint64_t count;
+
+	if (n > *cap) {
+		struct pollfd *p = realloc(*pfd, (size_t)n * 2 * sizeof(*p));
+
+		if (!p) {
+			poll(NULL, 0, poll_ms < 0 ? LINGER_MAX_POLL_MS : poll_ms);
+			return;
+		}
+		*pfd = p;
+		*cap = n * 2;
+	}
+	(*pfd)[0].fd = l->efd;
+	(*pfd)[0].events = POLLIN;
+	for (int i = 1; i < n; i++) {
+		(*pfd)[i].fd = l->active[i - 1].fd;
+		(*pfd)[i].events = POLLIN | POLLRDHUP;
+	}
+	if (poll(*pfd, (nfds_t)n, poll_ms) > 0 && ((*pfd)[0].revents & POLLIN) &&
+	    read(l->efd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		MESH_INFO("eventfd read: %s", strerror(errno));
+}
+
+static void *linger_thread(void *arg)
+{
+	struct tcp_xdc_linger *l = arg;
+	struct pollfd *pfd = NULL;
+	int cap = 0, poll_ms = LINGER_MIN_POLL_MS;
+
+	for (;;) {
+		int before = l->nactive;
+		uint64_t deadline;
+		bool stop, changed;
+
+		linger_take_pending(l, &stop, &deadline);
+		changed = l->nactive != before;
+		changed |= linger_pass(l, stop && now_ns() >= deadline);
+		if (stop && !l->nactive)
+			break;
+		/* Acknowledgements wake no one: look again soon after a
+		 * change, then back off. */
+		if (changed)
+			poll_ms = LINGER_MIN_POLL_MS;
+		else
+			poll_ms = poll_ms * 2 < LINGER_MAX_POLL_MS ?
+				  poll_ms * 2 : LINGER_MAX_POLL_MS;
+		linger_sleep(l, &pfd, &cap, l->nactive ? poll_ms : -1);
+	}
+	free(pfd);
+	return NULL;
+}
+
+static struct tcp_xdc_linger *linger_start(struct tcp_xdc_ctx *ctx)
+{
+	struct tcp_xdc_linger *l = calloc(1, sizeof(*l));
+	sigset_t all, old;
+	int ret;
+
+	if (!l)
+		return NULL;
+	l->timeout_ms = ctx->timeout_ms;
+	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->efd < 0) {
+		MESH_WARN("eventfd: %s", strerror(errno));
+		free(l);
+		return NULL;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&l->tid, NULL, linger_thread, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		MESH_WARN("cannot start the thread for closed streams: %s",
+			  strerror(ret));
+		pthread_mutex_destroy(&l->lock);
+		close(l->efd);
+		free(l);
+		return NULL;
+	}
+	pthread_setname_np(l->tid, "xdc-linger");
+	return l;
+}
+
+static void linger_wake(struct tcp_xdc_linger *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		MESH_INFO("eventfd write: %s", strerror(errno));
+}
+
+int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
+		       const int *fds, int n)
+{
+	struct tcp_xdc_linger *l;
+	uint64_t now = now_ns();
+	int ret;
+
+	pthread_mutex_lock(&ctx->linger_lock);
+	if (!ctx->linger)
+		ctx->linger = linger_start(ctx);
+	l = ctx->linger;
+	pthread_mutex_unlock(&ctx->linger_lock);
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&l->lock);
+	ret = grow(&l->pending, &l->cap_pending, l->npending + n);
+	for (int i = 0; !ret && i < n; i++) {
+		struct linger_fd *e = &l->pending[l->npending++];
+
+		e->fd = fds[i];
+		e->outq_seen = -1;
+		e->quiet_since = now;
+		snprintf(e->peer, sizeof(e->peer), "%s", peer);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!ret)
+		linger_wake(l);
+	return ret;
+}
+
+void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx)
+{
+	struct tcp_xdc_linger *l = ctx->linger;
+	int wait_ms = ctx->timeout_ms ? ctx->timeout_ms :
+					LINGER_FINI_DEFAULT_MS;
+
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stop = true;
+	l->deadline_ns = now_ns() + (uint64_t)wait_ms * 1000000ULL;
+	pthread_mutex_unlock(&l->lock);
+	linger_wake(l);
+	pthread_join(l->tid, NULL);
+	pthread_mutex_destroy(&l->lock);
+	close(l->efd);
+	free(l->pending);
+	free(l->active);
+	free(l);
+	ctx->linger = NULL;
+}

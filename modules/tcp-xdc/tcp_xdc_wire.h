@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc wire formats and their parsers.  Pure functions on bytes: no
+ * sockets, no logging, no module state, so that the fuzz target can drive
+ * them directly.  All integers on the wire are big-endian.
+ */
+#ifndef TCP_XDC_WIRE_H
+#define TCP_XDC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TCP_XDC_MAX_STREAMS 64
+#define TCP_XDC_MIN_CHUNK (4ULL << 10)
+#define TCP_XDC_MAX_CHUNK (64ULL << 20)
+/* The send cursor packs a message number and an offset into 64 bits. */
+#define TCP_XDC_OFFSET_BITS 40
+#define TCP_XDC_MAX_MESSAGE (1ULL << TCP_XDC_OFFSET_BITS)
+
+#define TCP_XDC_MAGIC 0x54584443u	/* "TXDC" */
+/* 2: the receiver may write ping bytes on a data stream, the sender drops
+ * them (version 1 senders took any byte from the receiver as a close). */
+#define TCP_XDC_PROTO_VERSION 2
+
+/* Connector -> acceptor, over the core's control channel. */
+struct tcp_xdc_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t nstreams;
+	uint32_t chunk_size;
+	uint32_t reserved;
+};
+
+/* Acceptor -> connector: status 0 accepts, else a positive errno. */
+struct tcp_xdc_reply {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t status;
+	char reason[112];
+};
+
+/* Precedes every chunk on a data stream. */
+struct tcp_xdc_chunk_hdr {
+	uint64_t seq;		/* message number on this connection */
+	uint64_t total;		/* size of the whole message */
+	uint64_t offset;	/* of this chunk within the message */
+	uint32_t len;		/* payload bytes following the header */
+	int32_t tag;
+};
+
+_Static_assert(sizeof(struct tcp_xdc_hello) == 16, "wire hello size");
+_Static_assert(sizeof(struct tcp_xdc_reply) == 120, "wire reply size");
+_Static_assert(sizeof(struct tcp_xdc_chunk_hdr) == 32, "wire header size");
+
+/* A chunk header in host order. */
+struct tcp_xdc_chunk {
+	uint64_t seq;
+	uint64_t total;
+	uint64_t offset;
+	uint32_t len;
+	int32_t tag;
+};
+
+void tcp_xdc_hello_encode(struct tcp_xdc_hello *h, int nstreams,
+			  uint32_t chunk_size);
+/*
+ * Checks a hello of len bytes.  Returns 0 and the connection's stream
+ * count and chunk size, or a positive errno with the reason in words.
+ */
+int tcp_xdc_hello_parse(const void *buf, size_t len, int *nstreams,
+			uint32_t *chunk_size, char *reason, size_t cap);
+
+void tcp_xdc_reply_encode(struct tcp_xdc_reply *r, int status,
+			  const char *reason);
+/*
+ * Checks a reply of len bytes.  Returns 0 for an acceptance, the peer's
+ * positive errno for a refusal (its reason, NUL-terminated, in reason), or
+ * -EPROTO when the bytes are no reply at all.
+ */
+int tcp_xdc_reply_parse(const void *buf, size_t len, char *reason,
+			size_t cap);
+
+void tcp_xdc_chunk_encode(struct tcp_xdc_chunk_hdr *wire,
+			  const struct tcp_xdc_chunk *c);
+/*
+ * Decodes and checks a chunk header read from a stream whose previous chunk
+ * was of message last_seq, on a connection with chunks of at most
+ * chunk_size bytes.  Returns 0 or -EPROTO; *c is filled either way, for the
+ * error message.
+ */
+int tcp_xdc_chunk_parse(const struct tcp_xdc_chunk_hdr *wire,
+			uint64_t chunk_size, uint64_t last_seq,
+			struct tcp_xdc_chunk *c);
+
+#endif
