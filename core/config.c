@@ -7,6 +7,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <libgen.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,8 +36,12 @@ extern char **environ;
 
 struct msg_list {
 	char **msgs;
+	bool *from_check;	/* added by core_config_check_unknown */
 	int n;
 };
+
+/* Files in the order messages first named them, to sort by (file, line). */
+#define MSG_FILES_MAX 16
 
 struct str_list {
 	const char **v;
@@ -66,8 +72,9 @@ struct core_config {
 	struct module_scope **mods;	/* pointers: scopes must not move */
 	int nmods;
 	struct msg_list errors, warnings;
-	bool checked;			/* check_unknown ran before */
-	int first_check_warning;	/* where its warnings begin */
+	char *msg_files[MSG_FILES_MAX];
+	int nmsg_files;
+	bool checking;			/* inside check_unknown */
 	char **pool;			/* strings values point at */
 	int npool;
 	bool nomem;
@@ -75,24 +82,96 @@ struct core_config {
 
 /* ---- messages and owned strings ---- */
 
+static bool in_table(const struct mesh_param *params, const char *name);
+
+/* Length of a leading "file:line: ", 0 when the message has none. */
+static size_t location_length(const char *msg, long *line)
+{
+	for (const char *p = msg; *p && *p != ' '; p++) {
+		const char *d = p + 1;
+
+		if (*p != ':' || *d < '0' || *d > '9')
+			continue;
+		*line = strtol(d, NULL, 10);
+		while (*d >= '0' && *d <= '9')
+			d++;
+		if (d[0] == ':' && d[1] == ' ')
+			return (size_t)(p - msg);
+	}
+	return 0;
+}
+
+/*
+ * Where a message sorts: by file (in the order files were first named),
+ * then line; messages without a location come after all others.
+ */
+static long long msg_rank(struct core_config *cfg, const char *msg)
+{
+	long line = 0;
+	size_t flen = location_length(msg, &line);
+	int f;
+
+	if (!flen)
+		return LLONG_MAX;
+	for (f = 0; f < cfg->nmsg_files; f++)
+		if (strlen(cfg->msg_files[f]) == flen &&
+		    !strncmp(cfg->msg_files[f], msg, flen))
+			break;
+	if (f == cfg->nmsg_files) {
+		if (f == MSG_FILES_MAX)
+			return LLONG_MAX - 1;
+		cfg->msg_files[f] = strndup(msg, flen);
+		if (!cfg->msg_files[f])
+			return LLONG_MAX - 1;
+		cfg->nmsg_files++;
+	}
+	return (long long)f << 32 | (line & 0x7fffffff);
+}
+
 static void msg_addv(struct core_config *cfg, struct msg_list *list,
 		     const char *fmt, va_list ap)
 {
 	char **msgs, *msg;
+	bool *tags;
+	long long rank;
+	int at;
 
 	if (vasprintf(&msg, fmt, ap) < 0) {
 		cfg->nomem = true;
 		return;
 	}
 	msgs = realloc(list->msgs, (list->n + 2) * sizeof(*msgs));
-	if (!msgs) {
+	if (msgs)
+		list->msgs = msgs;
+	tags = realloc(list->from_check, (list->n + 1) * sizeof(*tags));
+	if (tags)
+		list->from_check = tags;
+	if (!msgs || !tags) {
 		free(msg);
 		cfg->nomem = true;
 		return;
 	}
-	list->msgs = msgs;
-	msgs[list->n++] = msg;
-	msgs[list->n] = NULL;
+	/* Sorted as they come, stable: the same line keeps its order. */
+	rank = msg_rank(cfg, msg);
+	for (at = list->n; at > 0 && msg_rank(cfg, msgs[at - 1]) > rank;
+	     at--) {
+		msgs[at] = msgs[at - 1];
+		tags[at] = tags[at - 1];
+	}
+	msgs[at] = msg;
+	tags[at] = cfg->checking;
+	msgs[++list->n] = NULL;
+}
+
+__attribute__((format(printf, 3, 4)))
+static void msg_add(struct core_config *cfg, struct msg_list *list,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	msg_addv(cfg, list, fmt, ap);
+	va_end(ap);
 }
 
 __attribute__((format(printf, 2, 3)))
@@ -115,18 +194,30 @@ static void add_warning(struct core_config *cfg, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void msg_truncate(struct msg_list *list, int n)
+/* Drops the messages of an earlier core_config_check_unknown. */
+static void msg_drop_checked(struct msg_list *list)
 {
-	while (list->n > n)
-		free(list->msgs[--list->n]);
+	int kept = 0;
+
+	for (int i = 0; i < list->n; i++) {
+		if (list->from_check[i]) {
+			free(list->msgs[i]);
+			continue;
+		}
+		list->from_check[kept] = false;
+		list->msgs[kept++] = list->msgs[i];
+	}
+	list->n = kept;
 	if (list->msgs)
-		list->msgs[list->n] = NULL;
+		list->msgs[kept] = NULL;
 }
 
 static void msg_free(struct msg_list *list)
 {
-	msg_truncate(list, 0);
+	for (int i = 0; i < list->n; i++)
+		free(list->msgs[i]);
 	free(list->msgs);
+	free(list->from_check);
 }
 
 /* A copy that lives as long as the config; NULL when out of memory. */
@@ -410,6 +501,34 @@ static const config_setting_t *scope_group(const config_setting_t *container,
 	return s && config_setting_is_group(s) ? s : NULL;
 }
 
+/*
+ * A hosts entry for other hosts sets nothing here, but one file serves
+ * the whole cluster: a value that would fail there fails here too.
+ */
+static void check_other_host(struct core_config *cfg, const char *module,
+			     const struct mesh_param *p,
+			     const config_setting_t *group)
+{
+	const config_setting_t *s;
+	struct param_parsed parsed;
+	char why[PARAM_WHY_MAX], key[256];
+	int rc;
+
+	s = group ? config_setting_get_member(group, p->name) : NULL;
+	if (!s)
+		return;
+	rc = param_parse_setting(p, s, &parsed, why, sizeof(why));
+	if (rc == -ENOMEM)
+		cfg->nomem = true;
+	if (rc == -EINVAL) {
+		key_name(module, p->name, key, sizeof(key));
+		add_error(cfg, "%s:%d: %s: %s", setting_file(cfg, s),
+			  setting_line(s), key, why);
+	}
+	if (!rc)
+		param_parsed_free(&parsed);
+}
+
 static void resolve_value(struct core_config *cfg, const char *module,
 			  struct core_value *v)
 {
@@ -421,11 +540,14 @@ static void resolve_value(struct core_config *cfg, const char *module,
 		root = config_root_setting(&cfg->lc);
 		apply_setting(cfg, module, v, scope_group(root, module), NULL);
 		for (i = 0; i < cfg->nhosts; i++) {
-			if (!cfg->hosts[i].matches)
-				continue;
-			apply_setting(cfg, module, v,
-				      scope_group(cfg->hosts[i].group, module),
-				      &cfg->hosts[i]);
+			const config_setting_t *group =
+				scope_group(cfg->hosts[i].group, module);
+
+			if (cfg->hosts[i].matches)
+				apply_setting(cfg, module, v, group,
+					      &cfg->hosts[i]);
+			else
+				check_other_host(cfg, module, v->param, group);
 		}
 	}
 	apply_env(cfg, module, v);
@@ -469,9 +591,8 @@ static int resolve_scope(struct core_config *cfg, struct core_scope *scope,
 		check_module_is_group(cfg, config_root_setting(&cfg->lc),
 				      scope->module);
 		for (i = 0; i < cfg->nhosts; i++)
-			if (cfg->hosts[i].matches)
-				check_module_is_group(cfg, cfg->hosts[i].group,
-						      scope->module);
+			check_module_is_group(cfg, cfg->hosts[i].group,
+					      scope->module);
 	}
 	scope->values = calloc(n ? n : 1, sizeof(*scope->values));
 	if (!scope->values)
@@ -514,21 +635,129 @@ static const char *choose_file(const char *path, const char **named_by)
 	return NULL;
 }
 
-/* Checked first because libconfig reports only "file I/O error". */
-static int readable_file(const char *path)
+/* A config file is small; more than this is not one. */
+#define CONF_SIZE_MAX (1 << 20)
+#define INCLUDE_DEPTH_MAX 10
+
+/*
+ * Reads a whole config file.  Opened non-blocking and checked to be a
+ * regular file first: a FIFO or a device in the config's place must give
+ * an error, not hang NCCL's init.  Returns 0 or -errno with `why` set.
+ */
+static int slurp_file(const char *path, char **text, char *why, size_t len)
 {
 	struct stat st;
-	FILE *f;
+	ssize_t got = 0, n;
+	char *buf;
+	int fd, rc = 0;
 
-	if (stat(path, &st))
-		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	f = fopen(path, "r");
-	if (!f)
-		return -errno;
-	fclose(f);
+	*text = NULL;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, len, "cannot read: %s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		snprintf(why, len, "cannot read: %s", strerror(-rc));
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		snprintf(why, len, "cannot read: %s",
+			 S_ISDIR(st.st_mode) ? strerror(EISDIR) :
+			 S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file" :
+			 "not a regular file");
+	} else if (st.st_size > CONF_SIZE_MAX) {
+		rc = -EFBIG;
+		snprintf(why, len, "cannot read: larger than %d bytes",
+			 CONF_SIZE_MAX);
+	}
+	buf = rc ? NULL : malloc((size_t)st.st_size + 1);
+	if (!rc && !buf)
+		rc = -ENOMEM;
+	while (!rc && got < st.st_size) {
+		n = read(fd, buf + got, (size_t)(st.st_size - got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;	/* shrank meanwhile: parse what is there */
+		got += n;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[got] = '\0';
+	*text = buf;
 	return 0;
+}
+
+static bool check_includes(struct core_config *cfg, const char *file,
+			   const char *text, const char *dir, int depth);
+
+/*
+ * libconfig opens @include files itself, blocking; so every file the
+ * config would include is checked the same way before libconfig runs.
+ */
+static bool check_include(struct core_config *cfg, const char *file,
+			  int line, const char *name, const char *dir,
+			  int depth)
+{
+	char why[256], *text, *path;
+	bool ok;
+
+	if (asprintf(&path, "%s%s%s", name[0] == '/' ? "" : dir,
+		     name[0] == '/' ? "" : "/", name) < 0) {
+		cfg->nomem = true;
+		return false;
+	}
+	if (depth >= INCLUDE_DEPTH_MAX) {
+		add_error(cfg, "%s:%d: @include \"%s\": expected at most %d "
+			  "levels of @include", file, line, name,
+			  INCLUDE_DEPTH_MAX);
+		free(path);
+		return false;
+	}
+	if (slurp_file(path, &text, why, sizeof(why))) {
+		add_error(cfg, "%s:%d: @include \"%s\": %s", file, line, path,
+			  why);
+		free(path);
+		return false;
+	}
+	ok = check_includes(cfg, path, text, dir, depth + 1);
+	free(text);
+	free(path);
+	return ok;
+}
+
+static bool check_includes(struct core_config *cfg, const char *file,
+			   const char *text, const char *dir, int depth)
+{
+	const char *p = text, *q, *end;
+	char name[PATH_MAX];
+	int line = 1;
+	bool ok = true;
+
+	for (; *p; line++) {
+		end = strchrnul(p, '\n');
+		for (q = p; q < end && isspace((unsigned char)*q); q++)
+			;
+		if (!strncmp(q, "@include", 8)) {
+			const char *open = memchr(q, '"', (size_t)(end - q));
+			const char *close = open ? memchr(open + 1, '"',
+				(size_t)(end - open - 1)) : NULL;
+
+			if (close && close - open - 1 < (long)sizeof(name)) {
+				snprintf(name, sizeof(name), "%.*s",
+					 (int)(close - open - 1), open + 1);
+				ok &= check_include(cfg, file, line, name, dir,
+						    depth);
+			}
+		}
+		p = *end ? end + 1 : end;
+	}
+	return ok;
 }
 
 /* @include paths are taken relative to the file's own directory. */
@@ -544,40 +773,128 @@ static void set_include_dir(struct core_config *cfg)
 	free(copy);
 }
 
-static void record_parse_error(struct core_config *cfg)
+/* Line `line` (from 1) of text, trimmed, into buf. */
+static void text_line(const char *text, int line, char *buf, size_t len)
+{
+	const char *p = text, *end;
+
+	for (; *p && line > 1; line--)
+		p = *strchrnul(p, '\n') ? strchrnul(p, '\n') + 1 : "";
+	while (*p == ' ' || *p == '\t')
+		p++;
+	end = strchrnul(p, '\n');
+	while (end > p && isspace((unsigned char)end[-1]))
+		end--;
+	snprintf(buf, len, "%.*s", (int)(end - p) > 120 ? 120 : (int)(end - p),
+		 p);
+}
+
+/* A bare word where a value is due: `ifname = eth0;`. */
+static bool unquoted_word(const char *line)
+{
+	const char *eq = strpbrk(line, "=:");
+	const char *v = eq ? eq + 1 : "";
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (!isalpha((unsigned char)*v) || !strncasecmp(v, "true", 4) ||
+	    !strncasecmp(v, "false", 5))
+		return false;
+	return true;
+}
+
+/* What libconfig's "syntax error" was expecting, as far as one can tell. */
+static void syntax_hint(const char *line, char *buf, size_t len)
+{
+	const char *eq = strpbrk(line, "=:");
+	const char *v = eq ? eq + 1 : "";
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (!eq && *line)
+		snprintf(buf, len, "expected 'name = value;' (a name is a "
+			 "letter or '*' followed by letters, digits, '-', "
+			 "'_' or '*')");
+	else if (!*v || *v == ';' || *v == ',')
+		snprintf(buf, len, "expected a value after '%c'", *eq);
+	else if (unquoted_word(line))
+		snprintf(buf, len, "expected a value; strings need double "
+			 "quotes (\"%.*s\")", (int)strcspn(v, " ;,\t"), v);
+	else
+		snprintf(buf, len, "expected a value: a number, a \"quoted "
+			 "string\", true or false, [ array ], ( list ) or "
+			 "{ group }, and ';' after it");
+}
+
+/* What libconfig's other parse errors expected instead. */
+static const char *parse_error_hint(const char *msg)
+{
+	static const struct {
+		const char *msg, *hint;
+	} hints[] = {
+		{ "duplicate setting name",
+		  ": expected each name once in a group" },
+		{ "mismatched element type in array",
+		  ": expected [ items of one type ] (a ( list ) may mix "
+		  "types)" },
+		{ "integer value out of range",
+		  ": expected an integer that fits in 64 bits" },
+	};
+
+	for (size_t i = 0; msg && i < sizeof(hints) / sizeof(hints[0]); i++)
+		if (!strcmp(msg, hints[i].msg))
+			return hints[i].hint;
+	return "";
+}
+
+static void record_parse_error(struct core_config *cfg, const char *text)
 {
 	const char *file = config_error_file(&cfg->lc);
+	const char *msg = config_error_text(&cfg->lc);
+	int line = config_error_line(&cfg->lc);
+	char src[160], hint[256];
 
-	if (config_error_type(&cfg->lc) == CONFIG_ERR_FILE_IO && file)
-		add_error(cfg, "%s: cannot read: %s", file,
-			  config_error_text(&cfg->lc));
-	else if (config_error_type(&cfg->lc) == CONFIG_ERR_FILE_IO)
-		add_error(cfg, "%s: cannot read: %s", cfg->path,
-			  config_error_text(&cfg->lc));
-	else
-		add_error(cfg, "%s:%d: %s", file ? file : cfg->path,
-			  config_error_line(&cfg->lc),
-			  config_error_text(&cfg->lc));
+	if (config_error_type(&cfg->lc) == CONFIG_ERR_FILE_IO) {
+		add_error(cfg, "%s: cannot read: %s", file ? file : cfg->path,
+			  msg);
+		return;
+	}
+	if (!file && text && msg && !strcmp(msg, "syntax error")) {
+		text_line(text, line, src, sizeof(src));
+		syntax_hint(src, hint, sizeof(hint));
+		add_error(cfg, "%s:%d: syntax error: %s, got '%s'", cfg->path,
+			  line, hint, src);
+		return;
+	}
+	add_error(cfg, "%s:%d: %s%s", file ? file : cfg->path, line, msg,
+		  parse_error_hint(msg));
 }
 
 static void read_file(struct core_config *cfg, const char *named_by)
 {
-	int rc = readable_file(cfg->path);
+	char why[256], *text, *dir;
+	int rc = slurp_file(cfg->path, &text, why, sizeof(why));
 
 	if (rc) {
 		if (named_by)
-			add_error(cfg, "%s (named by %s): cannot read: %s",
-				  cfg->path, named_by, strerror(-rc));
+			add_error(cfg, "%s (named by %s): %s", cfg->path,
+				  named_by, why);
 		else
-			add_error(cfg, "%s: cannot read: %s", cfg->path,
-				  strerror(-rc));
+			add_error(cfg, "%s: %s", cfg->path, why);
 		return;
 	}
 	set_include_dir(cfg);
-	if (config_read_file(&cfg->lc, cfg->path) == CONFIG_TRUE)
-		cfg->parsed = true;
-	else
-		record_parse_error(cfg);
+	dir = strdup(cfg->path);
+	if (!dir) {
+		cfg->nomem = true;
+	} else if (check_includes(cfg, cfg->path, text, dirname(dir), 0)) {
+		if (config_read_string(&cfg->lc, text) == CONFIG_TRUE)
+			cfg->parsed = true;
+		else
+			record_parse_error(cfg, text);
+	}
+	free(dir);
+	free(text);
 }
 
 static void read_embedded(struct core_config *cfg)
@@ -585,7 +902,7 @@ static void read_embedded(struct core_config *cfg)
 	if (config_read_string(&cfg->lc, core_default_config) == CONFIG_TRUE)
 		cfg->parsed = true;
 	else
-		record_parse_error(cfg);
+		record_parse_error(cfg, core_default_config);
 }
 
 static void check_version(struct core_config *cfg)
@@ -756,6 +1073,8 @@ void core_config_free(struct core_config *cfg)
 	free(cfg->hosts);
 	msg_free(&cfg->errors);
 	msg_free(&cfg->warnings);
+	for (i = 0; i < cfg->nmsg_files; i++)
+		free(cfg->msg_files[i]);
 	config_destroy(&cfg->lc);
 	free(cfg->hostname);
 	free(cfg->path);
@@ -765,6 +1084,11 @@ void core_config_free(struct core_config *cfg)
 const char *core_config_path(const struct core_config *cfg)
 {
 	return cfg->path;
+}
+
+const config_t *core_config_parsed(const struct core_config *cfg)
+{
+	return cfg->parsed ? &cfg->lc : NULL;
 }
 
 const char *core_config_hostname(const struct core_config *cfg)
@@ -874,6 +1198,100 @@ const char *core_value_source(const struct core_value *v, char *buf,
 		break;
 	}
 	return buf;
+}
+
+static void value_messagev(struct core_config *cfg, struct msg_list *list,
+			   const char *module, const struct core_value *v,
+			   const char *fmt, va_list ap)
+{
+	char key[256], *what;
+
+	key_name(module, v->param->name, key, sizeof(key));
+	if (vasprintf(&what, fmt, ap) < 0) {
+		cfg->nomem = true;
+		return;
+	}
+	switch (v->source) {
+	case CORE_SRC_FILE:
+	case CORE_SRC_HOST:
+		msg_add(cfg, list, "%s:%d: %s: %s", v->file, v->line, key,
+			what);
+		break;
+	case CORE_SRC_ENV:
+		msg_add(cfg, list, "environment %s: %s: %s", v->env, key,
+			what);
+		break;
+	default:
+		msg_add(cfg, list, "%s (default \"%s\"): %s", key,
+			v->text ? v->text : "", what);
+		break;
+	}
+	free(what);
+}
+
+void core_config_value_error(struct core_config *cfg, const char *module,
+			     const struct core_value *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	value_messagev(cfg, &cfg->errors, module, v, fmt, ap);
+	va_end(ap);
+}
+
+void core_config_value_errorv(struct core_config *cfg, const char *module,
+			      const struct core_value *v, const char *fmt,
+			      va_list ap)
+{
+	value_messagev(cfg, &cfg->errors, module, v, fmt, ap);
+}
+
+void core_config_value_warning(struct core_config *cfg, const char *module,
+			       const struct core_value *v, const char *fmt,
+			       ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	value_messagev(cfg, &cfg->warnings, module, v, fmt, ap);
+	va_end(ap);
+}
+
+static bool str_listed(const struct str_list *l, const char *s)
+{
+	for (int i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], s))
+			return true;
+	return false;
+}
+
+static void add_sections(struct core_config *cfg, struct str_list *names,
+			 const config_setting_t *container)
+{
+	int n = container ? config_setting_length(container) : 0;
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(container, i);
+		const char *name = config_setting_name(s);
+
+		if (name && config_setting_is_group(s) &&
+		    !in_table(core_params, name) && !str_listed(names, name))
+			str_list_add(cfg, names, name);
+	}
+}
+
+int core_config_sections(struct core_config *cfg, const char ***names)
+{
+	struct str_list l = { 0 };
+
+	*names = NULL;
+	if (!cfg->parsed)
+		return 0;
+	add_sections(cfg, &l, config_root_setting(&cfg->lc));
+	for (int i = 0; i < cfg->nhosts; i++)
+		add_sections(cfg, &l, cfg->hosts[i].group);
+	*names = l.v;
+	return l.n;
 }
 
 /* ---- unknown keys and variables ---- */
@@ -1191,12 +1609,11 @@ void core_config_check_unknown(struct core_config *cfg,
 	};
 
 	/* Checking again replaces the previous check's warnings. */
-	if (cfg->checked)
-		msg_truncate(&cfg->warnings, cfg->first_check_warning);
-	cfg->checked = true;
-	cfg->first_check_warning = cfg->warnings.n;
+	msg_drop_checked(&cfg->warnings);
+	cfg->checking = true;
 	check_file(&uc);
 	check_env(&uc);
+	cfg->checking = false;
 	free(uc.top_names.v);
 	free(uc.host_names.v);
 }

@@ -12,8 +12,10 @@
 #ifndef MESH_CORE_CONFIG_H
 #define MESH_CORE_CONFIG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 
+#include <libconfig.h>
 #include <nccl-mesh/module.h>
 
 enum core_source {
@@ -56,6 +58,8 @@ void core_config_free(struct core_config *cfg);
 /* Where the text came from: a path, or "<embedded default>". */
 const char *core_config_path(const struct core_config *cfg);
 const char *core_config_hostname(const struct core_config *cfg);
+/* The parsed file (or embedded default), NULL when it did not parse. */
+const config_t *core_config_parsed(const struct core_config *cfg);
 
 const struct core_scope *core_config_core(const struct core_config *cfg);
 /*
@@ -78,7 +82,30 @@ const struct core_value *core_scope_get(const struct core_scope *scope,
 void core_config_check_unknown(struct core_config *cfg,
 			       const char *const *modules, int nmodules);
 
-/* Collected messages, in the order found. */
+/*
+ * An error (or warning) about value v of `module` (NULL: the core), where
+ * it came from: "file:line: tcp-xdc.min_chunk: <what>", "environment
+ * NCCL_MESH_X: key: <what>" or "key (default \"v\"): <what>".
+ */
+void core_config_value_error(struct core_config *cfg, const char *module,
+			     const struct core_value *v, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void core_config_value_errorv(struct core_config *cfg, const char *module,
+			      const struct core_value *v, const char *fmt,
+			      va_list ap) __attribute__((format(printf, 4, 0)));
+void core_config_value_warning(struct core_config *cfg, const char *module,
+			       const struct core_value *v, const char *fmt,
+			       ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * Names of the groups in the file, at top level and in every hosts entry,
+ * that are not core keys: the sections of modules, enabled or not.  The
+ * array is malloc'd (free it), the names live as long as the config.
+ */
+int core_config_sections(struct core_config *cfg, const char ***names);
+
+/* Collected messages, sorted by file and line (messages without a
+ * location last), in the order found within one line. */
 int core_config_errors(const struct core_config *cfg,
 		       const char *const **msgs);
 int core_config_warnings(const struct core_config *cfg,

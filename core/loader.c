@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,22 +27,38 @@ const char *core_module_status_name(enum core_module_status s)
 	}
 }
 
+/* Every host the core hands out is the member of a core_module. */
+static struct core_module *host_module(const struct mesh_host *host)
+{
+	return (struct core_module *)((char *)(uintptr_t)host -
+				      offsetof(struct core_module, host));
+}
+
 static void host_log(const struct mesh_host *host, enum mesh_log_level level,
 		     const char *file, int line, const char *fmt, ...)
 {
+	struct core_module *mod = host_module(host);
 	va_list ap;
 
 	va_start(ap, fmt);
-	core_vlog(host->module, level, file, line, fmt, ap);
+	/* What a module said last while starting is often why it found no
+	 * device: kept for modules that do not call no_devices. */
+	if (mod->in_init) {
+		va_list copy;
+
+		va_copy(copy, ap);
+		vsnprintf(mod->said, sizeof(mod->said), fmt, copy);
+		va_end(copy);
+	}
+	if (!mod->quiet)
+		core_vlog(host->module, level, file, line, fmt, ap);
 	va_end(ap);
 }
 
 static const struct core_value *host_value(const struct mesh_host *host,
 					   const char *name)
 {
-	const struct core_module *mod =
-		(const void *)((const char *)host -
-			       offsetof(struct core_module, host));
+	const struct core_module *mod = host_module(host);
 	const struct core_value *v = core_scope_get(mod->params, name);
 
 	if (!v)
@@ -75,6 +92,41 @@ static int host_param_list(const struct mesh_host *host, const char *name,
 
 	*items = v && v->items ? v->items : empty;
 	return v ? v->nitems : 0;
+}
+
+static void host_param_error(const struct mesh_host *host, const char *name,
+			     const char *fmt, ...)
+{
+	struct core_module *mod = host_module(host);
+	const struct core_value *v = core_scope_get(mod->params, name);
+	va_list ap;
+
+	mod->param_errors++;
+	va_start(ap, fmt);
+	if (v) {
+		core_config_value_errorv(mod->cfg, mod->name, v, fmt, ap);
+	} else {
+		char what[256];
+
+		vsnprintf(what, sizeof(what), fmt, ap);
+		core_config_value_error(mod->cfg, mod->name,
+			&(struct core_value){
+				.param = &(struct mesh_param){ .name = name },
+				.text = "" },
+			"%s (a parameter its table does not declare)", what);
+	}
+	va_end(ap);
+}
+
+static void host_no_devices(const struct mesh_host *host, const char *fmt,
+			    ...)
+{
+	struct core_module *mod = host_module(host);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(mod->nodev, sizeof(mod->nodev), fmt, ap);
+	va_end(ap);
 }
 
 static int add_dir(char ***dirs, int *n, const char *dir)
@@ -155,7 +207,8 @@ static void fail(struct core_module *mod, const char *fmt, ...)
 	vsnprintf(mod->reason, sizeof(mod->reason), fmt, ap);
 	va_end(ap);
 	mod->status = CORE_MODULE_FAILED;
-	CORE_WARN("module %s: %s", mod->name, mod->reason);
+	if (!mod->quiet)
+		CORE_WARN("module %s: %s", mod->name, mod->reason);
 }
 
 static int find_file(struct core_module *mod, char **dirs, int ndirs)
@@ -176,6 +229,90 @@ static int find_file(struct core_module *mod, char **dirs, int ndirs)
 	mod->path[0] = '\0';
 	fail(mod, "not found (searched: %s)", ndirs ? searched : "nothing");
 	return -ENOENT;
+}
+
+/* ---- the core's defaults for optional operations ---- */
+
+static void stub_fini(void *mctx)
+{
+	(void)mctx;
+}
+
+static void stub_abandon(void *mctx, struct mesh_ctrl *ctrl)
+{
+	(void)mctx, (void)ctrl;
+}
+
+static int stub_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+			      uint64_t offset, int fd, void **mhandle)
+{
+	(void)comm, (void)data, (void)size, (void)type, (void)offset, (void)fd;
+	*mhandle = NULL;
+	return -EOPNOTSUPP;
+}
+
+/* A module without iflush never needs one: NCCL takes a NULL request as
+ * "nothing to wait for". */
+static int stub_iflush(void *recv_comm, int n, void **data, int *sizes,
+		       void **mhandles, void **request)
+{
+	(void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
+	*request = NULL;
+	return 0;
+}
+
+/* A module that cannot tell is tried; its connect says the rest. */
+static int stub_reach(void *mctx, int dev, const struct mesh_addr *peer,
+		      int npeer, char *why, size_t cap)
+{
+	(void)mctx, (void)dev, (void)peer, (void)npeer;
+	if (cap)
+		why[0] = '\0';
+	return 0;
+}
+
+static int stub_check(const struct mesh_host *host)
+{
+	(void)host;
+	return 0;
+}
+
+/* Reads member m only when the descriptor's size covers it. */
+#define OPTIONAL_OP(ops, d, m, stub) \
+	((ops)->m = MESH_MODULE_HAS(d, m) && (d)->m ? (d)->m : (stub))
+
+/* The required operations, by name, for the refusal line. */
+#define REQUIRED_OPS(X) X(init) X(devices) X(get_properties) X(connect) \
+	X(accept) X(reg_mr) X(dereg_mr) X(isend) X(irecv) X(close_send)  \
+	X(close_recv)
+
+/* Room the required members take: a descriptor must hold them all. */
+#define REQUIRED_SIZE \
+	(offsetof(struct mesh_module, close_recv) + \
+	 sizeof(((struct mesh_module *)0)->close_recv))
+
+static int fill_ops(struct core_module *mod, const struct mesh_module *d)
+{
+	struct mesh_module *ops = &mod->ops;
+
+	memset(ops, 0, sizeof(*ops));
+	memcpy(ops, d, REQUIRED_SIZE);
+#define MISSING(m) if (!d->m) { \
+		fail(mod, "%s lacks the required operation " #m, mod->path); \
+		return -ENOEXEC; \
+	}
+	REQUIRED_OPS(MISSING)
+#undef MISSING
+	OPTIONAL_OP(ops, d, fini, stub_fini);
+	OPTIONAL_OP(ops, d, abandon, stub_abandon);
+	OPTIONAL_OP(ops, d, reg_mr_dmabuf, stub_reg_mr_dmabuf);
+	OPTIONAL_OP(ops, d, iflush, stub_iflush);
+	OPTIONAL_OP(ops, d, reach, stub_reach);
+	OPTIONAL_OP(ops, d, check, stub_check);
+	/* Call sites see a descriptor of this core's ABI, all members set. */
+	ops->size = sizeof(*ops);
+	mod->desc = ops;
+	return 0;
 }
 
 static int open_descriptor(struct core_module *mod)
@@ -206,12 +343,13 @@ static int open_descriptor(struct core_module *mod)
 		     MESH_MODULE_ABI_MINOR);
 		return -ENOEXEC;
 	}
-	if (d->size < MESH_MODULE_SIZE_1_0 ||
-	    ((d->abi_version & 0xffff) >= 2 &&
-	     d->size < sizeof(struct mesh_module))) {
+	/* Optional members are gated one by one (fill_ops); only the
+	 * required ones must all be there. */
+	if (d->size < REQUIRED_SIZE) {
 		fail(mod, "%s: descriptor of %u bytes is too short for module "
-			  "ABI %u.%u", mod->path, d->size, d->abi_version >> 16,
-		     d->abi_version & 0xffff);
+			  "ABI %u.%u (the required operations take %zu)",
+		     mod->path, d->size, d->abi_version >> 16,
+		     d->abi_version & 0xffff, (size_t)REQUIRED_SIZE);
 		return -ENOEXEC;
 	}
 	if (!d->name || strcmp(d->name, mod->name)) {
@@ -219,20 +357,12 @@ static int open_descriptor(struct core_module *mod)
 		     d->name ? d->name : "(null)");
 		return -ENOEXEC;
 	}
-	if (!d->init || !d->devices || !d->get_properties || !d->connect ||
-	    !d->accept || !d->isend || !d->irecv || !d->close_send ||
-	    !d->close_recv || !d->reg_mr || !d->dereg_mr) {
-		fail(mod, "%s lacks a required operation", mod->path);
-		return -ENOEXEC;
-	}
-	mod->desc = d;
-	return 0;
+	return fill_ops(mod, d);
 }
 
-static void init_module(struct core_config *cfg, struct core_module *mod)
+static void set_host(struct core_config *cfg, struct core_module *mod)
 {
-	int err;
-
+	mod->cfg = cfg;
 	mod->host = (struct mesh_host){
 		.abi_version = MESH_MODULE_ABI_VERSION,
 		.size = sizeof(struct mesh_host),
@@ -241,30 +371,86 @@ static void init_module(struct core_config *cfg, struct core_module *mod)
 		.param_str = host_param_str,
 		.param_int = host_param_int,
 		.param_list = host_param_list,
+		.param_error = host_param_error,
+		.no_devices = host_no_devices,
 	};
+}
+
+/* Resolves the module's parameters and runs its check: 0 when valid. */
+static int check_params(struct core_config *cfg, struct core_module *mod)
+{
+	int err;
+
+	set_host(cfg, mod);
 	mod->params = core_config_module(cfg, mod->name, mod->desc->params);
 	if (!mod->params) {
 		fail(mod, "cannot resolve its parameters");
-		return;
+		return -ENOMEM;
 	}
+	mod->in_init = true;
+	err = mod->desc->check(&mod->host);
+	mod->in_init = false;
+	if (err || mod->param_errors) {
+		/* Each broken rule is a config error with its location. */
+		fail(mod, "its parameters break %d rule%s (config errors)",
+		     mod->param_errors ? mod->param_errors : 1,
+		     mod->param_errors == 1 || !mod->param_errors ? "" : "s");
+		if (!mod->param_errors)
+			core_config_value_error(cfg, mod->name,
+				&(struct core_value){
+					.param = &(struct mesh_param){
+						.name = "check" },
+					.text = "" },
+				"the module's check failed (%s) without "
+				"naming a parameter", strerror(err < 0 ?
+							       -err : EINVAL));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void no_devices(struct core_module *mod)
+{
+	const char *why = mod->nodev[0] ? mod->nodev : mod->said;
+
+	mod->status = CORE_MODULE_NODEV;
+	snprintf(mod->reason, sizeof(mod->reason), "no devices: %s",
+		 why[0] ? why : "the module gave no reason");
+	CORE_INFO("module %s: %s", mod->name, mod->reason);
+}
+
+static void init_module(struct core_config *cfg, struct core_module *mod)
+{
+	int err;
+
+	if (check_params(cfg, mod))
+		return;
+	mod->in_init = true;
+	mod->said[0] = '\0';
 	err = mod->desc->init(&mod->host, &mod->mctx);
 	if (err == -ENODEV) {
-		mod->status = CORE_MODULE_NODEV;
-		snprintf(mod->reason, sizeof(mod->reason), "no devices");
-		CORE_INFO("module %s: no devices", mod->name);
+		mod->in_init = false;
+		mod->mctx = NULL;
+		no_devices(mod);
 		return;
 	}
 	if (err) {
-		fail(mod, "init failed: %s", strerror(-err));
+		mod->in_init = false;
+		mod->mctx = NULL;
+		fail(mod, "init failed: %s%s%s", strerror(-err),
+		     mod->said[0] ? ": " : "", mod->said);
 		return;
 	}
 	err = mod->desc->devices(mod->mctx, &mod->ndevs);
+	mod->in_init = false;
 	if (err || mod->ndevs <= 0) {
+		if (err && !mod->nodev[0])
+			snprintf(mod->nodev, sizeof(mod->nodev),
+				 "listing devices failed: %s", strerror(-err));
 		mod->desc->fini(mod->mctx);
 		mod->mctx = NULL;
-		mod->status = CORE_MODULE_NODEV;
-		snprintf(mod->reason, sizeof(mod->reason), "no devices");
-		CORE_INFO("module %s: no devices", mod->name);
+		mod->ndevs = 0;
+		no_devices(mod);
 		return;
 	}
 	mod->status = CORE_MODULE_READY;
@@ -311,10 +497,34 @@ out_free_dirs:
 	return ndirs < 0 ? ndirs : 0;
 }
 
+int core_loader_inspect(struct core_config *cfg, const char *name,
+			struct core_module *mod)
+{
+	char **dirs = NULL;
+	int ndirs = core_loader_search_path(cfg, &dirs), err = -ENOENT;
+
+	if (ndirs < 0)
+		return ndirs;
+	memset(mod, 0, sizeof(*mod));
+	mod->quiet = true;
+	snprintf(mod->name, sizeof(mod->name), "%s", name);
+	if (strlen(name) < sizeof(mod->name) && !strchr(name, '/') &&
+	    !find_file(mod, dirs, ndirs) && !open_descriptor(mod)) {
+		check_params(cfg, mod);
+		err = 0;
+	}
+	if (err && mod->dl)
+		dlclose(mod->dl);
+	for (int i = 0; dirs && dirs[i]; i++)
+		free(dirs[i]);
+	free(dirs);
+	return err;
+}
+
 void core_loader_unload(struct core_module *mods, int nmods)
 {
-	for (int i = nmods - 1; i >= 0; i--) {
-		if (mods[i].mctx && mods[i].desc->fini)
+	for (int i = nmods - 1; mods && i >= 0; i--) {
+		if (mods[i].mctx)
 			mods[i].desc->fini(mods[i].mctx);
 		/* Called after NCCL closed every comm: nothing points into
 		 * the module any more. */

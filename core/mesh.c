@@ -30,137 +30,82 @@ static void log_new_messages(const struct core_config *cfg, int *errors_seen,
 		CORE_WARN("config: %s", msgs[*warnings_seen]);
 }
 
-static void config_error(const struct core_value *v, const char *what,
-			 const char *got)
+/* Names of the enabled and the inspected modules, for the unknown-key
+ * check: their sections are checked against their own tables. */
+static const char **module_names(const struct core_state *st, int *n)
 {
-	char src[256];
+	const char **names = calloc((size_t)(st->nmodules + st->ninspected) + 1,
+				    sizeof(*names));
 
-	CORE_WARN("config error: %s: %s: expected %s, got \"%s\"",
-		  core_value_source(v, src, sizeof(src)), v->param->name, what,
-		  got);
+	*n = 0;
+	for (int i = 0; names && i < st->nmodules; i++)
+		names[(*n)++] = st->modules[i].name;
+	for (int i = 0; names && i < st->ninspected; i++)
+		names[(*n)++] = st->inspected[i].name;
+	return names;
 }
 
-static int parse_port_range(struct core_state *st)
-{
-	const struct core_value *v =
-		&core_config_core(st->cfg)->values[CP_PORT_RANGE];
-	int lo, hi, end = 0;
-
-	if (!*v->text)
-		return 0;
-	if (sscanf(v->text, "%d-%d%n", &lo, &hi, &end) == 2 &&
-	    !v->text[end] && lo > 0 && lo <= hi && hi <= 65535) {
-		st->port_low = lo;
-		st->port_high = hi;
-		return 0;
-	}
-	config_error(v, "<low>-<high> with 1 <= low <= high <= 65535",
-		     v->text);
-	return -EINVAL;
-}
-
-static int parse_advertise(struct core_state *st)
-{
-	const struct core_value *vals = core_config_core(st->cfg)->values;
-	const struct core_value *addrs = &vals[CP_ADVERTISE_ADDRS];
-	const struct core_value *ports = &vals[CP_ADVERTISE_PORTS];
-	struct core_advertise *adv = &st->advertise;
-	int err = 0;
-
-	adv->port_offset = (int)vals[CP_ADVERTISE_PORT_OFFSET].num;
-	adv->local = vals[CP_ADVERTISE_LOCAL].num != 0;
-	for (int i = 0; i < addrs->nitems; i++) {
-		struct mesh_addr a;
-
-		if (mesh_addr_parse(addrs->items[i], &a) || a.port ||
-		    a.prefix_len || adv->naddrs == CORE_HANDLE_ADDRS_MAX) {
-			config_error(addrs, "at most 11 IP addresses without "
-				     "port or prefix", addrs->items[i]);
-			err = -EINVAL;
-			continue;
-		}
-		adv->addrs[adv->naddrs++] = a;
-	}
-	adv->ports = calloc((size_t)ports->nitems + 1, sizeof(*adv->ports));
-	if (!adv->ports)
-		return -ENOMEM;
-	for (int i = 0; i < ports->nitems; i++) {
-		unsigned from, to;
-		int end = 0;
-
-		if (sscanf(ports->items[i], "%u=%u%n", &from, &to, &end) != 2 ||
-		    ports->items[i][end] || !from || !to || from > 65535 ||
-		    to > 65535) {
-			config_error(ports, "<listen port>=<external port>",
-				     ports->items[i]);
-			err = -EINVAL;
-			continue;
-		}
-		adv->ports[adv->nports].listen = (uint16_t)from;
-		adv->ports[adv->nports++].external = (uint16_t)to;
-	}
-	return err;
-}
-
-static int load_auth_key(struct core_state *st)
-{
-	const struct core_value *v =
-		&core_config_core(st->cfg)->values[CP_AUTH_KEY_FILE];
-	char why[256], src[256];
-	int err;
-
-	if (!*v->text)
-		return 0;
-	err = core_auth_load_key(v->text, &st->auth_key, why, sizeof(why));
-	if (err)
-		CORE_WARN("config error: %s: auth_key_file: %s",
-			  core_value_source(v, src, sizeof(src)), why);
-	return err;
-}
-
-static void module_names(const struct core_state *st, const char **names)
+static bool enabled(const struct core_state *st, const char *name)
 {
 	for (int i = 0; i < st->nmodules; i++)
-		names[i] = st->modules[i].name;
+		if (!strcmp(st->modules[i].name, name))
+			return true;
+	return false;
+}
+
+/* Sections of installed modules that are not enabled: checked too. */
+static int inspect_sections(struct core_state *st)
+{
+	const char **names;
+	int n = core_config_sections(st->cfg, &names);
+
+	st->inspected = calloc((size_t)n + 1, sizeof(*st->inspected));
+	if (!st->inspected) {
+		free(names);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		if (enabled(st, names[i]))
+			continue;
+		if (!core_loader_inspect(st->cfg, names[i],
+					 &st->inspected[st->ninspected]))
+			st->ninspected++;
+	}
+	free(names);
+	return 0;
 }
 
 struct core_state *core_state_build(const char *conf_path)
 {
 	struct core_state *st = calloc(1, sizeof(*st));
-	const struct core_scope *core;
+	int errors_seen = 0, warnings_seen = 0, nnames, rails_ok;
 	const char **names;
-	int errors_seen = 0, warnings_seen = 0, nerr;
-	const char *const *msgs;
 
 	if (!st || core_config_open(conf_path, &st->cfg)) {
 		free(st);
 		return NULL;
 	}
-	core = core_config_core(st->cfg);
-	st->dc = (uint64_t)core->values[CP_DC].num;
-	st->max_rails = (uint64_t)core->values[CP_MAX_RAILS].num;
-	st->connect_timeout_ms = (int)core->values[CP_CONNECT_TIMEOUT_MS].num;
-	st->usable = parse_port_range(st) == 0;
-	if (parse_advertise(st))
-		st->usable = 0;
-	if (load_auth_key(st))
-		st->usable = 0;
-	if (core_loader_load(st->cfg, &st->modules, &st->nmodules)) {
+	/* Every value is checked here, by the same code for NCCL's init and
+	 * meshinfo; each failure is a config error with its location. */
+	core_validate_config(st);
+	rails_ok = !st->rails_bad;
+	if (!st->advertise.ports ||
+	    core_loader_load(st->cfg, &st->modules, &st->nmodules) ||
+	    inspect_sections(st)) {
 		core_state_free(st);
 		return NULL;
 	}
-	names = calloc((size_t)st->nmodules + 1, sizeof(*names));
-	if (names) {
-		module_names(st, names);
-		core_config_check_unknown(st->cfg, names, st->nmodules);
-		free(names);
-	}
+	names = module_names(st, &nnames);
+	if (names)
+		core_config_check_unknown(st->cfg, names, nnames);
+	free(names);
+	/* A rails entry that failed its syntax check is not looked up. */
+	if (rails_ok && core_validate_rails(st))
+		rails_ok = 0;
 	log_new_messages(st->cfg, &errors_seen, &warnings_seen);
-	nerr = core_config_errors(st->cfg, &msgs);
-	if (nerr)
-		st->usable = 0;
-	if (core_fabric_build(st->cfg, st->modules, st->nmodules, &st->rails,
-			      &st->nrails))
+	st->usable = core_config_errors(st->cfg, NULL) == 0;
+	if (!rails_ok || core_fabric_build(st->cfg, st->modules, st->nmodules,
+					   &st->rails, &st->nrails))
 		st->usable = 0;
 	else if (!st->nrails) {
 		CORE_WARN("no usable device: no module in 'modules' loaded with "
@@ -177,6 +122,7 @@ void core_state_free(struct core_state *st)
 	free(st->rails);
 	free(st->advertise.ports);
 	core_loader_unload(st->modules, st->nmodules);
+	core_loader_unload(st->inspected, st->ninspected);
 	core_config_free(st->cfg);
 	free(st);
 }

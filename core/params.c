@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "netaddr.h"
 #include "params.h"
 #include "param_parse.h"
 
@@ -37,6 +38,9 @@ bool param_type_valid(enum mesh_param_type type)
 	case MESH_PARAM_BOOL:
 	case MESH_PARAM_SIZE:
 	case MESH_PARAM_LIST:
+	case MESH_PARAM_PORT_RANGE:
+	case MESH_PARAM_ADDR_LIST:
+	case MESH_PARAM_PORT_MAP:
 		return true;
 	}
 	return false;
@@ -55,6 +59,12 @@ const char *param_type_name(enum mesh_param_type type)
 		return "size";
 	case MESH_PARAM_LIST:
 		return "list";
+	case MESH_PARAM_PORT_RANGE:
+		return "port range";
+	case MESH_PARAM_ADDR_LIST:
+		return "address list";
+	case MESH_PARAM_PORT_MAP:
+		return "port map";
 	}
 	return "unknown";
 }
@@ -85,6 +95,18 @@ static bool has_range(const struct mesh_param *p)
 static bool in_range(const struct mesh_param *p, long long n)
 {
 	return !has_range(p) || (n >= p->min && n <= p->max);
+}
+
+/* "a list of at most 11 IP addresses ..." for ADDR_LIST and PORT_MAP. */
+static void describe_items(const struct mesh_param *p, bool from_file,
+			   const char *item, char *buf, size_t len)
+{
+	char most[48] = "";
+
+	if (p->max > 0)
+		snprintf(most, sizeof(most), "at most %lld ", p->max);
+	snprintf(buf, len, "%s of %s%s", from_file ? "a string or a list" :
+		 "a comma-separated list", most, item);
 }
 
 /* What a valid value looks like, for "expected ..." messages. */
@@ -123,6 +145,18 @@ static void describe_expected(const struct mesh_param *p, bool from_file,
 	case MESH_PARAM_LIST:
 		snprintf(buf, len, from_file ? "a string or a list of strings" :
 			 "a comma-separated list");
+		break;
+	case MESH_PARAM_PORT_RANGE:
+		snprintf(buf, len, "\"<low>-<high>\" with 1 <= low <= high "
+			 "<= 65535, or \"\"");
+		break;
+	case MESH_PARAM_ADDR_LIST:
+		describe_items(p, from_file, "IP addresses without port or "
+			       "prefix", buf, len);
+		break;
+	case MESH_PARAM_PORT_MAP:
+		describe_items(p, from_file, "\"<listen port>=<external port>\" "
+			       "pairs, ports in 1..65535", buf, len);
 		break;
 	default:
 		snprintf(buf, len, "a value of a known type");
@@ -351,11 +385,107 @@ static int text_to_list(const char *text, struct param_parsed *out)
 	return rc ? rc : join_items(out);
 }
 
+static bool item_is_addr(const char *item)
+{
+	struct mesh_addr a;
+
+	return !mesh_addr_parse(item, &a) && !a.port && !a.prefix_len &&
+	       !strchr(item, '/') && item[0] != '[';
+}
+
+static bool item_is_port(const char *s, const char *end)
+{
+	long long n = 0;
+
+	if (s == end || end - s > 5)
+		return false;
+	for (; s < end; s++) {
+		if (!isdigit((unsigned char)*s))
+			return false;
+		n = n * 10 + (*s - '0');
+	}
+	return n >= 1 && n <= 65535;
+}
+
+/* "<low>-<high>" with 1 <= low <= high <= 65535; "" is no range. */
+static bool text_to_port_range(const char *text, long long *out)
+{
+	const char *dash = strchr(text, '-');
+	long long lo, hi;
+
+	if (!*text) {
+		*out = 0;
+		return true;
+	}
+	if (!dash || !item_is_port(text, dash) ||
+	    !item_is_port(dash + 1, dash + strlen(dash)))
+		return false;
+	lo = atoll(text);
+	hi = atoll(dash + 1);
+	if (lo > hi)
+		return false;
+	*out = lo << 16 | hi;
+	return true;
+}
+
+static bool item_is_port_pair(const char *item)
+{
+	const char *eq = strchr(item, '=');
+
+	return eq && item_is_port(item, eq) &&
+	       item_is_port(eq + 1, eq + strlen(eq));
+}
+
+/* The items of an ADDR_LIST or PORT_MAP, once split like any list. */
+static int check_items(const struct mesh_param *p, bool from_file,
+		       struct param_parsed *out, char *why, size_t len)
+{
+	bool (*valid)(const char *) = p->type == MESH_PARAM_ADDR_LIST ?
+		item_is_addr : item_is_port_pair;
+	char expected[256];
+	int i;
+
+	if (p->type != MESH_PARAM_ADDR_LIST && p->type != MESH_PARAM_PORT_MAP)
+		return 0;
+	describe_expected(p, from_file, expected, sizeof(expected));
+	for (i = 0; i < out->nitems; i++) {
+		if (!valid(out->items[i])) {
+			snprintf(why, len, "expected %s, got \"%.*s\" as item %d",
+				 expected, QUOTE_MAX, out->items[i], i + 1);
+			return -EINVAL;
+		}
+	}
+	if (p->max > 0 && out->nitems > p->max) {
+		snprintf(why, len, "expected %s, got %d items", expected,
+			 out->nitems);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_port_range_text(const struct mesh_param *p,
+				 const char *text, bool from_file,
+				 struct param_parsed *out, char *why,
+				 size_t len)
+{
+	long long n;
+
+	if (!text_to_port_range(text, &n)) {
+		char got[QUOTE_MAX + 8];
+
+		snprintf(got, sizeof(got), "\"%.*s\"", QUOTE_MAX, text);
+		return reject(p, from_file, got, why, len);
+	}
+	out->num = n;
+	return set_text(out, text);
+}
+
 static int parse_text_value(const struct mesh_param *p, const char *text,
 			    struct param_parsed *out, char *why, size_t len)
 {
 	long long n;
 	bool b;
+	int rc;
 
 	switch (p->type) {
 	case MESH_PARAM_STR:
@@ -374,6 +504,12 @@ static int parse_text_value(const struct mesh_param *p, const char *text,
 		return set_size(out, n);
 	case MESH_PARAM_LIST:
 		return text_to_list(text, out);
+	case MESH_PARAM_PORT_RANGE:
+		return parse_port_range_text(p, text, false, out, why, len);
+	case MESH_PARAM_ADDR_LIST:
+	case MESH_PARAM_PORT_MAP:
+		rc = text_to_list(text, out);
+		return rc ? rc : check_items(p, false, out, why, len);
 	}
 	snprintf(why, len, "unknown parameter type %d", (int)p->type);
 	return -EINVAL;
@@ -396,7 +532,9 @@ int param_parse_default(const struct mesh_param *p,
 {
 	const char *text = p->dflt ? p->dflt : "";
 
-	if (*text || p->type == MESH_PARAM_STR || p->type == MESH_PARAM_LIST)
+	if (*text || p->type == MESH_PARAM_STR || p->type == MESH_PARAM_LIST ||
+	    p->type == MESH_PARAM_PORT_RANGE ||
+	    p->type == MESH_PARAM_ADDR_LIST || p->type == MESH_PARAM_PORT_MAP)
 		return param_parse_text(p, text, out, why, len);
 	memset(out, 0, sizeof(*out));
 	if (!param_type_valid(p->type))
@@ -453,6 +591,7 @@ static int parse_setting_value(const struct mesh_param *p,
 {
 	int type = config_setting_type(s);
 	long long n;
+	int rc;
 
 	switch (p->type) {
 	case MESH_PARAM_STR:
@@ -481,6 +620,15 @@ static int parse_setting_value(const struct mesh_param *p,
 		return set_size(out, n);
 	case MESH_PARAM_LIST:
 		return setting_to_list(p, s, out, why, len);
+	case MESH_PARAM_PORT_RANGE:
+		if (type != CONFIG_TYPE_STRING)
+			return reject_setting(p, s, why, len);
+		return parse_port_range_text(p, config_setting_get_string(s),
+					     true, out, why, len);
+	case MESH_PARAM_ADDR_LIST:
+	case MESH_PARAM_PORT_MAP:
+		rc = setting_to_list(p, s, out, why, len);
+		return rc ? rc : check_items(p, true, out, why, len);
 	}
 	snprintf(why, len, "unknown parameter type %d", (int)p->type);
 	return -EINVAL;

@@ -9,6 +9,10 @@
 
 #include <nccl-mesh/module.h>
 
+/* A handle has room for 11 addresses (CORE_HANDLE_ADDRS_MAX). */
+#define CORE_ADVERTISE_ADDRS_MAX 11
+#define CORE_ADVERTISE_PORTS_MAX 65535
+
 /* X(enum id, key, type, default, min, max, help) */
 #define CORE_PARAMS(X)                                                         \
 	X(CP_MODULES, "modules", MESH_PARAM_LIST, "tcp-xdc", 0, 0,             \
@@ -30,17 +34,19 @@
 	  "datacenter")                                                        \
 	X(CP_PREFER_DISCONNECTED, "prefer_disconnected", MESH_PARAM_LIST,      \
 	  "relay", 0, 0, "Module preference for peers on another rail")       \
-	X(CP_PORT_RANGE, "port_range", MESH_PARAM_STR, "", 0, 0,               \
+	X(CP_PORT_RANGE, "port_range", MESH_PARAM_PORT_RANGE, "", 0, 0,        \
 	  "Listen ports as <low>-<high>; empty: any free port")                \
 	X(CP_CONNECT_TIMEOUT_MS, "connect_timeout_ms", MESH_PARAM_INT,         \
 	  "60000", 100, 86400000,                                              \
 	  "How long connect and accept may take before they fail")             \
-	X(CP_ADVERTISE_ADDRS, "advertise_addrs", MESH_PARAM_LIST, "", 0, 0,    \
+	X(CP_ADVERTISE_ADDRS, "advertise_addrs", MESH_PARAM_ADDR_LIST, "", 0,  \
+	  CORE_ADVERTISE_ADDRS_MAX,                                            \
 	  "External addresses (NAT, port mapping) put first in every handle")  \
 	X(CP_ADVERTISE_PORT_OFFSET, "advertise_port_offset", MESH_PARAM_INT,   \
 	  "0", -65535, 65535,                                                  \
 	  "External port = listen port + this offset, for advertise_addrs")   \
-	X(CP_ADVERTISE_PORTS, "advertise_ports", MESH_PARAM_LIST, "", 0, 0,    \
+	X(CP_ADVERTISE_PORTS, "advertise_ports", MESH_PARAM_PORT_MAP, "", 0,   \
+	  CORE_ADVERTISE_PORTS_MAX,                                            \
 	  "Explicit port map for advertise_addrs as <listen>=<external>; "     \
 	  "wins over the offset")                                              \
 	X(CP_ADVERTISE_LOCAL, "advertise_local", MESH_PARAM_BOOL, "true", 0,   \

@@ -28,6 +28,10 @@ struct core_state {
 	struct core_config *cfg;
 	struct core_module *modules;
 	int nmodules;
+	/* Installed but not enabled modules whose config section was
+	 * checked against their table (never initialised). */
+	struct core_module *inspected;
+	int ninspected;
 	struct core_rail *rails;
 	int nrails;
 	uint64_t dc;
@@ -37,6 +41,7 @@ struct core_state {
 	struct core_advertise advertise;
 	struct core_auth_key auth_key;	/* len 0: no authentication */
 	bool usable;			/* no config error, >= 1 rail */
+	bool rails_bad;			/* rails failed its syntax check */
 };
 
 /*
@@ -47,5 +52,16 @@ struct core_state {
  */
 struct core_state *core_state_build(const char *conf_path);
 void core_state_free(struct core_state *st);
+
+/*
+ * The core's rules (core/validate.c).  core_validate_config fills dc,
+ * max_rails, ports, advertise and the key from the resolved core values
+ * and checks what a value's type cannot (modules, rails syntax, port
+ * mapping, the key file); core_validate_rails checks, once the modules
+ * are loaded, that every rails member names a ready module's device.
+ * Each records config errors at the value's location; -EINVAL when any.
+ */
+int core_validate_config(struct core_state *st);
+int core_validate_rails(struct core_state *st);
 
 #endif

@@ -20,6 +20,33 @@
  *
  * 1.1: mesh_dev_props.fabric_id_set/fabric_id.
  * 1.2: mesh_ctrl.peer_addrs/npeer_addrs, mesh_module.reach.
+ * 1.3: parameter types PORT_RANGE, ADDR_LIST, PORT_MAP; mesh_host.param_error
+ *      and mesh_host.no_devices; mesh_module.check.
+ *
+ * Optional members.  The core reads a descriptor member only when the
+ * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
+ * makes an older module too short.  Every operation from fini on except
+ * the required ones below may be NULL or absent; the core puts its own
+ * default in its place (fini and abandon do nothing, iflush reports
+ * nothing to flush, reg_mr_dmabuf answers -EOPNOTSUPP, reach says yes,
+ * check finds nothing wrong), so no call site tests for NULL.  Required:
+ * init, devices, get_properties, connect, accept, reg_mr, dereg_mr,
+ * isend, irecv, close_send, close_recv; a module lacking one is refused
+ * with a line naming it.
+ *
+ * Threads.  The core serialises the module-wide calls: check, init,
+ * devices, get_properties and fini run under the core's init lock, never
+ * two at once, from whichever thread NCCL calls init or finalize on.
+ * reach, connect, accept and abandon come from the threads NCCL sets up
+ * connections on (its main thread or a proxy thread), several at once for
+ * different connections, never two at once for one ctrl.  reg_mr,
+ * reg_mr_dmabuf and dereg_mr may run on any thread, concurrently with the
+ * data path of the same comm.  isend, irecv, iflush, the requests' test
+ * and close_send/close_recv come from NCCL's proxy threads; one comm is
+ * driven by one thread at a time, but different comms of one module run
+ * in parallel.  host->log may be called from any thread; param_* and
+ * param_error from check and init (their values stay valid until fini);
+ * no_devices from init and devices only.
  */
 #ifndef NCCL_MESH_MODULE_H
 #define NCCL_MESH_MODULE_H
@@ -28,7 +55,7 @@
 #include <stdint.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 2
+#define MESH_MODULE_ABI_MINOR 3
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -88,6 +115,14 @@ enum mesh_param_type {
 	MESH_PARAM_BOOL,	/**< true/false, yes/no, on/off, 1/0 */
 	MESH_PARAM_SIZE,	/**< bytes with optional K, M, G suffix (base 1024) */
 	MESH_PARAM_LIST,	/**< list of strings; comma-separated in env */
+	/* ABI 1.3 */
+	MESH_PARAM_PORT_RANGE,	/**< "<low>-<high>", 1 <= low <= high <= 65535,
+				     or "" for none; param_int gives
+				     low << 16 | high (0 for none) */
+	MESH_PARAM_ADDR_LIST,	/**< list of IPv4/IPv6 addresses without port
+				     or prefix; max > 0 caps the count */
+	MESH_PARAM_PORT_MAP,	/**< list of "<port>=<port>" pairs, each port
+				     in 1..65535; max > 0 caps the count */
 };
 
 /**
@@ -101,7 +136,9 @@ struct mesh_param {
 	const char *name;
 	enum mesh_param_type type;
 	const char *dflt;	/**< parsed like an env value; "" for none */
-	long long min, max;	/**< INT and SIZE only; min == max: no limit */
+	long long min, max;	/**< INT and SIZE: the range; ADDR_LIST and
+				     PORT_MAP: max is the most items;
+				     min == max: no limit */
 	const char *help;	/**< one sentence */
 };
 
@@ -118,6 +155,23 @@ struct mesh_host {
 	long long (*param_int)(const struct mesh_host *host, const char *name);
 	int (*param_list)(const struct mesh_host *host, const char *name,
 			  const char *const **items);
+	/* ABI 1.3 */
+	/**
+	 * From check: the value of parameter `name` breaks a rule of the
+	 * module (fmt says which, e.g. "must not exceed chunk_size (4K)").
+	 * The core adds where the value came from (file:line, environment
+	 * variable) and makes init fail.
+	 */
+	void (*param_error)(const struct mesh_host *host, const char *name,
+			    const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	/**
+	 * From init or devices, before returning -ENODEV or zero devices:
+	 * why there is no usable device ("no interface matches 'eth9'").
+	 * meshinfo and the log show it with the module's status.
+	 */
+	void (*no_devices)(const struct mesh_host *host, const char *fmt, ...)
+		__attribute__((format(printf, 2, 3)));
 };
 
 /**
@@ -205,9 +259,25 @@ struct mesh_module {
 	 */
 	int (*reach)(void *mctx, int dev, const struct mesh_addr *peer,
 		     int npeer, char *why, size_t cap);
+	/* ABI 1.3 */
+	/**
+	 * Optional: rules between the module's parameters (min_chunk <=
+	 * chunk_size), checked before init by the plugin and by meshinfo,
+	 * also for a module that is installed but not enabled and has a
+	 * section in the config.  Only host->param_* and host->param_error
+	 * may be used, no mctx exists yet.  Returns 0, or -EINVAL after one
+	 * param_error per broken rule.
+	 */
+	int (*check)(const struct mesh_host *host);
 };
+
+/** Nonzero when descriptor d (of any minor) has member m. */
+#define MESH_MODULE_HAS(d, m) \
+	((d)->size >= offsetof(struct mesh_module, m) + sizeof((d)->m))
 
 /** Size of a module descriptor of ABI 1.0 and 1.1 (before reach). */
 #define MESH_MODULE_SIZE_1_0 offsetof(struct mesh_module, reach)
+/** Size of a module descriptor of ABI 1.2 (before check). */
+#define MESH_MODULE_SIZE_1_2 offsetof(struct mesh_module, check)
 
 #endif

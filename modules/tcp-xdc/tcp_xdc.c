@@ -46,6 +46,21 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
+/* Rules between keys, checked before init (and by meshinfo --check). */
+static int tcp_xdc_check(const struct mesh_host *host)
+{
+	long long chunk = host->param_int(host, "chunk_size");
+	long long min = host->param_int(host, "min_chunk");
+	char text[32];
+
+	if (min <= chunk)
+		return 0;
+	snprintf(text, sizeof(text), "%s", host->param_str(host, "chunk_size"));
+	host->param_error(host, "min_chunk", "expected at most chunk_size "
+			  "(%s), got %s", text, host->param_str(host, "min_chunk"));
+	return -EINVAL;
+}
+
 static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 {
 	const char *ifname;
@@ -194,4 +209,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.iflush = NULL,
 	.close_send = tcp_xdc_close_send,
 	.close_recv = tcp_xdc_close_recv,
+	.check = tcp_xdc_check,
 };

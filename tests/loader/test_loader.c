@@ -4,7 +4,7 @@
  * (tests/modules) and checks that every broken module is skipped with the
  * reason a user needs, while the good one still loads and gives rails.
  *
- * usage: test_loader mixed|allbad|params MODULE_DIR
+ * usage: test_loader mixed|allbad|params|ops MODULE_DIR
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -353,13 +353,113 @@ static void test_params(const struct tmp_files *t)
 	unsetenv("NCCL_MESH_GOOD_LEVEL");
 }
 
+/*
+ * Modules lacking one optional operation each load and work through the
+ * core's defaults; older descriptors (ABI 1.0, 1.2) load without their
+ * later members being read; a module lacking a required operation or with
+ * a descriptor too short for them is refused with a line naming why; a
+ * module with no fini and no devices crashes nothing.
+ */
+static void test_ops(const struct tmp_files *t)
+{
+	static const char *const ready[] = { "nofini2", "noabandon",
+		"nodmabuf", "noreach", "nocheck", "abi12", "abi10", "good" };
+	const struct expect refused[] = {
+		{ "noisend", CORE_MODULE_FAILED, { "mesh-noisend.so",
+		  "lacks the required operation isend" }, 1 },
+		{ "shortdesc", CORE_MODULE_FAILED, { "mesh-shortdesc.so",
+		  "descriptor of", "is too short" }, 1 },
+		{ "nofini", CORE_MODULE_NODEV, { "no devices: " }, 0 },
+		{ "nodevwhy", CORE_MODULE_NODEV, { "no devices: the fake "
+		  "module was told to find none" }, 0 },
+	};
+	struct core_state *st;
+	char *logtext;
+
+	write_conf(t, "version = 1;\n"
+		   "modules = [ \"nofini\", \"nofini2\", \"noabandon\",\n"
+		   "  \"nodmabuf\", \"noreach\", \"nocheck\", \"abi12\",\n"
+		   "  \"abi10\", \"noisend\", \"shortdesc\", \"nodevwhy\",\n"
+		   "  \"good\" ];\n"
+		   "rails = [ \"nofini2/fake0+noabandon/fake0+nodmabuf/fake0+"
+		   "noreach/fake0+nocheck/fake0+abi12/fake0+abi10/fake0+"
+		   "good/fake0\" ];\n");
+	st = build_capturing(t, &logtext);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		check_module(st, logtext, &refused[i]);
+	for (size_t i = 0; i < sizeof(ready) / sizeof(ready[0]); i++) {
+		struct core_module *m = find_module(st, ready[i]);
+		const struct mesh_module *d = m ? m->desc : NULL;
+		struct mesh_addr peer = { .family = 2 };
+		void *req = (void *)1, *mh = (void *)1;
+		char why[64] = "x";
+
+		CHECK(m && m->status == CORE_MODULE_READY, "%s not ready: %s",
+		      ready[i], m ? m->reason : "absent");
+		if (!d)
+			continue;
+		/* Call sites test no pointer: every member is set. */
+		CHECK(d->size == sizeof(struct mesh_module), "%s: size %u",
+		      ready[i], d->size);
+		CHECK(d->fini && d->abandon && d->reg_mr_dmabuf && d->iflush &&
+		      d->reach && d->check, "%s: an operation is NULL",
+		      ready[i]);
+		d->abandon(m->mctx, NULL);
+		CHECK(d->iflush(NULL, 1, NULL, NULL, NULL, &req) == 0 &&
+		      req == NULL, "%s: iflush", ready[i]);
+		if (!strcmp(ready[i], "nodmabuf"))
+			CHECK(d->reg_mr_dmabuf(NULL, NULL, 0, 0, 0, -1, &mh) ==
+			      -EOPNOTSUPP, "nodmabuf: reg_mr_dmabuf stub");
+		/* The fakes' own reach refuses; the default (noreach, and
+		 * the older ABIs that have no reach) lets the core try. */
+		CHECK((d->reach(m->mctx, 0, &peer, 1, why, sizeof(why)) == 0) ==
+		      (!strcmp(ready[i], "noreach") ||
+		       !strcmp(ready[i], "abi10")),
+		      "%s: reach", ready[i]);
+	}
+	CHECK(core_config_errors(st->cfg, NULL) == 0,
+	      "a config error: the poisoned check past the size was read?");
+	CHECK(st->usable && st->nrails == 1 && st->rails[0].nmembers == 8,
+	      "one rail of eight members from the modules that loaded");
+	core_state_free(st);
+	free(logtext);
+}
+
+/* A module's check names the broken key; the config error has its line. */
+static void test_check(const struct tmp_files *t)
+{
+	const char *const *msgs;
+	struct core_state *st;
+	struct core_module *good;
+	char *logtext, want[4600];
+	int n;
+
+	write_conf(t, "version = 1;\nmodules = [ \"good\" ];\n"
+		   "good: {\n  max_level = 5;\n  level = 7;\n};\n");
+	st = build_capturing(t, &logtext);
+	good = find_module(st, "good");
+	CHECK(good && good->status == CORE_MODULE_FAILED,
+	      "good with level > max_level must not load");
+	CHECK(!st->usable, "a broken rule makes the state unusable");
+	n = core_config_errors(st->cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:5: good.level: expected at most "
+		 "max_level (5), got 7", t->conf);
+	CHECK(n == 1 && !strcmp(msgs[0], want), "error \"%s\", want \"%s\"",
+	      n ? msgs[0] : "(none)", want);
+	CHECK(count_occurrences(logtext, want) == 1,
+	      "the error is logged once");
+	core_state_free(st);
+	free(logtext);
+}
+
 int main(int argc, char **argv)
 {
 	struct tmp_files t;
 	const char *which;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s mixed|allbad|params MODULE_DIR\n",
+		fprintf(stderr, "usage: %s mixed|allbad|params|ops|check "
+			"MODULE_DIR\n",
 			argv[0]);
 		return 2;
 	}
@@ -375,6 +475,10 @@ int main(int argc, char **argv)
 		test_allbad(&t);
 	} else if (!strcmp(which, "params")) {
 		test_params(&t);
+	} else if (!strcmp(which, "ops")) {
+		test_ops(&t);
+	} else if (!strcmp(which, "check")) {
+		test_check(&t);
 	} else {
 		fprintf(stderr, "unknown case %s\n", which);
 		failures++;

@@ -7,12 +7,21 @@
  *   FAKE_ABI        the descriptor's abi_version
  *   FAKE_INIT_ERR   what init returns (0, -EIO, -ENODEV)
  *   FAKE_NEEDS_LIB  init calls into a library absent at run time
+ *   FAKE_NDEVS      how many devices it finds (default 2)
+ *   FAKE_NODEV_WHY  init says why through host->no_devices, then -ENODEV
+ *   FAKE_SIZE       the descriptor's size (an older ABI's, or too short)
+ *   FAKE_NO_<OP>    leaves operation <op> NULL: FINI, ABANDON, DMABUF,
+ *                   REACH, CHECK (optional) or ISEND (required)
+ *   FAKE_POISON_CHECK  check always fails: for a descriptor whose size
+ *                   ends before check, which the core must not read
  *
  * A working instance has two devices, fake0 and fake1, on 127.0.0.1, and
- * one parameter, `level`.  It has no data path: the loader tests never
- * connect, so those entries answer -ENOSYS.
+ * two parameters, `level` and `max_level`, with the rule level <= max_level
+ * (its check).  It has no data path: the loader tests never connect, so
+ * those entries answer -ENOSYS.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -30,7 +39,12 @@
 #define FAKE_INIT_ERR 0
 #endif
 
+#ifndef FAKE_NDEVS
 #define FAKE_NDEVS 2
+#endif
+#ifndef FAKE_SIZE
+#define FAKE_SIZE sizeof(struct mesh_module)
+#endif
 
 #ifdef FAKE_NEEDS_LIB
 int mesh_fakedep_answer(void);
@@ -45,8 +59,28 @@ static const struct mesh_param fake_params[] = {
 	{ .name = "level", .type = MESH_PARAM_INT, .dflt = "3",
 	  .min = 0, .max = 100,
 	  .help = "Fake knob; each device reports level * 1000 Mbit/s" },
+	{ .name = "max_level", .type = MESH_PARAM_INT, .dflt = "100",
+	  .min = 0, .max = 100, .help = "level may not exceed this" },
 	{ .name = NULL },
 };
+
+__attribute__((unused))
+static int fake_check(const struct mesh_host *host)
+{
+#ifdef FAKE_POISON_CHECK
+	host->param_error(host, "level", "read a check past its size");
+	return -EINVAL;
+#else
+	long long level = host->param_int(host, "level");
+	long long most = host->param_int(host, "max_level");
+
+	if (level <= most)
+		return 0;
+	host->param_error(host, "level", "expected at most max_level (%lld), "
+			  "got %lld", most, level);
+	return -EINVAL;
+#endif
+}
 
 static int fake_init(const struct mesh_host *host, void **mctx)
 {
@@ -54,6 +88,10 @@ static int fake_init(const struct mesh_host *host, void **mctx)
 
 	if (FAKE_INIT_ERR)
 		return FAKE_INIT_ERR;
+#ifdef FAKE_NODEV_WHY
+	host->no_devices(host, "the fake module was told to find none");
+	return -ENODEV;
+#endif
 #ifdef FAKE_NEEDS_LIB
 	/* Never reached when the library is missing: dlopen fails first. */
 	if (mesh_fakedep_answer() != 42)
@@ -68,6 +106,7 @@ static int fake_init(const struct mesh_host *host, void **mctx)
 	return 0;
 }
 
+__attribute__((unused))
 static void fake_fini(void *mctx)
 {
 	free(mctx);
@@ -119,6 +158,7 @@ static int fake_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	return -ENOSYS;
 }
 
+__attribute__((unused))
 static void fake_abandon(void *mctx, struct mesh_ctrl *ctrl)
 {
 	(void)mctx, (void)ctrl;
@@ -131,6 +171,7 @@ static int fake_reg_mr(void *comm, void *data, size_t size, int type,
 	return -ENOSYS;
 }
 
+__attribute__((unused))
 static int fake_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 			      uint64_t offset, int fd, void **mhandle)
 {
@@ -145,6 +186,7 @@ static int fake_dereg_mr(void *comm, void *mhandle)
 	return -ENOSYS;
 }
 
+__attribute__((unused))
 static int fake_isend(void *comm, void *data, size_t size, int tag,
 		      void *mhandle, void **request)
 {
@@ -167,9 +209,37 @@ static int fake_close(void *comm)
 	return -ENOSYS;
 }
 
+#ifdef FAKE_NO_FINI
+#define fake_fini NULL
+#endif
+#ifdef FAKE_NO_ABANDON
+#define fake_abandon NULL
+#endif
+#ifdef FAKE_NO_DMABUF
+#define fake_reg_mr_dmabuf NULL
+#endif
+#ifdef FAKE_NO_ISEND
+#define fake_isend NULL
+#endif
+#ifdef FAKE_NO_CHECK
+#define fake_check NULL
+#endif
+
+__attribute__((unused))
+static int fake_reach(void *mctx, int dev, const struct mesh_addr *peer,
+		      int npeer, char *why, size_t cap)
+{
+	(void)mctx, (void)dev, (void)peer, (void)npeer;
+	snprintf(why, cap, "the fake reaches nobody");
+	return -EHOSTUNREACH;
+}
+#ifdef FAKE_NO_REACH
+#define fake_reach NULL
+#endif
+
 MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.abi_version = FAKE_ABI,
-	.size = sizeof(struct mesh_module),
+	.size = FAKE_SIZE,
 	.name = FAKE_NAME,
 	.version = "0.0-test",
 	.params = fake_params,
@@ -188,4 +258,6 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.iflush = NULL,
 	.close_send = fake_close,
 	.close_recv = fake_close,
+	.reach = fake_reach,
+	.check = fake_check,
 };

@@ -2,17 +2,24 @@
 # SPDX-License-Identifier: MIT
 """meshinfo against the real tcp-xdc module and small fixture configs.
 
-usage: test_meshinfo.py MESHINFO MODULE_DIR FIXTURE_DIR CASE
+usage: test_meshinfo.py MESHINFO MODULE_DIR FIXTURE_DIR CASE [FAKE_DIR]
+
+FAKE_DIR holds the loader's fake modules (tests/modules); the hostile and
+no-devices cases put it on the module path after MODULE_DIR.
 """
+import glob
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 MESHINFO, MODULE_DIR, FIXTURES, CASE = sys.argv[1:5]
+FAKE_DIR = sys.argv[5] if len(sys.argv) > 5 else None
 
 
 class Failure(Exception):
@@ -41,13 +48,20 @@ def marked_line(name, marker):
     raise Failure("%s has no line marked '%s'" % (name, marker))
 
 
-def meshinfo(*args):
+def meshinfo(*args, module_path=None, timeout=20):
     # Only what the test sets may steer the core.
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("NCCL_MESH_") and k != "NCCL_DEBUG"}
-    env["NCCL_MESH_MODULE_PATH"] = MODULE_DIR
+    env["NCCL_MESH_MODULE_PATH"] = module_path or MODULE_DIR
     return subprocess.run([MESHINFO, *args], env=env, capture_output=True,
-                          encoding="utf-8", errors="replace", timeout=20)
+                          encoding="utf-8", errors="replace",
+                          timeout=timeout)
+
+
+def with_fakes():
+    if not FAKE_DIR:
+        raise Failure("this case needs the fake modules' directory")
+    return MODULE_DIR + ":" + FAKE_DIR
 
 
 def section(text, title):
@@ -258,6 +272,141 @@ def test_usage():
     r = meshinfo("--check")
     check(r.returncode == 2 and "needs an argument" in r.stderr,
           "--check without FILE is a usage error", r)
+
+
+def hostile_dir(tmp):
+    """Key files and FIFOs the hostile configs name as @DIR@/..."""
+    def write(name, data, mode=0o600):
+        path = os.path.join(tmp, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, mode)
+    write("key-644", b"k" * 32, 0o644)
+    write("key-short", b"short\n")
+    write("key-long", b"k" * 5000)
+    write("key-empty", b"")
+    os.mkfifo(os.path.join(tmp, "key-fifo"), 0o600)
+    os.mkfifo(os.path.join(tmp, "include-fifo"), 0o600)
+
+
+def expectation(text):
+    first = text.splitlines()[0]
+    if not first.startswith("# expect: "):
+        raise Failure("hostile config without '# expect: ' line")
+    return first[len("# expect: "):]
+
+
+def test_hostile():
+    """Every config init would refuse fails --check: exit 1, its file and
+    line, the reason, never OK; and init (plain meshinfo) refuses it too."""
+    files = sorted(glob.glob(os.path.join(FIXTURES, "hostile", "*.conf")))
+    check(len(files) >= 50, "at least 50 hostile configs, found %d"
+          % len(files))
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        hostile_dir(tmp)
+        for src in files:
+            name = os.path.basename(src)
+            with open(src) as f:
+                text = f.read().replace("@DIR@", tmp)
+            conf = os.path.join(tmp, name)
+            with open(conf, "w") as f:
+                f.write(text)
+            expect = expectation(text)
+            line = [n for n, l in enumerate(text.splitlines(), 1)
+                    if "# error line" in l][0]
+            try:
+                r = meshinfo("--check", conf, module_path=with_fakes(),
+                             timeout=10)
+                usable = meshinfo("--config", conf,
+                                  module_path=with_fakes(), timeout=10)
+            except subprocess.TimeoutExpired:
+                bad.append("%s: meshinfo hung" % name)
+                continue
+            where = "%s:%d: error: " % (conf, line)
+            errors = [l for l in r.stderr.splitlines() if l.startswith(where)]
+            why = []
+            if r.returncode != 1:
+                why.append("exit %d" % r.returncode)
+            if "OK" in r.stdout:
+                why.append("printed OK")
+            if not errors:
+                why.append("no error at line %d" % line)
+            elif not any(expect in e for e in errors):
+                why.append("no error says '%s'" % expect)
+            if usable.returncode != 1:
+                why.append("plain meshinfo (init) exit %d"
+                           % usable.returncode)
+            if why:
+                bad.append("%s: %s\n    stdout: %s    stderr: %s" % (
+                    name, ", ".join(why), r.stdout or "-\n",
+                    r.stderr.replace("\n", "\n            ")))
+    check(not bad, "%d of %d hostile configs not refused:\n%s" % (
+        len(bad), len(files), "\n".join(bad)))
+
+
+def test_fifo():
+    """A FIFO as config or key file fails at once with a clear line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "fifo.conf")
+        os.mkfifo(fifo)
+        for args in (["--check", fifo], ["--config", fifo]):
+            start = time.monotonic()
+            try:
+                r = meshinfo(*args, timeout=10)
+            except subprocess.TimeoutExpired:
+                raise Failure("meshinfo %s hangs on a FIFO" % args[0])
+            check(time.monotonic() - start < 5, "returns promptly", r)
+            check(r.returncode == 1, "a FIFO config is an error", r)
+            check("%s: cannot read: a FIFO, not a regular file" % fifo
+                  in r.stdout + r.stderr, "the error says why", r)
+        key = os.path.join(tmp, "key")
+        os.mkfifo(key, 0o600)
+        conf = os.path.join(tmp, "key.conf")
+        with open(conf, "w") as f:
+            f.write('version = 1;\nmodules = [ "tcp-xdc" ];\n'
+                    'auth_key_file = "%s";\n' % key)
+        try:
+            r = meshinfo("--check", conf, timeout=10)
+        except subprocess.TimeoutExpired:
+            raise Failure("meshinfo hangs on a FIFO key file")
+        check(r.returncode == 1 and "%s:3: error: auth_key_file: " % conf
+              in r.stderr and "not a regular file" in r.stderr,
+              "a FIFO key file is an error at its line", r)
+
+
+def test_sorted():
+    """Diagnostics of every kind come out in line order."""
+    r = meshinfo("--check", fixture("sorted.conf"))
+    check(r.returncode == 1, "sorted.conf has errors", r)
+    lines = [int(m.group(1)) for m in
+             re.finditer(r"^\S*sorted\.conf:(\d+): (?:error|warning): ",
+                         r.stderr, re.M)]
+    check(len(lines) >= 4, "four diagnostics or more", r)
+    check(lines == sorted(lines), "sorted by line: %s" % lines, r)
+
+
+def test_no_devices():
+    """A module without devices says why, and one without fini neither
+    crashes meshinfo nor init."""
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = os.path.join(tmp, "nodev.conf")
+        with open(conf, "w") as f:
+            f.write('version = 1;\nmodules = [ "tcp-xdc", "nofini", '
+                    '"nodevwhy" ];\ntcp-xdc: { ifname = "nonesuch9"; };\n')
+        r = meshinfo("--config", conf, module_path=with_fakes())
+        check(r.returncode == 1, "no rails: exit 1 (and no crash)", r)
+        mods = section(r.stdout, "modules")
+        text = "\n".join(mods)
+        check("reason: no devices: no usable interface matches 'nonesuch9'"
+              in text, "tcp-xdc's reason is what it said", r)
+        check("reason: no devices: the fake module was told to find none"
+              in text, "a reason given through no_devices", r)
+        check(re.search(r"nofini .* no devices", text),
+              "nofini lists as no devices", r)
+        r = meshinfo("--check", conf, module_path=with_fakes())
+        check(r.returncode == 0 and r.stdout.endswith(": OK\n"),
+              "--check judges the file, which is fine", r)
 
 
 def main():

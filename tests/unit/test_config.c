@@ -200,7 +200,7 @@ static void test_precedence(void)
 	CHECK_VALUE(core, "max_rails", "32", 32,
 		    "env NCCL_MESH_MAX_RAILS");
 	snprintf(want, sizeof(want), "%s:6", path);
-	CHECK_VALUE(core, "port_range", "40000-40100", 0, want);
+	CHECK_VALUE(core, "port_range", "40000-40100", 40000LL << 16 | 40100, want);
 	CHECK_VALUE(core, "connect_timeout_ms", "60000", 60000, "default");
 	snprintf(want, sizeof(want), "%s:3", path);
 	CHECK_VALUE(core, "modules", "tcp-xdc,relay", 0, want);

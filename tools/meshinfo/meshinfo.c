@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libconfig.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,35 +198,18 @@ static int add_host_dcs(struct meshinfo *mi, const config_t *conf)
 }
 
 /*
- * The datacenters a peer may be in: ours and every dc a hosts entry sets.
- * The config API resolves only this host's values, so the file is read a
- * second time here; if that fails the core has reported why already.
+ * The datacenters a peer may be in: ours and every dc a hosts entry sets,
+ * from the file the core parsed (read once: it may be no regular file).
  */
 static int collect_dcs(struct meshinfo *mi)
 {
-	const char *path = core_config_path(mi->st->cfg);
-	config_t conf;
-	int ok, ret = 0;
+	const config_t *conf = core_config_parsed(mi->st->cfg);
+	int ret = 0;
 
 	if (add_dc(mi, mi->st->dc))
 		return -ENOMEM;
-	config_init(&conf);
-	if (path[0] == MESHINFO_EMBEDDED_PREFIX) {
-		ok = config_read_string(&conf, core_default_config);
-	} else {
-		char *dir = strdup(path);
-		char *slash = dir ? strrchr(dir, '/') : NULL;
-
-		if (slash) {
-			*slash = '\0';
-			config_set_include_dir(&conf, dir[0] ? dir : "/");
-		}
-		ok = config_read_file(&conf, path);
-		free(dir);
-	}
-	if (ok)
-		ret = add_host_dcs(mi, &conf);
-	config_destroy(&conf);
+	if (conf)
+		ret = add_host_dcs(mi, conf);
 	qsort(mi->dcs, mi->ndcs, sizeof(*mi->dcs), compare_dc);
 	return ret;
 }
@@ -304,7 +288,8 @@ static int note_module_failures(struct meshinfo *mi)
 	for (int i = 0; i < mi->st->nmodules; i++) {
 		const struct core_module *m = &mi->st->modules[i];
 
-		if (m->status != CORE_MODULE_FAILED ||
+		/* Failed on its parameters: the config errors say which. */
+		if (m->status != CORE_MODULE_FAILED || m->param_errors ||
 		    warned_already(mi, m->reason))
 			continue;
 		snprintf(buf, sizeof(buf), "%smodule %s not loaded%s: %s", loc,
@@ -366,11 +351,93 @@ static void meshinfo_free(struct meshinfo *mi)
 	meshinfo_strv_free(&logged_warnings);
 }
 
-static void print_diagnostics(FILE *out, const char *kind,
-			      const char *const *msgs, int n)
+struct diagnostic {
+	const char *kind;
+	const char *msg;
+	int order;		/* keeps the sort stable */
+	int file;		/* rank of its file, first seen first */
+	long line;		/* LONG_MAX: no location */
+};
+
+struct diagnostics {
+	struct diagnostic *v;
+	int n;
+	const char *files[16];
+	size_t file_len[16];
+	int nfiles;
+};
+
+static int file_rank(struct diagnostics *d, const char *msg, size_t len)
 {
-	for (int i = 0; i < n; i++)
-		meshinfo_print_diagnostic(out, kind, msgs[i]);
+	for (int i = 0; i < d->nfiles; i++)
+		if (d->file_len[i] == len && !strncmp(d->files[i], msg, len))
+			return i;
+	if (d->nfiles == 16)
+		return 16;
+	d->files[d->nfiles] = msg;
+	d->file_len[d->nfiles] = len;
+	return d->nfiles++;
+}
+
+static void add_diagnostics(struct diagnostics *d, const char *kind,
+			    const char *const *msgs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct diagnostic *x = &d->v[d->n];
+		size_t loc = location_length(msgs[i]);
+
+		x->kind = kind;
+		x->msg = msgs[i];
+		x->order = d->n++;
+		x->file = 17;
+		x->line = LONG_MAX;
+		if (loc) {
+			const char *colon = msgs[i] + loc - 2;
+
+			while (colon > msgs[i] && colon[-1] != ':')
+				colon--;
+			x->line = strtol(colon, NULL, 10);
+			x->file = file_rank(d, msgs[i],
+					    (size_t)(colon - 1 - msgs[i]));
+		}
+	}
+}
+
+static int compare_diagnostics(const void *a, const void *b)
+{
+	const struct diagnostic *x = a, *y = b;
+
+	if (x->file != y->file)
+		return x->file - y->file;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	return x->order - y->order;
+}
+
+/* Errors and warnings of every origin, in one list sorted by line. */
+static void print_sorted(FILE *out, const struct meshinfo *mi,
+			 const char *const *errs, int nerr,
+			 const char *const *warns, int nwarn)
+{
+	struct diagnostics d = { 0 };
+	int total = nerr + nwarn + mi->module_warnings.n + mi->log.n;
+
+	d.v = calloc((size_t)total + 1, sizeof(*d.v));
+	if (!d.v) {
+		fprintf(out, "meshinfo: out of memory\n");
+		return;
+	}
+	add_diagnostics(&d, "error", errs, nerr);
+	add_diagnostics(&d, "warning", warns, nwarn);
+	add_diagnostics(&d, "warning",
+			(const char *const *)mi->module_warnings.items,
+			mi->module_warnings.n);
+	add_diagnostics(&d, "warning", (const char *const *)mi->log.items,
+			mi->log.n);
+	qsort(d.v, (size_t)d.n, sizeof(*d.v), compare_diagnostics);
+	for (int i = 0; i < d.n; i++)
+		meshinfo_print_diagnostic(out, d.v[i].kind, d.v[i].msg);
+	free(d.v);
 }
 
 /* --check: diagnostics on stderr, the verdict on stdout. */
@@ -380,17 +447,14 @@ static int run_check(const struct meshinfo *mi, bool json)
 	int nerr = core_config_errors(mi->st->cfg, &errs);
 	int nwarn = core_config_warnings(mi->st->cfg, &warns);
 
+	/* A config without errors can still leave init nothing to use (no
+	 * module loads): that is for `meshinfo` to say, --check judges the
+	 * file.  But every value init would refuse is an error above. */
 	if (json) {
 		meshinfo_print_check_json(stdout, mi, nerr == 0);
 		return nerr ? 1 : 0;
 	}
-	print_diagnostics(stderr, "error", errs, nerr);
-	print_diagnostics(stderr, "warning", warns, nwarn);
-	print_diagnostics(stderr, "warning",
-			  (const char *const *)mi->module_warnings.items,
-			  mi->module_warnings.n);
-	print_diagnostics(stderr, "warning",
-			  (const char *const *)mi->log.items, mi->log.n);
+	print_sorted(stderr, mi, errs, nerr, warns, nwarn);
 	if (nerr) {
 		fprintf(stderr, "%s: %d error%s\n", mi->check_file, nerr,
 			nerr == 1 ? "" : "s");

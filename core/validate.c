@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The core's rules beyond one value's type: between values (a port offset
+ * that pushes the range past 65535), about the world (the key file), and
+ * about the modules (rails naming devices that exist).  The plugin's init
+ * and meshinfo both run them through core_state_build; every broken rule
+ * is a config error at the value's file and line, so a config that would
+ * fail init never passes `meshinfo --check`.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netaddr.h"
+#include "params.h"
+#include "state.h"
+
+#define CORE_VALUE(st, id) (&core_config_core((st)->cfg)->values[id])
+
+/* "tcp-xdc", "ib-fabric", "my_mod.2": names a file mesh-<name>.so. */
+static bool module_name_ok(const char *name)
+{
+	if (!*name || *name == '.' || strlen(name) >= MESH_NAME_MAX)
+		return false;
+	for (const char *p = name; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("-_.", *p))
+			return false;
+	return true;
+}
+
+static int check_modules(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_MODULES);
+	int err = 0;
+
+	if (!v->nitems) {
+		core_config_value_error(st->cfg, NULL, v, "expected at least one "
+					"module name, got an empty list");
+		return -EINVAL;
+	}
+	for (int i = 0; i < v->nitems; i++) {
+		if (!module_name_ok(v->items[i])) {
+			core_config_value_error(st->cfg, NULL, v,
+				"expected module names of letters, digits, "
+				"'-', '_' and '.', got \"%s\" as item %d",
+				v->items[i], i + 1);
+			err = -EINVAL;
+			continue;
+		}
+		for (int j = 0; j < i; j++) {
+			if (strcmp(v->items[i], v->items[j]))
+				continue;
+			core_config_value_error(st->cfg, NULL, v,
+				"module %s is listed twice (items %d and %d)",
+				v->items[i], j + 1, i + 1);
+			err = -EINVAL;
+			break;
+		}
+	}
+	return err;
+}
+
+static bool in_modules(const struct core_value *mods, const char *name,
+		       size_t len)
+{
+	for (int i = 0; i < mods->nitems; i++)
+		if (strlen(mods->items[i]) == len &&
+		    !strncmp(mods->items[i], name, len))
+			return true;
+	return false;
+}
+
+/* One rails entry, "tcp-xdc/eth0+ib-fabric/mlx5_0", without devices. */
+static int check_rail_syntax(struct core_state *st, int r, const char *spec)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
+	const struct core_value *mods = CORE_VALUE(st, CP_MODULES);
+	const char *p = spec, *seen[CORE_RAIL_MEMBERS_MAX];
+	size_t seen_len[CORE_RAIL_MEMBERS_MAX];
+	int n = 0;
+
+	for (;;) {
+		const char *end = strchrnul(p, '+');
+		const char *slash = memchr(p, '/', (size_t)(end - p));
+
+		if (!slash || slash == p || slash + 1 >= end ||
+		    end - slash > MESH_NAME_MAX) {
+			core_config_value_error(st->cfg, NULL, v,
+				"entry %d \"%s\": expected module/device "
+				"members joined by '+', got \"%.*s\"", r + 1,
+				spec, (int)(end - p), p);
+			return -EINVAL;
+		}
+		if (!in_modules(mods, p, (size_t)(slash - p))) {
+			core_config_value_error(st->cfg, NULL, v,
+				"entry %d \"%s\": module %.*s is not in "
+				"'modules'", r + 1, spec, (int)(slash - p), p);
+			return -EINVAL;
+		}
+		for (int i = 0; i < n; i++) {
+			if (seen_len[i] != (size_t)(slash - p) ||
+			    strncmp(seen[i], p, seen_len[i]))
+				continue;
+			core_config_value_error(st->cfg, NULL, v,
+				"entry %d \"%s\": two members from module "
+				"%.*s; a rail takes one device per module",
+				r + 1, spec, (int)(slash - p), p);
+			return -EINVAL;
+		}
+		if (n == CORE_RAIL_MEMBERS_MAX) {
+			core_config_value_error(st->cfg, NULL, v,
+				"entry %d \"%s\": expected at most %d members",
+				r + 1, spec, CORE_RAIL_MEMBERS_MAX);
+			return -EINVAL;
+		}
+		seen[n] = p;
+		seen_len[n++] = (size_t)(slash - p);
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+static int check_rails(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
+	int err = 0;
+
+	for (int r = 0; r < v->nitems; r++)
+		if (check_rail_syntax(st, r, v->items[r]))
+			err = -EINVAL;
+	if ((uint64_t)v->nitems > st->max_rails) {
+		core_config_value_error(st->cfg, NULL, v,
+			"%d rails, but max_rails is %llu", v->nitems,
+			(unsigned long long)st->max_rails);
+		err = -EINVAL;
+	}
+	return err;
+}
+
+static int take_advertise(struct core_state *st)
+{
+	const struct core_value *addrs = CORE_VALUE(st, CP_ADVERTISE_ADDRS);
+	const struct core_value *ports = CORE_VALUE(st, CP_ADVERTISE_PORTS);
+	struct core_advertise *adv = &st->advertise;
+
+	adv->port_offset = (int)CORE_VALUE(st, CP_ADVERTISE_PORT_OFFSET)->num;
+	adv->local = CORE_VALUE(st, CP_ADVERTISE_LOCAL)->num != 0;
+	/* The table's type checked every item already. */
+	for (int i = 0; i < addrs->nitems && i < CORE_HANDLE_ADDRS_MAX; i++)
+		if (!mesh_addr_parse(addrs->items[i], &adv->addrs[adv->naddrs]))
+			adv->naddrs++;
+	adv->ports = calloc((size_t)ports->nitems + 1, sizeof(*adv->ports));
+	if (!adv->ports)
+		return -ENOMEM;
+	for (int i = 0; i < ports->nitems; i++) {
+		unsigned from = 0, to = 0;
+
+		if (sscanf(ports->items[i], "%u=%u", &from, &to) != 2)
+			continue;
+		adv->ports[adv->nports].listen = (uint16_t)from;
+		adv->ports[adv->nports++].external = (uint16_t)to;
+	}
+	return 0;
+}
+
+static int mapped_port(const struct core_advertise *adv, int port)
+{
+	for (int i = 0; i < adv->nports; i++)
+		if (adv->ports[i].listen == port)
+			return adv->ports[i].external;
+	return port + adv->port_offset;
+}
+
+/* Every listen port must map to an external port a peer can dial. */
+static int check_advertise(struct core_state *st)
+{
+	const struct core_value *offset =
+		CORE_VALUE(st, CP_ADVERTISE_PORT_OFFSET);
+	const struct core_value *ports = CORE_VALUE(st, CP_ADVERTISE_PORTS);
+	const struct core_advertise *adv = &st->advertise;
+	int err = 0;
+
+	for (int i = 0; i < adv->nports; i++) {
+		for (int j = 0; j < i; j++) {
+			if (adv->ports[i].listen != adv->ports[j].listen)
+				continue;
+			core_config_value_error(st->cfg, NULL, ports,
+				"listen port %u is mapped twice (items %d and "
+				"%d)", adv->ports[i].listen, j + 1, i + 1);
+			err = -EINVAL;
+			break;
+		}
+	}
+	if (!adv->naddrs) {
+		if (adv->port_offset || adv->nports)
+			core_config_value_warning(st->cfg, NULL,
+				adv->nports ? ports : offset,
+				"has no effect without advertise_addrs");
+		return err;
+	}
+	if (adv->port_offset && !st->port_low) {
+		core_config_value_error(st->cfg, NULL, offset,
+			"needs port_range: a port the kernel picks cannot be "
+			"mapped by an offset");
+		return -EINVAL;
+	}
+	for (int p = st->port_low; p && p <= st->port_high; p++) {
+		int ext = mapped_port(adv, p);
+
+		if (ext >= 1 && ext <= 65535)
+			continue;
+		core_config_value_error(st->cfg, NULL, offset,
+			"listen port %d + %d gives external port %d, expected "
+			"1..65535", p, adv->port_offset, ext);
+		return -EINVAL;
+	}
+	return err;
+}
+
+static int load_key(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_AUTH_KEY_FILE);
+	char why[512];
+
+	if (!*v->text)
+		return 0;
+	/* Opens non-blocking and wants a regular, owner-only file. */
+	if (!core_auth_load_key(v->text, &st->auth_key, why, sizeof(why)))
+		return 0;
+	core_config_value_error(st->cfg, NULL, v, "%s", why);
+	return -EINVAL;
+}
+
+int core_validate_config(struct core_state *st)
+{
+	long long range = CORE_VALUE(st, CP_PORT_RANGE)->num;
+	int err = 0;
+
+	st->dc = (uint64_t)CORE_VALUE(st, CP_DC)->num;
+	st->max_rails = (uint64_t)CORE_VALUE(st, CP_MAX_RAILS)->num;
+	st->connect_timeout_ms = (int)CORE_VALUE(st, CP_CONNECT_TIMEOUT_MS)->num;
+	st->port_low = (int)(range >> 16);
+	st->port_high = (int)(range & 0xffff);
+	if (take_advertise(st))
+		return -ENOMEM;
+	st->rails_bad = check_rails(st) != 0;
+	if (check_modules(st) | check_advertise(st) | load_key(st) ||
+	    st->rails_bad)
+		err = -EINVAL;
+	return err;
+}
+
+/* The member's module, when it is ready; else an error naming why not. */
+static const struct core_module *rail_module(struct core_state *st, int r,
+					     const char *spec, const char *p,
+					     size_t len)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
+
+	for (int i = 0; i < st->nmodules; i++) {
+		const struct core_module *m = &st->modules[i];
+
+		if (strlen(m->name) != len || strncmp(m->name, p, len))
+			continue;
+		if (m->status == CORE_MODULE_READY)
+			return m;
+		core_config_value_error(st->cfg, NULL, v,
+			"entry %d \"%s\": module %s %s (%s)", r + 1, spec,
+			m->name, m->status == CORE_MODULE_NODEV ?
+			"has no usable device" : "did not load", m->reason);
+		return NULL;
+	}
+	return NULL;	/* not in modules: check_rails said so */
+}
+
+static int rail_devices(struct core_state *st, int r, const char *spec)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
+	const char *p = spec;
+
+	for (;;) {
+		const char *end = strchrnul(p, '+');
+		const char *slash = memchr(p, '/', (size_t)(end - p));
+		const struct core_module *m;
+		char names[256] = "";
+		size_t used = 0;
+		int d;
+
+		m = rail_module(st, r, spec, p, (size_t)(slash - p));
+		if (!m)
+			return -EINVAL;
+		for (d = 0; d < m->ndevs; d++) {
+			struct mesh_dev_props props;
+
+			if (m->desc->get_properties(m->mctx, d, &props))
+				continue;
+			if ((size_t)(end - slash - 1) == strlen(props.name) &&
+			    !strncmp(props.name, slash + 1, strlen(props.name)))
+				break;
+			used += (size_t)snprintf(names + used,
+				used < sizeof(names) ? sizeof(names) - used : 0,
+				"%s%s", used ? ", " : "", props.name);
+		}
+		if (d == m->ndevs) {
+			core_config_value_error(st->cfg, NULL, v,
+				"entry %d \"%s\": module %s has no device "
+				"'%.*s' (it has: %s)", r + 1, spec, m->name,
+				(int)(end - slash - 1), slash + 1, names);
+			return -EINVAL;
+		}
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+int core_validate_rails(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
+	int err = 0, most = 0;
+
+	for (int r = 0; r < v->nitems; r++)
+		if (rail_devices(st, r, v->items[r]))
+			err = -EINVAL;
+	if (v->nitems)
+		return err;
+	for (int i = 0; i < st->nmodules; i++)
+		if (st->modules[i].status == CORE_MODULE_READY &&
+		    st->modules[i].ndevs > most)
+			most = st->modules[i].ndevs;
+	if ((uint64_t)most > st->max_rails) {
+		core_config_value_error(st->cfg, NULL,
+			CORE_VALUE(st, CP_MAX_RAILS),
+			"a module has %d devices, so %d rails, more than "
+			"max_rails", most, most);
+		return -EINVAL;
+	}
+	return 0;
+}
