@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-# shellcheck shell=bash disable=SC2154 # here (the script dir) is in-guest.sh's
+# shellcheck shell=bash disable=SC2154 # here (the script dir) is stage.sh's
 #
 # ib-fabric's error paths, provoked for real on the two-node rxe mesh
 # (rxn2 server at 10.77.12.2, rxn1 client at 10.77.12.1).  Sourced by
-# in-guest.sh, whose setup_env sets MESHPERF, PLUGIN, MODULE_PATH, LOGDIR.
+# stage.sh, whose setup_env sets MESHPERF, PLUGIN, MODULE_PATH, LOGDIR.
 #
 # Every check runs one meshperf pair that must fail, and fail well: both
 # processes exit 1 (meshperf's failure status, so no crash, signal or

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash disable=SC2034 # its tables are for the scripts that source it
 #
-# Helpers for the scripts that run inside the rxe lab guest (in-guest.sh,
+# Helpers for the scripts of the rxe stage (stage.sh,
 # tests/bench/rxe-ib.sh).  Sourced, never run.
 #
-# The guest's rxe-mesh builds namespaces rxn1..rxnN with one veth link per
+# tests/rxe/net.sh builds namespaces rxn1..rxnN with one veth link per
 # node pair (10.77.<i><j>.0/24, netdev v<i><j>, rxe device rxe<i><j>).  The
 # two-datacenter topology (dc_topology) is built here: every rxe device is
 # visible in every namespace (RDMA netns mode "shared"), so processes pick
@@ -268,13 +268,10 @@ dc_ns() {
 	fi
 }
 
+# dc_add_ns NAME: net.sh's IPv4-only namespace, removed by rxe_cleanup.
 dc_add_ns() {
-	ip netns add "$1" || return 1
 	RXE_NS+=("$1")
-	ip -n "$1" link set lo up
-	# IPv4 only, as in rxe-mesh: the RoCE v2 GID is the IPv4-mapped one
-	ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-		net.ipv6.conf.default.disable_ipv6=1
+	rxnet_add_ns "$1"
 }
 
 # dc_fabric_link I J: the intra-DC link between host namespaces h<I>, h<J>,

@@ -1,16 +1,16 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash disable=SC2034 # mesh_checks is for the sourcing script
 #
-# rdma-mesh checks of the rxe lab stage (docs/testing-rxe.md).  Sourced,
-# never run: in-guest.sh sources it after lib.sh and before it dispatches
+# rdma-mesh checks of the rxe stage (docs/testing-rxe.md).  Sourced, never
+# run: stage.sh sources it after lib.sh and net.sh and before it dispatches
 # "--check FUNC", and runs the entries of mesh_checks with its `check`.
 #
 # Needs from the sourcing script (exported, so the per-check processes see
 # them): BUILD, MESHPERF, PLUGIN, LOGDIR; lib.sh's helpers.
 #
-# Topologies, all in the guest's namespaces rxn1..rxn4:
+# Topologies, all in namespaces rxn1..rxn4 (tests/rxe/net.sh):
 #
-#   triangle  rxe-mesh up -n 3: link i-j is 10.77.<i><j>.0/24, netdev v<i><j>,
+#   triangle  net.sh up 3: link i-j is 10.77.<i><j>.0/24, netdev v<i><j>,
 #             rxe device rxe<i><j> in rxn<i>.
 #   node 4    namespace rxn4 cabled only to node 1: v14 10.77.14.1 (rxe14) ==
 #             v41 10.77.14.4 (rxe41).  A plain veth without RoCE device,
@@ -25,10 +25,12 @@
 # mesh_cleanup removes it.  The config is tests/rxe/mesh-rdma.conf.
 
 MESH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/rxe/net.sh
+declare -F rxnet_up >/dev/null || . "$MESH_DIR/net.sh"
 
 # The checks in order, "FUNC|LIMIT_S|NAME"; mesh_run_checks runs them.
 mesh_checks=(
-	"check_mesh_triangle_up|90|rdma-mesh: triangle up (rxe-mesh up -n 3)"
+	"check_mesh_triangle_up|90|rdma-mesh: triangle up (3 nodes, 3 links)"
 	"check_mesh_triangle|600|rdma-mesh: triangle, 6 directed pairs at once, both ways, 2 channels, hca order not paired"
 	"check_mesh_node4_up|90|rdma-mesh: node 4 cabled only to node 1"
 	"check_mesh_node4_reach|240|rdma-mesh: node 4 -> node 1 over their one cable"
@@ -77,81 +79,25 @@ mesh_addr() {
 	fi
 }
 
-mesh_ns_exists() {
-	ip netns list | awk '{ print $1 }' | grep -qx "$1"
-}
-
 mesh_triangle_ensure() {
-	local st
-
-	st=$(rxe-mesh status 2>/dev/null | head -n 1) || true
-	[ "$st" = "mode=netns nodes=3" ] && return 0
-	# rxe-mesh up tears down an older mesh, not what was added to it;
-	# and an up over a mesh of another size keeps the old size: down first
+	[ "$(rxnet_nodes)" = 3 ] && rxnet_ns_exists rxn3 && return 0
+	# what was added to an older mesh goes first
 	mesh_extras_remove
-	rxe-mesh down >/dev/null 2>&1 || true
-	rxe-mesh up -n 3 -m netns || {
-		echo "rxe-mesh up -n 3 -m netns failed (rdma-mesh needs a node per namespace)"
-		rxe-mesh down >/dev/null 2>&1 || true
+	rxnet_up 3 || {
+		echo "cannot build the 3-node mesh"
+		rxnet_down
 		return 1
 	}
 }
 
-# mesh_add_ns NAME: an IPv4-only namespace, as rxe-mesh makes them (the RoCE
-# v2 GID is then the IPv4-mapped one).
-mesh_add_ns() {
-	ip netns add "$1" || return 1
-	ip -n "$1" link set lo up &&
-		ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-			net.ipv6.conf.default.disable_ipv6=1
-}
-
-# mesh_cable I J NET [SUFFIX]: a cable from node I to node J on NET.0/24
-# (three octets): veth v<I><J>SUFFIX with NET.<I> in rxn<I>, its peer
-# v<J><I>SUFFIX with NET.<J> in rxn<J>, rxe<I><J>SUFFIX and rxe<J><I>SUFFIX
-# on them; MTU 4500 as in rxe-mesh (RoCE MTU 4096).
-mesh_cable() {
-	local i=$1 j=$2 net=$3 sfx=${4:-} a b
-
-	ip link add "v$i$j$sfx" netns "rxn$i" type veth peer name "v$j$i$sfx" \
-		netns "rxn$j" || return 1
-	for a in "$i $j" "$j $i"; do
-		read -r a b <<<"$a"
-		if ! { ip -n "rxn$a" addr add "$net.$a/24" dev "v$a$b$sfx" &&
-		       ip -n "rxn$a" link set "v$a$b$sfx" mtu 4500 up &&
-		       ip netns exec "rxn$a" rdma link add "rxe$a$b$sfx" \
-				type rxe netdev "v$a$b$sfx"; }; then
-			echo "cable $i-$j$sfx: cannot set up v$a$b$sfx / rxe$a$b$sfx in rxn$a"
-			return 1
-		fi
-	done
-}
-
-# mesh_cable_up DEV...: every device's port is active with an IPv4 RoCE v2
-# GID (the address reaches the GID table a moment after the device exists).
-mesh_cable_up() {
-	local dev deadline=$((SECONDS + 20))
-
-	for dev in "$@"; do
-		until rxe_gid_index "$dev" >/dev/null &&
-		      grep -q ACTIVE "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				echo "$dev: port not active with an IPv4 RoCE v2 GID after 20 s"
-				return 1
-			fi
-			sleep 0.5
-		done
-	done
-}
-
 mesh_node4_present() {
-	mesh_ns_exists rxn4 && [ -e /sys/class/infiniband/rxe14 ] &&
+	rxnet_ns_exists rxn4 && [ -e /sys/class/infiniband/rxe14 ] &&
 		[ -e /sys/class/infiniband/rxe41 ]
 }
 
 mesh_node4_build() {
-	mesh_add_ns rxn4 || return 1
-	mesh_cable 1 4 10.77.14 || return 1
+	rxnet_add_ns rxn4 || return 1
+	rxnet_link 1 4 10.77.14 || return 1
 	# management link: bootstrap TCP only, no RoCE device
 	if ! { ip link add m42 netns rxn4 type veth peer name m24 netns rxn2 &&
 	       ip -n rxn4 addr add 10.88.24.4/24 dev m42 &&
@@ -160,7 +106,7 @@ mesh_node4_build() {
 		echo "node 4: cannot set up the management link m42/m24"
 		return 1
 	fi
-	mesh_cable_up rxe14 rxe41
+	rxnet_wait_active rxe14 rxe41
 }
 
 mesh_node4_ensure() {
@@ -177,7 +123,7 @@ mesh_node4_remove() {
 
 	rdma link delete rxe14 2>/dev/null || true
 	rdma link delete rxe41 2>/dev/null || true
-	if mesh_ns_exists rxn4; then
+	if rxnet_ns_exists rxn4; then
 		for pid in $(ip netns pids rxn4 2>/dev/null); do
 			kill -KILL "$pid" 2>/dev/null || true
 		done
@@ -196,7 +142,7 @@ mesh_cable2_ensure() {
 	mesh_triangle_ensure || return 1
 	mesh_cable2_present && return 0
 	mesh_cable2_remove
-	mesh_cable 1 2 10.77.112 b && mesh_cable_up rxe12b rxe21b && return 0
+	rxnet_link 1 2 10.77.112 b && rxnet_wait_active rxe12b rxe21b && return 0
 	mesh_cable2_remove
 	return 1
 }
@@ -207,7 +153,7 @@ mesh_cable2_remove() {
 	ip -n rxn1 link del v12b 2>/dev/null || true
 }
 
-# What these checks add to the rxe-mesh triangle.
+# What these checks add to the triangle.
 mesh_extras_remove() {
 	mesh_cable2_remove
 	mesh_node4_remove
@@ -216,7 +162,7 @@ mesh_extras_remove() {
 # Removes everything the checks built; for the sourcing script's cleanup.
 mesh_cleanup() {
 	mesh_extras_remove
-	rxe-mesh down >/dev/null 2>&1 || true
+	rxnet_down >/dev/null 2>&1 || true
 }
 
 # ------------------------------------------------------------ meshperf
@@ -360,7 +306,7 @@ mesh_judge() {
 
 check_mesh_triangle_up() {
 	mesh_triangle_ensure || return 1
-	rxe-mesh status
+	rxnet_status
 }
 
 # All six directed pairs at once: for each i -> j a server on node j and a
@@ -531,7 +477,7 @@ check_mesh_two_cables() {
 
 check_mesh_topology_down() {
 	mesh_cleanup
-	if mesh_ns_exists rxn1 || mesh_ns_exists rxn4 ||
+	if rxnet_ns_exists rxn1 || rxnet_ns_exists rxn4 ||
 	   [ -e /sys/class/infiniband/rxe12b ]; then
 		echo "the topology is still there"
 		return 1

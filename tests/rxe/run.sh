@@ -1,24 +1,30 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Host side of the rxe lab stage: makes sure the lab's guest image exists,
-# boots the guest once and runs tests/rxe/in-guest.sh in it against a build
-# made on this host.  Exit status: in-guest.sh's, 77 (skip) when the lab
-# cannot run here (not root, no rxe-lab, no qemu), 124 when the guest ran
-# past its time limit.
+# The rxe stage (docs/testing-rxe.md): real verbs over Soft-RoCE against a
+# build made on this host.  Where this host's kernel has an rdma_rxe that
+# works inside network namespaces, tests/rxe/stage.sh runs here; otherwise
+# it runs in a qemu guest that tests/rxe/lab/guest builds from Debian
+# packages (once; cached) and boots once for the whole stage.
 #
 #   tests/rxe/run.sh BUILD_DIR
 #
-# Environment: RXE_LAB (the rxe-lab script; default ../shared/rxe-lab/rxe-lab
-# next to the repository), RXE_STAGE_TIMEOUT (seconds for the whole boot,
-# default 1500), RXE_TEST_MODULE and RXE_TEST_ONLY (passed to in-guest.sh).
+# Exit status: stage.sh's; 77 (skip) when the stage cannot run here (not
+# root, ib-fabric not built, no rdma_rxe and no way to build or boot the
+# guest), with the reason on stderr; 124 when the guest ran past its limit;
+# 125 when it died during the stage; 126 when it never came up.
+#
+# Environment: RXE_MODE (auto, host, guest; default auto),
+# RXE_STAGE_TIMEOUT (seconds for the stage in the guest, default 3000),
+# RXE_TEST_MODULE, RXE_TEST_ONLY, CONF_LOOPS (passed to stage.sh), and
+# the guest's own (tests/rxe/lab/guest).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 
 skip() {
-	echo "SKIP: $*" >&2
+	echo "SKIP: rxe stage: $*" >&2
 	exit 77
 }
 
@@ -30,14 +36,54 @@ case $build/ in
    exit 2 ;;
 esac
 
-lab=${RXE_LAB:-$src/../shared/rxe-lab/rxe-lab}
-[ "$(id -u)" -eq 0 ] || skip "the rxe lab needs root"
-[ -x "$lab" ] || skip "no rxe lab at $lab (set RXE_LAB)"
+[ "$(id -u)" -eq 0 ] || skip "needs root (namespaces, rxe devices, the guest image)"
 [ -e "$build/modules/ib-fabric/mesh-ib-fabric.so" ] ||
 	[ "${RXE_TEST_MODULE:-ib-fabric}" != ib-fabric ] ||
 	skip "ib-fabric was not built (install libibverbs-dev and reconfigure)"
-"$lab" ensure || skip "the rxe lab cannot be set up here (rxe-lab ensure failed)"
-command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64"
+
+stage_env=()
+for v in RXE_TEST_MODULE RXE_TEST_ONLY CONF_LOOPS CLOSE_ITERS; do
+	[ -n "${!v:-}" ] && stage_env+=("$v=${!v}")
+done
+
+# host_rxe: this kernel's rdma_rxe carries RoCE between two namespaces (a
+# two-node mesh and an RC ping-pong over it; net.sh explains the probe).
+host_rxe() {
+	local rc=0
+
+	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe 2>/dev/null || {
+		echo "rxe stage: this kernel has no rdma_rxe"
+		return 1
+	}
+	command -v ibv_rc_pingpong >/dev/null || {
+		echo "rxe stage: no ibv_rc_pingpong (ibverbs-utils) for the probe"
+		return 1
+	}
+	bash "$here/net.sh" up 2 && bash "$here/net.sh" probe || rc=1
+	bash "$here/net.sh" down
+	[ "$rc" -eq 0 ] ||
+		echo "rxe stage: this kernel's rdma_rxe does not carry RoCE between namespaces"
+	return "$rc"
+}
+
+mode=${RXE_MODE:-auto}
+if [ "$mode" = auto ]; then
+	mode=guest
+	host_rxe && mode=host
+fi
+case $mode in
+host)
+	echo "rxe stage: on this host, kernel $(uname -r)"
+	exec env "${stage_env[@]}" bash "$here/stage.sh" "$build"
+	;;
+guest) ;;
+*) echo "$0: RXE_MODE is auto, host or guest" >&2; exit 2 ;;
+esac
+
+guest=$here/lab/guest
+"$guest" deps || skip "cannot install qemu and mmdebstrap here"
+"$guest" image >/dev/null ||
+	skip "cannot build the guest image (no access to the Debian archive?)"
 
 # The guest runs a newer Debian than the build host: libraries whose soname
 # changed in between (libconfig) travel with the build.  libibverbs is not
@@ -51,24 +97,16 @@ ldd "$build/core/libnccl-net-mesh.so" "$build/tools/meshinfo/meshinfo" |
 		cp -L "$lib" "$libs/"
 	done
 
-env_words=()
-for v in RXE_TEST_MODULE RXE_TEST_ONLY; do
-	# quoted for the guest's shell: a regex may hold spaces and '|'
-	[ -n "${!v:-}" ] && env_words+=("$(printf '%q' "$v=${!v}")")
+cmd="env"
+for w in "${stage_env[@]}"; do
+	cmd+=" $(printf '%q' "$w")"
 done
-# A guest that dies before the command finishes (125) is the emulator
-# failing, not the tests: under TCG the guest kernel now and then oopses
-# while it boots.  Boot again, twice at most; a test failure is never
-# retried.
-for attempt in 1 2 3; do
-	rc=0
-	"$lab" run --src "$src" --timeout "${RXE_STAGE_TIMEOUT:-1500}" -- \
-		"env ${env_words[*]} bash tests/rxe/in-guest.sh '$rel'" || rc=$?
-	[ "$rc" -eq 125 ] || break
-	echo "rxe stage: the guest died without a result (boot $attempt of 3)"
-done
+cmd+=" bash tests/rxe/stage.sh $(printf '%q' "$rel")"
+rc=0
+"$guest" run -t "${RXE_STAGE_TIMEOUT:-3000}" -- "$cmd" || rc=$?
 case $rc in
-124) echo "FAIL: the guest ran past ${RXE_STAGE_TIMEOUT:-1500} s" ;;
-125) echo "FAIL: the guest died without a result" ;;
+124) echo "FAIL: rxe stage: the guest ran past ${RXE_STAGE_TIMEOUT:-3000} s" ;;
+125) echo "FAIL: rxe stage: the guest died during the stage" ;;
+126) echo "FAIL: rxe stage: the guest did not come up" ;;
 esac
 exit "$rc"
