@@ -3,7 +3,9 @@
  * refnet: a small NCCL net plugin over loopback TCP, exporting
  * ncclNetPlugin_v8..v12, used only to test meshperf itself: it lets the
  * tests cover the ABI adapters our own plugin does not export (v8, v9),
- * grouped receives matched by tag, NULL requests, and faults on demand.
+ * grouped receives matched by tag, NULL requests, flush requests, and
+ * faults on demand.  The conformance suite (tests/conformance) holds it to
+ * the same rules as any plugin.
  *
  * Wire format per message: 4-byte tag, 4-byte size, payload.  Progress
  * happens in test(), single-threaded.
@@ -618,16 +620,34 @@ static ncclResult_t irecv_v10(void *comm, int n, void **data, size_t *sizes,
 	return ref_irecv(comm, n, data, sizes, tags, request);
 }
 
+/*
+ * Host memory needs no flush, but a plugin may still hand back a request:
+ * this one is done at its first test, so callers exercise the whole path.
+ * Never NULL for a refusal: from iflush, NULL means "nothing to flush".
+ */
 static ncclResult_t iflush_any(void *comm, int n, void **data, int *sizes,
 			       void **mhandles, void **request)
 {
-	(void)comm;
-	(void)n;
+	struct ref_comm *c = comm;
+
 	(void)data;
 	(void)sizes;
 	(void)mhandles;
-	(void)request;
-	return ncclInternalError;
+	*request = NULL;
+	if (c->is_send || n < 1 || n > REF_MAX_GROUP)
+		return ncclInvalidArgument;
+	for (int i = 0; i < REF_POOL; i++) {
+		struct ref_req *r = &c->pool[i];
+
+		if (!r->used) {
+			memset(r, 0, sizeof(*r));
+			r->used = r->done = true;
+			r->comm = c;
+			*request = r;
+			return ncclSuccess;
+		}
+	}
+	return ncclSuccess;	/* no slot: report nothing to wait for */
 }
 
 static ncclResult_t init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t p)

@@ -172,6 +172,10 @@ ncclResult_t perf_net_isend(struct perf_net *net, void *send_comm, void *data,
 ncclResult_t perf_net_irecv(struct perf_net *net, void *recv_comm, int n,
 			    void **data, size_t *sizes, int *tags,
 			    void **mhandles, void **request);
+bool perf_net_has_iflush(const struct perf_net *net);
+ncclResult_t perf_net_iflush(struct perf_net *net, void *recv_comm, int n,
+			     void **data, int *sizes, void **mhandles,
+			     void **request);
 ncclResult_t perf_net_test(struct perf_net *net, void *request, int *done,
 			   int *sizes);
 ncclResult_t perf_net_close_send(struct perf_net *net, void *send_comm);

@@ -417,6 +417,32 @@ ncclResult_t perf_net_irecv(struct perf_net *net, void *recv_comm, int n,
 	}
 }
 
+/* The same slot in every version; NULL when the plugin has no flush. */
+bool perf_net_has_iflush(const struct perf_net *net)
+{
+	return net->api.v8->iflush != NULL;
+}
+
+ncclResult_t perf_net_iflush(struct perf_net *net, void *recv_comm, int n,
+			     void **data, int *sizes, void **mhandles,
+			     void **request)
+{
+	switch (net->abi) {
+	case 8:
+		return net->api.v8->iflush(recv_comm, n, data, sizes, mhandles,
+					   request);
+	case 9:
+		return net->api.v9->iflush(recv_comm, n, data, sizes, mhandles,
+					   request);
+	case 10:
+		return net->api.v10->iflush(recv_comm, n, data, sizes, mhandles,
+					    request);
+	default:
+		return V11_LIKE(net, iflush, recv_comm, n, data, sizes,
+				mhandles, request);
+	}
+}
+
 ncclResult_t perf_net_test(struct perf_net *net, void *request, int *done,
 			   int *sizes)
 {
