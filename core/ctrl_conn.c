@@ -163,6 +163,10 @@ int ctrl_auth_step(int fd, struct auth_io *io)
 			return -ECONNRESET;
 		if (n < 0)
 			return errno == EAGAIN ? -EAGAIN : -errno;
+		if (io->recvd < sizeof(io->head))
+			memcpy(io->head + io->recvd, buf,
+			       (size_t)n < sizeof(io->head) - io->recvd ?
+				       (size_t)n : sizeof(io->head) - io->recvd);
 		io->recvd += (size_t)n;
 		err = core_auth_feed(&io->a, buf, (size_t)n, &used);
 		if (err == 0)

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "netaddr.h"
 
 enum dial_stage { DIAL_NEXT, DIAL_CONNECTING, DIAL_AUTH, DIAL_ACK,
@@ -56,32 +55,51 @@ int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
 	return 0;
 }
 
+/* Adds "address (why)" to what a failed dial reports, once. */
 static void note_tried(struct ctrl_conn *c, const struct mesh_addr *a,
-		       int err)
+		       const char *why)
 {
-	char text[MESH_ADDR_STRLEN];
+	char text[MESH_ADDR_STRLEN], entry[MESH_ADDR_STRLEN + 200];
 	size_t len = strlen(c->tried);
 
-	if (strstr(c->tried, mesh_addr_str(a, text, sizeof(text))))
+	snprintf(entry, sizeof(entry), "%s (%s)",
+		 mesh_addr_str(a, text, sizeof(text)), why);
+	if (strstr(c->tried, entry))
 		return;
-	snprintf(c->tried + len, sizeof(c->tried) - len, "%s%s (%s)",
-		 len ? ", " : "", text, strerror(-err));
+	snprintf(c->tried + len, sizeof(c->tried) - len, "%s%s",
+		 len ? ", " : "", entry);
 }
 
+static int noted(const struct ctrl_conn *c, const struct mesh_addr *a)
+{
+	char text[MESH_ADDR_STRLEN + 2];
+
+	mesh_addr_str(a, text, MESH_ADDR_STRLEN);
+	strcat(text, " (");
+	return strstr(c->tried, text) != NULL;
+}
+
+/* The next address not known to be something else than our listener. */
 static int dial_start_next(struct ctrl_conn *c)
 {
-	const struct mesh_addr *a = &c->target.addrs[c->dial_next];
+	const struct mesh_addr *a;
 	int64_t now = core_now_ns(), slice;
 	int err;
 
+	while (c->wrong[c->dial_next])
+		c->dial_next = (c->dial_next + 1) % c->target.naddrs;
+	c->dial_cur = c->dial_next;
+	a = &c->target.addrs[c->dial_cur];
 	c->dial_next = (c->dial_next + 1) % c->target.naddrs;
+	if (c->dial_next == 0)
+		c->dial_round++;
 	slice = (c->pub.deadline_ns - now) / c->target.naddrs;
 	if (slice < 1000000000ll)
 		slice = 1000000000ll;
 	c->dial_attempt_end_ns = now + slice;
 	err = ctrl_dial_addr(a, &c->fd);
 	if (err) {
-		note_tried(c, a, err);
+		note_tried(c, a, strerror(-err));
 		return err;
 	}
 	c->pub.remote = *a;
@@ -103,20 +121,135 @@ static int send_hello(struct ctrl_conn *c)
 	ctrl_hello_encode(&h, b);
 	/* The hello is raw, not framed: listeners read it before routing. */
 	if (c->out_cap < CTRL_HELLO_SIZE) {
-		c->out = realloc(c->out, 256);
-		if (!c->out)
+		uint8_t *grown = realloc(c->out, 256);
+
+		if (!grown)
 			return -ENOMEM;
+		c->out = grown;
 		c->out_cap = 256;
 	}
 	memcpy(c->out, b, CTRL_HELLO_SIZE);
 	c->out_len = CTRL_HELLO_SIZE;
+	c->in_len = 0;
+	free(c->auth);
+	c->auth = NULL;
 	if (key) {
 		c->auth = calloc(1, sizeof(*c->auth));
 		if (!c->auth)
 			return -ENOMEM;
 		ctrl_auth_begin(c->auth, b);
 	}
+	/* A silent answer waits longer each round: our listener answers
+	 * only while its process accepts, a wrong service never. */
+	c->dial_attempt_end_ns = core_now_ns() +
+				 (int64_t)(1 + c->dial_round) * 1000000000ll;
 	return 0;
+}
+
+/*
+ * Gives up on the current address: -EAGAIN to go on with the next one,
+ * or, once every address turned out to be something else than our
+ * listener, -EPROTO.
+ */
+static int next_address(struct ctrl_conn *c, const char *why, int wrong)
+{
+	note_tried(c, &c->pub.remote, why);
+	close(c->fd);
+	c->fd = -1;
+	c->dial_stage = DIAL_NEXT;
+	if (!wrong)
+		return -EAGAIN;
+	c->wrong[c->dial_cur] = 1;
+	for (int i = 0; i < c->target.naddrs; i++)
+		if (!c->wrong[i])
+			return -EAGAIN;
+	return -EPROTO;
+}
+
+/* Our listener's refusal: it decides, no other address will say else. */
+static int refused(struct ctrl_conn *c, uint32_t status)
+{
+	switch (status) {
+	case CTRL_STATUS_NEEDS_AUTH:
+		note_tried(c, &c->pub.remote, "the listener requires "
+			   "authentication: auth_key_file is set there, not "
+			   "here");
+		return -EACCES;
+	case CTRL_STATUS_NO_KEY:
+		note_tried(c, &c->pub.remote, "the listener does not "
+			   "authenticate: auth_key_file is set here, not "
+			   "there");
+		return -EACCES;
+	case CTRL_STATUS_NO_LISTEN:
+		note_tried(c, &c->pub.remote, "no such listen is open there "
+			   "(closed, or a stale handle)");
+		return -ECONNREFUSED;
+	default:
+		note_tried(c, &c->pub.remote, strerror((int)status));
+		return status > 0 && status < 4096 ? -(int)status : -EPROTO;
+	}
+}
+
+#define NOT_OURS "answered with something else than an nccl-mesh " \
+		 "listener (a wrong advertised address or port?)"
+#define CLOSED "closed the connection after our hello (a wrong advertised " \
+	       "port, or a listener that refused us)"
+
+static int auth_failed(struct ctrl_conn *c, int err)
+{
+	const uint8_t *head = c->auth->head;
+	size_t len;
+	uint32_t status;
+
+	if (c->auth->recvd >= sizeof(c->auth->head) &&
+	    !ctrl_frame_peek(head, sizeof(c->auth->head), &len) &&
+	    !ctrl_ack_decode(head + 4, len, &status) && status)
+		return refused(c, status);
+	if (err == -EACCES) {
+		note_tried(c, &c->pub.remote, "the listener's proof is wrong: "
+			   "its auth_key_file holds another key");
+		return -EACCES;
+	}
+	if ((err == -ECONNRESET || err == -EPIPE) && c->auth->recvd) {
+		note_tried(c, &c->pub.remote, "the listener refused our "
+			   "authentication: is its auth_key_file the same?");
+		return -EACCES;
+	}
+	if (err == -ECONNRESET || err == -EPIPE)
+		return next_address(c, CLOSED, 0);
+	if (err == -EPROTO)
+		return next_address(c, NOT_OURS, 1);
+	return next_address(c, strerror(-err), 0);
+}
+
+static int read_ack(struct ctrl_conn *c)
+{
+	uint8_t ack[CTRL_ACK_SIZE];
+	uint32_t status;
+	int n = ctrl_read_frame(c, ack, sizeof(ack));
+
+	if (n == -EAGAIN)
+		return n;
+	if (n == -ECONNRESET || n == -EPIPE)
+		return next_address(c, CLOSED, 0);
+	if (n == -EPROTO || n == -EMSGSIZE ||
+	    (n >= 0 && ctrl_ack_decode(ack, (size_t)n, &status)))
+		return next_address(c, NOT_OURS, 1);
+	if (n < 0)
+		return next_address(c, strerror(-n), 0);
+	if (status)
+		return refused(c, status);
+	c->dial_stage = DIAL_DONE;
+	return 0;
+}
+
+/* Waiting for the listener's answer: past this attempt's time, the next
+ * address has its turn (where there is one). */
+static int answer_late(struct ctrl_conn *c)
+{
+	if (c->target.naddrs < 2 || core_now_ns() <= c->dial_attempt_end_ns)
+		return -EAGAIN;
+	return next_address(c, "no answer to our hello in time", 0);
 }
 
 static int dial_step(struct ctrl_conn *c)
@@ -133,13 +266,8 @@ static int dial_step(struct ctrl_conn *c)
 			err = -ETIMEDOUT;
 		if (err == -EAGAIN)
 			return err;
-		if (err) {
-			note_tried(c, &c->pub.remote, err);
-			close(c->fd);
-			c->fd = -1;
-			c->dial_stage = DIAL_NEXT;
-			return -EAGAIN;
-		}
+		if (err)
+			return next_address(c, strerror(-err), 0);
 		ctrl_conn_set_peer(c);
 		err = send_hello(c);
 		if (err)
@@ -151,33 +279,15 @@ static int dial_step(struct ctrl_conn *c)
 		if (!err)
 			err = ctrl_auth_step(c->fd, c->auth);
 		if (err == -EAGAIN)
-			return err;
-		if (err) {
-			CORE_WARN("connect to %s: %s", c->pub.peer_text,
-				  err == -ECONNRESET ?
-					  "the peer refused our authentication "
-					  "(is its auth_key_file the same?)" :
-					  ctrl_auth_failure(err));
-			return -EACCES;
-		}
+			return answer_late(c);
+		if (err)
+			return auth_failed(c, err);
 		c->dial_stage = DIAL_ACK;
 		return -EAGAIN;
-	case DIAL_ACK: {
-		uint8_t ack[CTRL_ACK_SIZE];
-		uint32_t status;
-		int n = ctrl_read_frame(c, ack, sizeof(ack));
-
-		if (n == -EAGAIN)
-			return n;
-		if (n < 0)
-			return n;
-		if (ctrl_ack_decode(ack, (size_t)n, &status))
-			return -EPROTO;
-		if (status)
-			return -(int)status;
-		c->dial_stage = DIAL_DONE;
-		return 0;
-	}
+	case DIAL_ACK:
+		err = read_ack(c);
+		return err == -EAGAIN && c->dial_stage == DIAL_ACK ?
+			       answer_late(c) : err;
 	default:
 		return 0;
 	}
@@ -192,8 +302,12 @@ int core_ctrl_dial_progress(struct core_conn *pub)
 		return err;
 	if (core_now_ns() < c->pub.deadline_ns)
 		return -EAGAIN;
-	if (c->dial_stage == DIAL_CONNECTING)
-		note_tried(c, &c->pub.remote, -ETIMEDOUT);
+	/* what the address said before counts more than this last try */
+	if (c->dial_stage == DIAL_CONNECTING && !noted(c, &c->pub.remote))
+		note_tried(c, &c->pub.remote, strerror(ETIMEDOUT));
+	else if (c->dial_stage != DIAL_NEXT &&
+		 c->dial_stage != DIAL_CONNECTING)
+		note_tried(c, &c->pub.remote, "no answer to our hello");
 	return -ETIMEDOUT;
 }
 

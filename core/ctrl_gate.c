@@ -2,6 +2,7 @@
 #include "ctrl_gate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* The listener reads exactly the connector's RESPONSE during the
@@ -112,4 +113,77 @@ enum ctrl_refusal ctrl_gate_closed(const struct ctrl_gate *g)
 {
 	return g->got < CTRL_HELLO_SIZE ? CTRL_REFUSE_CLOSED :
 					  CTRL_REFUSE_AUTH_CLOSED;
+}
+
+uint32_t ctrl_refusal_status(enum ctrl_refusal why)
+{
+	switch (why) {
+	case CTRL_REFUSE_NEEDS_AUTH:
+		return CTRL_STATUS_NEEDS_AUTH;
+	case CTRL_REFUSE_NO_KEY:
+		return CTRL_STATUS_NO_KEY;
+	case CTRL_REFUSE_NO_LISTEN:
+		return CTRL_STATUS_NO_LISTEN;
+	default:
+		return 0;
+	}
+}
+
+int ctrl_refusal_note(struct ctrl_refusal_log *r, enum ctrl_refusal why,
+		      int64_t now)
+{
+	if (!r->total && now >= r->next_ns) {
+		r->next_ns = now + CTRL_REFUSAL_LOG_INTERVAL_NS;
+		return 1;
+	}
+	if (!r->total)
+		r->since_ns = now;
+	r->total++;
+	r->counts[why < CTRL_REFUSE_COUNT ? why : CTRL_REFUSE_BAD_HELLO]++;
+	return 0;
+}
+
+int ctrl_refusal_summary(struct ctrl_refusal_log *r, int64_t now, int force,
+			 char *buf, size_t len)
+{
+	size_t off;
+
+	if (!r->total || (!force && now < r->next_ns))
+		return 0;
+	off = (size_t)snprintf(buf, len, "refused %u more connection%s in "
+			       "%.1f s:", r->total, r->total == 1 ? "" : "s",
+			       (double)(now - r->since_ns) / 1e9);
+	for (int i = 0; i < CTRL_REFUSE_COUNT; i++) {
+		if (!r->counts[i] || off >= len)
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, "%s %u %s",
+					off && buf[off - 1] == ':' ? "" : ",",
+					r->counts[i], refusal_text[i]);
+	}
+	memset(r->counts, 0, sizeof(r->counts));
+	r->total = 0;
+	r->next_ns = now + CTRL_REFUSAL_LOG_INTERVAL_NS;
+	return 1;
+}
+
+int64_t ctrl_gate_timeout_ns(int pending, int max)
+{
+	if (pending <= max / 4)
+		return 10 * 1000000000ll;
+	if (pending <= max / 2)
+		return 2 * 1000000000ll;
+	return 250 * 1000000ll;
+}
+
+int ctrl_gate_pending_max(long nofile)
+{
+	/* A quarter of the descriptors: the rest are the job's own (NCCL,
+	 * CUDA, the modules' streams). */
+	long max = nofile > 0 ? nofile / 4 : 256;
+
+	if (max < 16)
+		max = 16;
+	if (max > 4096)
+		max = 4096;
+	return (int)max;
 }

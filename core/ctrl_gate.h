@@ -58,5 +58,44 @@ size_t ctrl_gate_want(const struct ctrl_gate *g);
 int ctrl_gate_feed(struct ctrl_gate *g, const uint8_t *buf, size_t len);
 /* The refusal for a peer that closed with the gate still wanting bytes. */
 enum ctrl_refusal ctrl_gate_closed(const struct ctrl_gate *g);
+/*
+ * What the listener tells a connector it refuses, as an ack status (0:
+ * nothing, it just closes).  Only where the connector reads an ack next,
+ * so an honest peer reads it as such.
+ */
+uint32_t ctrl_refusal_status(enum ctrl_refusal why);
+
+/*
+ * Rate limit of a listener's refusal log: a storm must not flood NCCL's
+ * log.  The first refusal after a quiet interval is logged on its own;
+ * later ones are counted by reason and summarised once per interval.
+ */
+#define CTRL_REFUSAL_LOG_INTERVAL_NS 1000000000ll
+
+struct ctrl_refusal_log {
+	int64_t next_ns;	/* no line before this */
+	int64_t since_ns;	/* first refusal counted */
+	unsigned total;
+	unsigned counts[CTRL_REFUSE_COUNT];
+};
+
+/* 1 when this refusal may be logged on its own now, 0 when counted. */
+int ctrl_refusal_note(struct ctrl_refusal_log *r, enum ctrl_refusal why,
+		      int64_t now);
+/* 1 with a summary of what was counted in buf (and counts reset) when one
+ * is due (or `force` and anything was counted), else 0. */
+int ctrl_refusal_summary(struct ctrl_refusal_log *r, int64_t now, int force,
+			 char *buf, size_t len);
+
+/*
+ * How long a socket may take to finish its hello and authentication when
+ * `pending` sockets are waiting and at most `max` may: the full time while
+ * there is room, less as the listener fills, so that a storm of silent
+ * connections is shed in well under a second while real peers, which send
+ * their hello at once, pass.
+ */
+int64_t ctrl_gate_timeout_ns(int pending, int max);
+/* The most sockets a listener keeps pending for a descriptor limit. */
+int ctrl_gate_pending_max(long nofile);
 
 #endif

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,12 +19,10 @@
 #include "log.h"
 #include "netaddr.h"
 
-#define HELLO_TIMEOUT_NS (10 * 1000000000ll)
-
 /* A socket that connected to a listener and has not said who it is yet. */
 struct incoming {
 	int fd;
-	int64_t deadline_ns;
+	int64_t accepted_ns;
 	struct mesh_addr from;
 	struct ctrl_gate gate;
 };
@@ -39,8 +38,9 @@ struct core_listener {
 	int rail;
 	uint16_t port;
 	int refs;
-	struct incoming *in;
-	int nin;
+	struct incoming *in;	/* at most pending_max */
+	int nin, pending_max;
+	struct ctrl_refusal_log log;
 	struct core_listen_comm *comms;
 	struct core_listener *next;
 };
@@ -117,6 +117,18 @@ static int open_listener_socket(int port_low, int port_high, uint16_t *port)
 	return fd;
 }
 
+/* Bounded by the descriptors this process may open, so that sockets that
+ * never say who they are cannot take them all. */
+static int pending_max(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return ctrl_gate_pending_max(0);
+	return ctrl_gate_pending_max(rl.rlim_cur == RLIM_INFINITY ?
+					     1 << 20 : (long)rl.rlim_cur);
+}
+
 int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,
 		     uint16_t *port_out, struct core_listen_comm **out)
 {
@@ -139,6 +151,7 @@ int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,
 		}
 		l->fd = err;
 		err = 0;
+		l->pending_max = pending_max();
 		l->rail = rail;
 		l->next = listeners;
 		listeners = l;
@@ -157,11 +170,34 @@ out_unlock:
 	return err;
 }
 
-static void refuse(struct core_listener *l, struct incoming *in,
-		   enum ctrl_refusal why)
+static void log_summary(struct core_listener *l, int64_t now, int force)
 {
+	char buf[768];
+
+	if (ctrl_refusal_summary(&l->log, now, force, buf, sizeof(buf)))
+		CORE_WARN("listener on port %u %s", l->port, buf);
+}
+
+/* Tells the connector why where it can read it, and logs the refusal
+ * (rate-limited: a storm must not flood the log). */
+static void refuse(struct core_listener *l, struct incoming *in,
+		   enum ctrl_refusal why, int64_t now)
+{
+	uint32_t status = ctrl_refusal_status(why);
 	char from[MESH_ADDR_STRLEN];
 
+	if (status) {
+		uint8_t frame[4 + CTRL_ACK_SIZE];
+
+		ctrl_put32(frame, CTRL_ACK_SIZE);
+		ctrl_ack_encode(frame + 4, status);
+		/* best effort: a fresh socket has room for 12 bytes */
+		(void)!send(in->fd, frame, sizeof(frame),
+			    MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	log_summary(l, now, 0);
+	if (!ctrl_refusal_note(&l->log, why, now))
+		return;
 	if (why == CTRL_REFUSE_BAD_HELLO && in->gate.detail)
 		CORE_WARN("refused connection from %s on port %u: %s: %s",
 			  mesh_addr_str(&in->from, from, sizeof(from)), l->port,
@@ -185,9 +221,10 @@ static void listener_free(struct core_listener *l)
 	 * not silently dropped with the port. */
 	listener_progress(l);
 	for (int i = 0; i < l->nin; i++) {
-		refuse(l, &l->in[i], CTRL_REFUSE_SHUTDOWN);
+		refuse(l, &l->in[i], CTRL_REFUSE_SHUTDOWN, core_now_ns());
 		close(l->in[i].fd);
 	}
+	log_summary(l, core_now_ns(), 1);
 	free(l->in);
 	close(l->fd);
 	free(l);
@@ -232,27 +269,76 @@ void core_ctrl_shutdown(void)
 	pthread_mutex_unlock(&listeners_lock);
 }
 
-static void accept_new(struct core_listener *l)
+/* The socket waiting longest: the first to go when the listener is full
+ * (a real peer sends its hello at once and is never the oldest for long). */
+static int oldest(const struct core_listener *l)
 {
-	for (;;) {
-		struct incoming *grown;
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int best = -1;
 
-		if (fd < 0)
-			return;
-		grown = realloc(l->in, (size_t)(l->nin + 1) * sizeof(*grown));
-		if (!grown) {
-			close(fd);
-			return;
+	for (int i = 0; i < l->nin; i++)
+		if (!l->in[i].gate.passed &&
+		    (best < 0 || l->in[i].accepted_ns < l->in[best].accepted_ns))
+			best = i;
+	return best;
+}
+
+static void drop(struct core_listener *l, int i)
+{
+	close(l->in[i].fd);
+	l->in[i] = l->in[--l->nin];
+}
+
+/* Makes room for one more pending socket; 0 when there is none. */
+static int make_room(struct core_listener *l, int64_t now)
+{
+	int victim;
+
+	if (l->nin < l->pending_max)
+		return 1;
+	victim = oldest(l);
+	if (victim < 0)
+		return 0;
+	refuse(l, &l->in[victim], CTRL_REFUSE_EVICTED, now);
+	drop(l, victim);
+	return 1;
+}
+
+/* Accepts one socket into l->in[l->nin - 1]; 0 when none is waiting. */
+static int accept_one(struct core_listener *l, int64_t now)
+{
+	struct incoming *in;
+	int fd;
+
+	if (!make_room(l, now))
+		return 0;
+	fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && l->nin) {
+		/* the rest of the process took the descriptors: shed ours */
+		int victim = oldest(l);
+
+		if (victim >= 0) {
+			refuse(l, &l->in[victim], CTRL_REFUSE_EVICTED, now);
+			drop(l, victim);
+			fd = accept4(l->fd, NULL, NULL,
+				     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		}
-		l->in = grown;
-		memset(&grown[l->nin], 0, sizeof(grown[l->nin]));
-		grown[l->nin].fd = fd;
-		grown[l->nin].deadline_ns = core_now_ns() + HELLO_TIMEOUT_NS;
-		ctrl_sock_name(fd, &grown[l->nin].from, 1);
-		ctrl_gate_init(&grown[l->nin].gate, ctrl_auth_key());
-		l->nin++;
 	}
+	if (fd < 0)
+		return 0;
+	if (!l->in) {
+		l->in = calloc((size_t)l->pending_max, sizeof(*l->in));
+		if (!l->in) {
+			close(fd);
+			return 0;
+		}
+	}
+	in = &l->in[l->nin++];
+	memset(in, 0, sizeof(*in));
+	in->fd = fd;
+	in->accepted_ns = now;
+	ctrl_sock_name(fd, &in->from, 1);
+	ctrl_gate_init(&in->gate, ctrl_auth_key());
+	return 1;
 }
 
 static struct core_listen_comm *comm_by_nonce(struct core_listener *l,
@@ -326,28 +412,45 @@ static int incoming_step(struct core_listener *l, struct incoming *in)
 	return route(l, in);
 }
 
-/* Reads hellos of new sockets and hands each to the listen it names. */
+/* Steps l->in[i]: 1 while it stays pending, 0 once it left (handed to a
+ * listen or refused; l->in[i] then holds another socket). */
+static int settle(struct core_listener *l, int i, int64_t now)
+{
+	struct incoming *in = &l->in[i];
+	int rc = incoming_step(l, in);
+
+	if (rc == -EAGAIN &&
+	    now - in->accepted_ns > ctrl_gate_timeout_ns(l->nin,
+							  l->pending_max))
+		rc = 1 + (in->gate.got < CTRL_HELLO_SIZE ?
+				  CTRL_REFUSE_HELLO_TIMEOUT :
+				  CTRL_REFUSE_AUTH_TIMEOUT);
+	if (rc == -EAGAIN)
+		return 1;
+	if (rc > 0)
+		refuse(l, in, (enum ctrl_refusal)(rc - 1), now);
+	if (rc)
+		close(in->fd);
+	l->in[i] = l->in[--l->nin];
+	return 0;
+}
+
+/*
+ * Reads hellos of waiting sockets, then takes new ones, each read at once
+ * (a real peer's hello is usually there already), and hands each to the
+ * listen it names.  A bounded number per call, so that an accept returns
+ * to NCCL even while a storm goes on.
+ */
 static void listener_progress(struct core_listener *l)
 {
 	int64_t now = core_now_ns();
 
-	accept_new(l);
-	for (int i = 0; i < l->nin; i++) {
-		struct incoming *in = &l->in[i];
-		int rc = incoming_step(l, in);
-
-		if (rc == -EAGAIN && now > in->deadline_ns)
-			rc = 1 + (in->gate.got < CTRL_HELLO_SIZE ?
-					  CTRL_REFUSE_HELLO_TIMEOUT :
-					  CTRL_REFUSE_AUTH_TIMEOUT);
-		if (rc == -EAGAIN)
-			continue;
-		if (rc > 0)
-			refuse(l, in, (enum ctrl_refusal)(rc - 1));
-		if (rc)
-			close(in->fd);
-		l->in[i--] = l->in[--l->nin];
-	}
+	for (int i = 0; i < l->nin; i++)
+		if (!settle(l, i, now))
+			i--;
+	for (int n = 0; n < 4 * l->pending_max && accept_one(l, now); n++)
+		settle(l, l->nin - 1, now);
+	log_summary(l, now, 0);
 }
 
 static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
@@ -355,7 +458,11 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 	uint8_t ack[CTRL_ACK_SIZE];
 	struct ctrl_conn *c;
 
-	if (lc->conn) {
+	if (lc->conn && !lc->conn_given && lc->conn->conn_id == r->h.conn_id) {
+		/* the connector gave up waiting on this address and came
+		 * back: the newer socket is the one it reads */
+		core_conn_free(&lc->conn->pub);
+	} else if (lc->conn) {
 		CORE_WARN("refused a second control connection from %s for one "
 			  "listen", lc->conn->pub.peer_text);
 		close(r->fd);

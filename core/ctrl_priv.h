@@ -21,6 +21,9 @@ struct auth_io {
 	struct core_auth a;
 	size_t recvd, recv_total;
 	int done;
+	uint8_t head[4 + CTRL_ACK_SIZE];	/* the first bytes received: a
+						 * refusal frame instead of a
+						 * challenge is told apart */
 };
 
 struct core_stream {
@@ -38,10 +41,11 @@ struct ctrl_conn {
 	uint64_t local_fabric_id;
 	struct core_listen_comm *lc;	/* accepting side */
 	/* dialing */
-	int dial_stage, dial_next;
+	int dial_stage, dial_next, dial_cur, dial_round;
 	int64_t dial_attempt_end_ns;
 	struct core_handle target;
-	char tried[512];
+	char tried[768];
+	uint8_t wrong[CORE_HANDLE_ADDRS_MAX];	/* not an nccl-mesh listener */
 	/* buffers */
 	uint8_t *out;
 	size_t out_len, out_cap;

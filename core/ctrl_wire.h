@@ -23,6 +23,12 @@
 #define CTRL_STREAMS_MAX 1024
 #define CTRL_ACK_SIZE 8
 
+/* Ack statuses of a refusal; errno values, so that a peer that predates
+ * them still prints something close. */
+#define CTRL_STATUS_NEEDS_AUTH 13u	/* EACCES: the listener wants a key */
+#define CTRL_STATUS_NO_KEY 95u		/* EOPNOTSUPP: it has none */
+#define CTRL_STATUS_NO_LISTEN 3u	/* ESRCH: no such listen open */
+
 enum ctrl_hello_kind { CTRL_HELLO_CTRL = 1, CTRL_HELLO_STREAM = 2 };
 
 struct ctrl_hello {

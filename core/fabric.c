@@ -69,9 +69,13 @@ static int add_member(struct core_rail *rail, struct core_module *mod,
 	struct core_member *m;
 	int err;
 
+	/* The listen handle names every member for the peer to choose
+	 * from; a rail with more than it holds is refused here, at init. */
 	if (rail->nmembers == CORE_RAIL_MEMBERS_MAX) {
-		CORE_WARN("rail %d: more than %d members", rail->rail,
-			  CORE_RAIL_MEMBERS_MAX);
+		CORE_WARN("rail %d: more than %d members: a listen handle (%d "
+			  "bytes) names at most %d modules; adding %s does not "
+			  "fit", rail->rail, CORE_HANDLE_MEMBERS_MAX,
+			  CORE_HANDLE_SIZE, CORE_HANDLE_MEMBERS_MAX, mod->name);
 		return -EINVAL;
 	}
 	if (core_rail_member(rail, mod->name)) {

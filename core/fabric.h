@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "handle.h"
 #include "loader.h"
 
 enum core_path_class {
@@ -21,7 +22,9 @@ enum core_path_class {
 	CORE_PATH_COUNT
 };
 
-#define CORE_RAIL_MEMBERS_MAX 8
+/* The listen handle names every member of a rail for the peer to choose
+ * from, so a rail has no more members than the handle holds. */
+#define CORE_RAIL_MEMBERS_MAX CORE_HANDLE_MEMBERS_MAX
 
 struct core_member {
 	struct core_module *module;

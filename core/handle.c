@@ -43,13 +43,16 @@ int core_handle_encode(const struct core_handle *h, uint8_t *buf)
 	size_t off = ADDRS_OFFSET;
 	int n = 0;
 
+	/* members are never dropped: the peer would choose among fewer */
+	if (h->nmembers < 0 || h->nmembers > CORE_HANDLE_MEMBERS_MAX)
+		return -E2BIG;
 	memset(buf, 0, CORE_HANDLE_SIZE);
 	put64(buf, CORE_HANDLE_MAGIC);	/* low 4 bytes: magic */
 	buf[4] = CORE_HANDLE_VERSION;
 	buf[6] = (uint8_t)h->nmembers;
 	put64(buf + 8, h->nonce);
 	put64(buf + 16, h->fabric_id);
-	for (int i = 0; i < h->nmembers && i < CORE_HANDLE_MEMBERS_MAX; i++)
+	for (int i = 0; i < h->nmembers; i++)
 		put16(buf + 24 + 2 * i, h->members[i]);
 	for (int i = 0; i < h->naddrs && i < CORE_HANDLE_ADDRS_MAX; i++) {
 		const struct mesh_addr *a = &h->addrs[i];

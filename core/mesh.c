@@ -108,8 +108,11 @@ struct core_state *core_state_build(const char *conf_path)
 					   &st->rails, &st->nrails))
 		st->usable = 0;
 	else if (!st->nrails) {
-		CORE_WARN("no usable device: no module in 'modules' loaded with "
-			  "devices (run meshinfo for the reasons)");
+		/* After config errors this is their consequence, not news. */
+		if (st->usable)
+			CORE_WARN("no usable device: no module in 'modules' "
+				  "loaded with devices (run meshinfo for the "
+				  "reasons)");
 		st->usable = 0;
 	}
 	return st;
@@ -164,7 +167,7 @@ int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 		CORE_WARN("init failed: the configuration of %s is not usable "
 			  "(reasons above; `meshinfo` shows them too)",
 			  core_config_path(mesh_state->cfg));
-		err = -EINVAL;
+		err = -ENOTSUP;	/* a configuration error (plugin.c) */
 	}
 	if (err && !mesh_refs && mesh_state)
 		teardown();	/* the next init reads the config again */
@@ -277,7 +280,7 @@ static int handle_addresses(const struct core_rail *rail, uint16_t port,
 		CORE_WARN("listen on %s: port %u maps to %d, outside 1..65535 "
 			  "(advertise_port_offset, advertise_ports)",
 			  rail->name, port, ext);
-		return -EINVAL;
+		return -ENOTSUP;	/* the configuration cannot work */
 	}
 	for (int i = 0; i < adv->naddrs; i++)
 		add_addr(h, &adv->addrs[i], ext);
@@ -302,7 +305,8 @@ int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
 		return -ENOMEM;
 	h.nonce = core_random_u64();
 	h.fabric_id = rail->fabric_id;
-	for (int i = 0; i < rail->nmembers && i < CORE_HANDLE_MEMBERS_MAX; i++)
+	/* core_fabric_build refused rails with more members than this */
+	for (int i = 0; i < rail->nmembers; i++)
 		h.members[h.nmembers++] =
 			core_module_tag(rail->members[i].module->name);
 	err = core_ctrl_listen(dev, h.nonce, mesh_state->port_low,
@@ -371,10 +375,6 @@ static struct core_comm *comm_new(const struct core_member *m, void *mcomm)
 	return c;
 }
 
-/*
- * Runs the chosen module's exchange.  0 with *comm set when done, 0 with
- * *comm NULL while in progress, else the error (logged).
- */
 /* The module's comm is built; the control channel still has to deliver
  * what the module queued last before the comm goes to NCCL. */
 static int finish_step(const struct core_member *m, struct core_conn *c,
@@ -393,6 +393,10 @@ static int finish_step(const struct core_member *m, struct core_conn *c,
 			return 0;
 		err = -ENOMEM;
 	}
+	CORE_WARN("%s with %s: module %s: the last control message: %s",
+		  c->connector ? "connect" : "accept", c->peer_text,
+		  m->module->name, err == -ETIMEDOUT ? "not sent in time" :
+		  strerror(-err));
 	(c->connector ? d->close_send : d->close_recv)(*mcomm);
 	*mcomm = NULL;
 	return err;
@@ -409,21 +413,22 @@ static int module_step(const char *dir, const struct core_rail *rail,
 	const struct mesh_module *d = m->module->desc;
 	int err = 0;
 
+	/* A module logs its own errors where it decides them (module.h);
+	 * the core logs only what it decides itself. */
 	if (!*mcomm)
 		err = (c->connector ? d->connect : d->accept)(
 			m->module->mctx, m->dev, &c->ctrl, mcomm);
-	if (!err && *mcomm)
+	if (!err && *mcomm) {
 		err = finish_step(m, c, mcomm, comm);
-	else if (!err && core_now_ns() > c->deadline_ns)
+	} else if (!err && core_now_ns() > c->deadline_ns) {
+		CORE_WARN("%s %s with %s: module %s did not finish its setup "
+			  "within %d ms", dir, rail->name, c->peer_text,
+			  m->module->name, mesh_state->connect_timeout_ms);
 		err = -ETIMEDOUT;
+	}
 	if (*comm)
 		log_connection(dir, rail, m, c);
-	if (err && err != -EAGAIN) {
-		CORE_WARN("%s %s with %s: module %s: %s", dir, rail->name,
-			  c->peer_text, m->module->name, strerror(-err));
-		return err;
-	}
-	return 0;
+	return err == -EAGAIN ? 0 : err;
 }
 
 struct mesh_connecting {
@@ -533,7 +538,7 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 	if (err) {
 		CORE_WARN("connect %s: the handle is not usable: %s", rail->name,
 			  why);
-		return err;
+		return -EINVAL;	/* not a handle of ours: a wrong argument */
 	}
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
@@ -541,7 +546,7 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 	cs->member = choose_member(rail, &h);
 	if (!cs->member) {
 		free(cs);
-		return -EHOSTUNREACH;
+		return -ENOPROTOOPT;	/* the two hosts' modules differ */
 	}
 	err = core_ctrl_dial(&h, rail->props.addrs, rail->props.naddrs,
 			     core_module_tag(cs->member->module->name),
@@ -574,14 +579,17 @@ static int connect_step(const struct core_rail *rail,
 		err = core_ctrl_dial_progress(cs->conn);
 		if (err == -EAGAIN)
 			return 0;
+		/* the dialer decides and notes, per address; this is
+		 * the one line that says so */
 		if (err == -ETIMEDOUT)
 			CORE_WARN("connect %s: cannot reach the peer within "
 				  "%d ms: tried %s", rail->name,
 				  mesh_state->connect_timeout_ms,
 				  core_conn_tried(cs->conn));
 		else if (err)
-			CORE_WARN("connect %s: setup with the peer failed: %s",
-				  rail->name, strerror(-err));
+			CORE_WARN("connect %s: setup with the peer failed (%s): "
+				  "tried %s", rail->name, strerror(-err),
+				  core_conn_tried(cs->conn));
 		if (err)
 			return err;
 		cs->dialed = 1;
@@ -646,7 +654,7 @@ int mesh_accept(void *listen_comm, void **recv_comm)
 				  ml->conn->peer_text);
 			core_conn_free(ml->conn);
 			ml->conn = NULL;
-			return -EPROTO;
+			return -ENOPROTOOPT;
 		}
 	}
 	err = module_step("recv", ml->rail, ml->member, ml->conn, &ml->mcomm,

@@ -21,33 +21,53 @@ _Static_assert(sizeof(ncclNet_v11_t) == 176, "v11 struct");
 _Static_assert(sizeof(ncclNet_v12_t) == 176, "v12 struct");
 
 /*
- * Only codes NCCL 2.28 knows (0..7): a broken network or peer is a system
- * error, a bad config or argument the user's, anything else ours.
+ * The one place an errno becomes an ncclResult_t (docs/nccl.md has the
+ * table).  Only codes NCCL 2.28 knows (0..7): the peer or the network
+ * between us is ncclRemoteError, a wrong argument ncclInvalidArgument, a
+ * configuration that cannot work (or two hosts configured apart)
+ * ncclInvalidUsage, the local system ncclSystemError, and a code no layer
+ * may return (positive) ncclInternalError.  Not static: its unit test
+ * calls it.
  */
-static ncclResult_t to_nccl(int err)
+ncclResult_t mesh_to_nccl(int err);
+
+ncclResult_t mesh_to_nccl(int err)
 {
 	switch (err) {
 	case 0:
 		return ncclSuccess;
-	case -EINVAL:
-	case -ENOENT:
-	case -EHOSTUNREACH:
-	case -EACCES:
-		return ncclInvalidUsage;
-	case -ENOMEM:
 	case -ECONNRESET:
 	case -ECONNREFUSED:
 	case -ECONNABORTED:
 	case -EPIPE:
 	case -ETIMEDOUT:
 	case -EPROTO:
-	case -EIO:
-	case -EMSGSIZE:
+	case -EBADMSG:
+	case -ENOTCONN:
+	case -EHOSTDOWN:
+	case -EHOSTUNREACH:
+	case -ENETDOWN:
 	case -ENETUNREACH:
+	case -ENETRESET:
+	case -EREMOTEIO:
+		return ncclRemoteError;
+	case -EINVAL:
+	case -EBADF:
+	case -EFAULT:
+	case -ERANGE:
+		return ncclInvalidArgument;
+	case -ENOENT:
+	case -EACCES:
+	case -EPERM:
+	case -ENOPROTOOPT:
+	case -ENOTSUP:
 	case -EADDRINUSE:
-		return ncclSystemError;
+	case -EMSGSIZE:
+	case -E2BIG:
+	case -ENODEV:
+		return ncclInvalidUsage;
 	default:
-		return ncclInternalError;
+		return err < 0 ? ncclSystemError : ncclInternalError;
 	}
 }
 
@@ -55,13 +75,13 @@ static ncclResult_t to_nccl(int err)
 
 static ncclResult_t p_devices(int *ndev)
 {
-	return to_nccl(mesh_devices(ndev));
+	return mesh_to_nccl(mesh_devices(ndev));
 }
 
 static ncclResult_t p_listen(void *ctx, int dev, void *handle,
 			     void **listen_comm)
 {
-	return to_nccl(mesh_listen(ctx, dev, handle, listen_comm));
+	return mesh_to_nccl(mesh_listen(ctx, dev, handle, listen_comm));
 }
 
 static ncclResult_t p_connect(void *ctx, int dev, void *handle,
@@ -69,7 +89,7 @@ static ncclResult_t p_connect(void *ctx, int dev, void *handle,
 {
 	if (dev_comm)
 		*dev_comm = NULL;
-	return to_nccl(mesh_connect(ctx, dev, handle, send_comm));
+	return mesh_to_nccl(mesh_connect(ctx, dev, handle, send_comm));
 }
 
 static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
@@ -77,7 +97,7 @@ static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
 {
 	if (dev_comm)
 		*dev_comm = NULL;
-	return to_nccl(mesh_accept(listen_comm, recv_comm));
+	return mesh_to_nccl(mesh_accept(listen_comm, recv_comm));
 }
 
 static ncclResult_t p_reg_mr(void *comm, void *data, size_t size, int type,
@@ -85,7 +105,7 @@ static ncclResult_t p_reg_mr(void *comm, void *data, size_t size, int type,
 {
 	struct core_comm *c = comm;
 
-	return to_nccl(c->desc->reg_mr(c->mcomm, data, size, type, mhandle));
+	return mesh_to_nccl(c->desc->reg_mr(c->mcomm, data, size, type, mhandle));
 }
 
 static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
@@ -96,7 +116,7 @@ static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
 
 	if (!c->desc->reg_mr_dmabuf)
 		return ncclInternalError;
-	return to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
+	return mesh_to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
 					      offset, fd, mhandle));
 }
 
@@ -104,7 +124,7 @@ static ncclResult_t p_dereg_mr(void *comm, void *mhandle)
 {
 	struct core_comm *c = comm;
 
-	return to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
+	return mesh_to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
 }
 
 static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
@@ -113,7 +133,7 @@ static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
 	struct core_comm *c = send_comm;
 
 	(void)phandle;
-	return to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
+	return mesh_to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
 				      request));
 }
 
@@ -124,7 +144,7 @@ static ncclResult_t p_irecv(void *recv_comm, int n, void **data,
 	struct core_comm *c = recv_comm;
 
 	(void)phandles;
-	return to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
+	return mesh_to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
 				      mhandles, request));
 }
 
@@ -137,7 +157,7 @@ static ncclResult_t p_iflush(void *recv_comm, int n, void **data, int *sizes,
 		*request = NULL;	/* nothing to flush for this module */
 		return ncclSuccess;
 	}
-	return to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
+	return mesh_to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
 				       request));
 }
 
@@ -145,27 +165,27 @@ static ncclResult_t p_test(void *request, int *done, int *sizes)
 {
 	struct mesh_request *r = request;
 
-	return to_nccl(r->test(request, done, sizes));
+	return mesh_to_nccl(r->test(request, done, sizes));
 }
 
 static ncclResult_t p_close_send(void *send_comm)
 {
-	return to_nccl(mesh_close_comm(send_comm, 1));
+	return mesh_to_nccl(mesh_close_comm(send_comm, 1));
 }
 
 static ncclResult_t p_close_recv(void *recv_comm)
 {
-	return to_nccl(mesh_close_comm(recv_comm, 0));
+	return mesh_to_nccl(mesh_close_comm(recv_comm, 0));
 }
 
 static ncclResult_t p_close_listen(void *listen_comm)
 {
-	return to_nccl(mesh_close_listen(listen_comm));
+	return mesh_to_nccl(mesh_close_listen(listen_comm));
 }
 
 static ncclResult_t p_finalize(void *ctx)
 {
-	return to_nccl(mesh_finalize(ctx));
+	return mesh_to_nccl(mesh_finalize(ctx));
 }
 
 /* Fills the fields every version shares; returns the rail or NULL. */
@@ -230,7 +250,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 {
 	(void)config;	/* traffic class: no module uses it yet */
 	(void)prof;
-	return to_nccl(mesh_init(ctx, comm_id, logger));
+	return mesh_to_nccl(mesh_init(ctx, comm_id, logger));
 }
 
 #define V11_LIKE_MEMBERS(props_fn)                                             \
@@ -264,7 +284,7 @@ static ncclResult_t init_v10(ncclDebugLogger_t logger,
 	(void)prof;
 	if (v10_ctx)
 		return ncclSuccess;
-	return to_nccl(mesh_init(&v10_ctx, 0, logger));
+	return mesh_to_nccl(mesh_init(&v10_ctx, 0, logger));
 }
 
 __attribute__((destructor)) static void v10_unload(void)

@@ -110,6 +110,29 @@ static void test_handle_capacity(void)
 	CHECK(core_handle_encode(&h, buf) == -E2BIG);
 }
 
+/* A rail's members all go in the handle, or the encode fails: the peer
+ * must never choose among fewer modules than the rail has.  A rail can
+ * have no more members than the handle holds (refused at init). */
+static void test_handle_members(void)
+{
+	struct core_handle h = { .nonce = 1, .naddrs = 1 }, back;
+	uint8_t buf[CORE_HANDLE_SIZE];
+	const char *why;
+
+	_Static_assert(CORE_RAIL_MEMBERS_MAX <= CORE_HANDLE_MEMBERS_MAX,
+		       "a rail's members fit in the handle");
+	h.addrs[0] = addr("10.0.0.1:4000");
+	for (int i = 0; i < CORE_HANDLE_MEMBERS_MAX; i++)
+		h.members[h.nmembers++] = (uint16_t)(100 + i);
+	CHECK(core_handle_encode(&h, buf) == 1);
+	CHECK(core_handle_decode(buf, &back, &why) == 0);
+	CHECK(back.nmembers == CORE_HANDLE_MEMBERS_MAX);
+	CHECK(back.members[CORE_HANDLE_MEMBERS_MAX - 1] ==
+	      100 + CORE_HANDLE_MEMBERS_MAX - 1);
+	h.nmembers = CORE_HANDLE_MEMBERS_MAX + 1;
+	CHECK(core_handle_encode(&h, buf) == -E2BIG);
+}
+
 static void test_handle_garbage(void)
 {
 	struct core_handle h = { .nonce = 1, .naddrs = 1 }, back;
@@ -178,6 +201,7 @@ int main(void)
 	test_fabric_ids();
 	test_handle_roundtrip();
 	test_handle_capacity();
+	test_handle_members();
 	test_handle_garbage();
 	test_subnets();
 	test_ifname_filter();

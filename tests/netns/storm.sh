@@ -1,0 +1,152 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# A storm of silent connections against the plugin's listener, without the
+# key, while a real peer waits to connect:
+#  - the listener holds at most a bounded number of unfinished sockets
+#    (from RLIMIT_NOFILE; the process has 1024 descriptors here) and sheds
+#    the oldest, so the storm never takes its descriptors;
+#  - once the storm ends (no new connections; those open stay open, 10 s
+#    each) the real setup completes within STORM_SETUP_MAX_S (2 s), and
+#    the transfer verifies;
+#  - the refusal log holds about one line a second, with counts by reason.
+# Everything runs in one namespace over its loopback; the real client's
+# connections are held back (rejected) by a firewall rule until the storm
+# ends, so its setup starts exactly then.
+#
+# usage: storm.sh MESHPERF PLUGIN MODULE_DIR [SECONDS [RATE]]
+# (tests/bench/storm.sh runs it longer and prints the figures)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+. "$here/lib.sh"
+
+MESHPERF=$1
+PLUGIN=$2
+MODULE_DIR=$3
+STORM_S=${4:-5}
+STORM_RATE=${5:-1000}
+STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-2}
+PORT=40000
+
+netns_init
+netns_add s
+nsx s sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+nsx s sysctl -qw net.ipv6.conf.lo.disable_ipv6=1
+
+CONF=$NETNS_TMP/storm.conf
+cat >"$CONF" <<CONF
+version = 1;
+modules = [ "tcp-xdc" ];
+port_range = "$PORT-$((PORT + 7))";
+connect_timeout_ms = 60000;
+tcp-xdc: { ifname = "lo"; streams = 2; threads = 2; };
+CONF
+# both processes get 1024 descriptors, as the bar says
+wrapper=$NETNS_TMP/meshperf-1024
+printf '#!/bin/bash\nulimit -n 1024\nexec %q "$@"\n' "$MESHPERF" >"$wrapper"
+chmod +x "$wrapper"
+umask 077
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
+
+run_env=(env NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR"
+	 NCCL_MESH_AUTH_KEY_FILE="$NETNS_TMP/key")
+args=(--plugin "$PLUGIN" --port 40009 --json --verbose --timeout 90
+      --sizes 4K,1M --budget 8M --mem 16M --iters 4 --no-latency)
+
+fail_with_logs() {
+	for f in server client storm; do
+		[ -f "$NETNS_TMP/$f.log" ] || continue
+		echo "---- $f ----"
+		tail -n 40 "$NETNS_TMP/$f.log"
+	done
+	netns_die "$1"
+}
+
+# the real client's connections to the plugin port are refused until the
+# storm is over; the storm comes from another source address
+hold=(INPUT -p tcp -s 127.0.0.1 --dport "$PORT" -j REJECT --reject-with
+      tcp-reset)
+netns_ipt s -I "${hold[@]}"
+
+netns_spawn s "$NETNS_TMP/server.log" "${run_env[@]}" "$wrapper" --server \
+	--bind 127.0.0.1 "${args[@]}"
+spid=$NETNS_LAST_PID
+netns_wait_listen s 40009 10 || fail_with_logs "meshperf server did not listen"
+netns_spawn s "$NETNS_TMP/client.log" "${run_env[@]}" "$wrapper" \
+	--client 127.0.0.1 "${args[@]}"
+cpid=$NETNS_LAST_PID
+netns_wait_listen s "$PORT" 20 || fail_with_logs "the plugin did not listen"
+
+# peak descriptors of the server while the storm lasts
+(
+	peak=0
+	while kill -0 "$spid" 2>/dev/null; do
+		n=$(find "/proc/$spid/fd" -mindepth 1 -maxdepth 1 2>/dev/null |
+			wc -l)
+		[ "$n" -le "$peak" ] || { peak=$n; echo "$peak" >"$NETNS_TMP/peak"; }
+		sleep 0.1
+	done
+) &
+sampler=$!
+NETNS_PIDS+=("$sampler")
+
+# each storm connection is held 10 s, also after the last one opened
+netns_spawn s "$NETNS_TMP/storm.log" python3 "$here/storm.py" 127.0.0.1 \
+	"$PORT" "$STORM_RATE" "$STORM_S" 10 127.0.0.2
+storm_pid=$NETNS_LAST_PID
+until grep -q '"event": "storm"' "$NETNS_TMP/storm.log"; do
+	kill -0 "$storm_pid" 2>/dev/null ||
+		fail_with_logs "the storm generator failed"
+	sleep 0.02
+done
+t_storm=$(date +%s.%N)
+netns_ipt s -D "${hold[@]}"
+# the client's setup can start only now (removing the rule takes a moment
+# on a busy host); the figure counts from here
+t_end=$(date +%s.%N)
+
+connected=""
+while [ -z "$connected" ]; do
+	if grep -q 'connected' "$NETNS_TMP/client.log"; then
+		connected=$(date +%s.%N)
+		break
+	fi
+	kill -0 "$cpid" 2>/dev/null || fail_with_logs "the client ended unconnected"
+	awk -v a="$t_end" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 30) }' &&
+		fail_with_logs "no setup within 30 s of the storm's end"
+	sleep 0.02
+done
+rc=0
+netns_wait "$cpid" 60 || rc=$?
+netns_wait "$storm_pid" 20 || fail_with_logs "the storm generator failed"
+[ "$rc" -eq 0 ] || fail_with_logs "the real transfer failed ($rc)"
+netns_wait "$spid" 10 || fail_with_logs "the server failed"
+grep -q '"event":"summary".*"status":"ok"' "$NETNS_TMP/client.log" ||
+	fail_with_logs "no ok summary"
+
+setup=$(awk -v a="$t_end" -v b="$connected" 'BEGIN { printf "%.2f", b - a }')
+storm_s=$(grep -o '"seconds": [0-9.]*' "$NETNS_TMP/storm.log" | awk '{ print $2 }')
+opened=$(grep -o '"opened": [0-9]*' "$NETNS_TMP/storm.log" | awk '{ print $2 }')
+unhold=$(awk -v a="$t_storm" -v b="$t_end" 'BEGIN { printf "%.2f", b - a }')
+lines=$(grep -c 'refused' "$NETNS_TMP/server.log" || true)
+counted=$({ grep -o 'refused [0-9]* more' "$NETNS_TMP/server.log" ||
+	true; } | awk '{ n += $2 } END { print n + 0 }')
+peak=$(cat "$NETNS_TMP/peak" 2>/dev/null || echo 0)
+per_s=$(awk -v n="$lines" -v s="$storm_s" 'BEGIN { printf "%.2f", n / s }')
+echo "storm: $(cat "$NETNS_TMP/storm.log")"
+grep -m 3 'refused' "$NETNS_TMP/server.log" || true
+echo "figures: setup_after_storm_s=$setup refusal_lines=$lines" \
+	"lines_per_s=$per_s storm_s=$storm_s refusals_counted=$counted" \
+	"peak_fds=$peak opened=$opened rule_removal_s=$unhold"
+
+awk -v s="$setup" -v m="$STORM_SETUP_MAX_S" 'BEGIN { exit !(s <= m) }' ||
+	fail_with_logs "setup took $setup s after the storm (bar $STORM_SETUP_MAX_S s)"
+# about one line a second: the first refusal, then a summary per second
+[ "$lines" -le $(( ${storm_s%.*} + 3 )) ] ||
+	fail_with_logs "$lines refusal lines in $storm_s s"
+[ "$counted" -ge $(( opened / 2 )) ] ||
+	fail_with_logs "the summaries count only $counted refusals"
+[ "$peak" -lt 1024 ] || fail_with_logs "the server reached $peak descriptors"
+echo "PASS: storm shed, real setup ${setup} s after it, $lines refusal lines"
