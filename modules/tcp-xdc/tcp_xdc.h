@@ -51,6 +51,13 @@ struct tcp_xdc_ctx {
 
 /* ---- data path ---- */
 
+/* Progress of a send stream, as the dead-peer check last saw it. */
+struct tcp_xdc_stall {
+	uint64_t tx;			/* bytes written */
+	int outq;			/* bytes not yet acknowledged */
+	uint64_t since;			/* when either last changed */
+};
+
 struct tcp_xdc_comm;
 
 /*
@@ -97,10 +104,9 @@ struct tcp_xdc_stream {
 	uint64_t last_seq;
 	uint64_t rx_bytes;		/* recv: everything read, pings' clock */
 	uint64_t rx_seen;		/* recv: rx_bytes at quiet_since */
-	uint64_t quiet_since;		/* recv: last byte or ping; send: last
-					 * progress of a blocked chunk */
+	uint64_t quiet_since;		/* recv: last byte or ping */
 	uint64_t tx_bytes;		/* send: everything written */
-	uint64_t tx_seen;		/* send: tx_bytes at quiet_since */
+	struct tcp_xdc_stall stall;	/* send: progress of a blocked chunk */
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 };
@@ -174,6 +180,7 @@ int tcp_xdc_close_recv(void *recv_comm);
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		       const int *fds, int n);
 void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
-bool tcp_xdc_stalled(int fd, uint64_t stalled_ns, int timeout_ms);
+bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
+			 uint64_t now, int timeout_ms, bool restart);
 
 #endif

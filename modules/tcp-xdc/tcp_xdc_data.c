@@ -401,10 +401,11 @@ static int send_check_events(struct tcp_xdc_comm *comm,
  * The sending side sets no TCP_USER_TIMEOUT: Linux applies it to zero-window
  * probing too and would drop the connection to a receiver that is alive but
  * late (a rank still loading its model).  Instead a stream blocked on its
- * socket fails once nothing it wrote moved for timeout_ms and the peer
- * acknowledged nothing for as long: a live receiver pings every stream it
- * does not read, and its kernel acknowledges data as it arrives, so only a
- * dead peer or a dead link stays silent.  Returns how long the thread may
+ * socket fails once for timeout_ms it wrote nothing and the peer
+ * acknowledged nothing, with data in flight or, at a zero window, without a
+ * word from the peer: a live receiver pings every stream it does not read,
+ * and its kernel acknowledges data as it arrives, so only a dead peer or a
+ * dead link stays silent (tcp_xdc_stall_check).  Returns how long the thread may
  * sleep (-1: until woken), or -errno once a stream failed.
  */
 static int send_check_stalls(struct tcp_xdc_thread *t, bool busy)
@@ -422,15 +423,10 @@ static int send_check_stalls(struct tcp_xdc_thread *t, bool busy)
 	for (int i = 0; i < t->nstreams; i++) {
 		struct tcp_xdc_stream *s = t->streams[i];
 
-		if (s->state != TCP_XDC_PAYLOAD)
-			continue;
-		if (!t->next_check_ns || s->tx_bytes != s->tx_seen) {
-			s->tx_seen = s->tx_bytes;
-			s->quiet_since = now;
-		} else if (tcp_xdc_stalled(s->fd, now - s->quiet_since,
-					   comm->timeout_ms)) {
+		if (s->state == TCP_XDC_PAYLOAD &&
+		    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, now,
+					comm->timeout_ms, !t->next_check_ns))
 			return stream_syscall_fail(comm, s, ETIMEDOUT);
-		}
 	}
 	t->next_check_ns = now + comm->ping_busy_ns;
 	return (int)(comm->ping_busy_ns / 1000000) + 1;

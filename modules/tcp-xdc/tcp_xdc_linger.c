@@ -34,8 +34,7 @@
 
 struct linger_fd {
 	int fd;
-	int outq_seen;
-	uint64_t quiet_since;
+	struct tcp_xdc_stall stall;
 	char peer[64];
 };
 
@@ -63,21 +62,37 @@ static uint64_t now_ns(void)
 }
 
 /*
- * True when a stream that has not moved for stalled_ns also heard nothing
- * from the peer's side for timeout_ms: neither an acknowledgement nor data.
+ * A send stream looks dead when for timeout_ms it wrote nothing and the
+ * peer acknowledged nothing (its unacknowledged byte count stayed the
+ * same), and either data is in flight (retransmitted in vain: the peer's
+ * pings may still get through a link that loses everything we send) or,
+ * at a zero window with nothing in flight, the peer sent nothing at all:
+ * no acknowledgement of a window probe, no ping.  Pings are data, which
+ * Linux's fast path takes without touching the time of the last
+ * acknowledgement, so both times count.
  */
-bool tcp_xdc_stalled(int fd, uint64_t stalled_ns, int timeout_ms)
+bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
+			 uint64_t now, int timeout_ms, bool restart)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
+	int outq = -1;
 
-	if (stalled_ns < (uint64_t)timeout_ms * 1000000ULL)
+	if (ioctl(fd, SIOCOUTQ, &outq))
+		outq = -1;
+	if (restart || tx != st->tx || outq != st->outq) {
+		st->tx = tx;
+		st->outq = outq;
+		st->since = now;
+		return false;
+	}
+	if (now - st->since < (uint64_t)timeout_ms * 1000000ULL)
 		return false;
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
 		return false;
-	/* A ping is data: Linux's fast path takes it without updating the
-	 * time of the last acknowledgement, so both count as a sign of life. */
+	if (ti.tcpi_unacked)
+		return true;
 	return ti.tcpi_last_ack_recv >= (uint32_t)timeout_ms &&
 	       ti.tcpi_last_data_recv >= (uint32_t)timeout_ms;
 }
@@ -125,12 +140,9 @@ static bool linger_step(struct tcp_xdc_linger *l, struct linger_fd *e,
 		return true;
 	if (ioctl(e->fd, SIOCOUTQ, &outq) || outq <= 0)
 		return true;
-	if (!l->timeout_ms || outq != e->outq_seen) {
-		e->outq_seen = outq;
-		e->quiet_since = now;
-		return false;
-	}
-	if (!tcp_xdc_stalled(e->fd, now - e->quiet_since, l->timeout_ms))
+	if (!l->timeout_ms ||
+	    !tcp_xdc_stall_check(e->fd, 0, &e->stall, now, l->timeout_ms,
+				 false))
 		return false;
 	MESH_INFO("closed send stream to %s: %d bytes unacknowledged for %d ms, peer gone; dropping them",
 		  e->peer, outq, l->timeout_ms);
@@ -294,8 +306,9 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		struct linger_fd *e = &l->pending[l->npending++];
 
 		e->fd = fds[i];
-		e->outq_seen = -1;
-		e->quiet_since = now;
+		e->stall.tx = 0;
+		e->stall.outq = -2;
+		e->stall.since = now;
 		snprintf(e->peer, sizeof(e->peer), "%s", peer);
 	}
 	pthread_mutex_unlock(&l->lock);

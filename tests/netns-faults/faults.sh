@@ -14,10 +14,19 @@
 #             as a dead link does: both sides fail within timeout_ms plus
 #             slack, each naming peer, connection, stream and the timeout.
 #
+# and two that must not fail anything, with timeout_ms = 2000:
+#
+#   late      the server posts its receives 10 s late (5x timeout_ms) while
+#             the client's 4 MiB messages wait at a zero window; the client
+#             closes its send comm as soon as its last send tests done.
+#             Both succeed, every byte verified, no WARN.
+#   closeloop 10 cycles of init, connect, transfer, close right after the
+#             last completion, finalize: every byte verified, no WARN.
+#
 # Neither process may hang, crash (exit status >= 128) or be stopped by
 # meshperf's own watchdog: meshperf's --timeout is far above the plugin's.
 #
-# usage: faults.sh MESHPERF PLUGIN MODULE_DIR kill|linkdrop
+# usage: faults.sh MESHPERF PLUGIN MODULE_DIR kill|linkdrop|late|closeloop
 # Needs root and network namespaces; exits 77 (skip) without them.
 set -euo pipefail
 
@@ -27,6 +36,8 @@ moddir=$3
 fault=$4
 
 TIMEOUT_MS=3000
+case $fault in late | closeloop) TIMEOUT_MS=2000 ;; esac
+LATE_S=${FAULTS_LATE_S:-10}
 SLACK_S=4		# scheduling, RTO granularity, the receiver's ping delay
 KILL_LIMIT_S=5
 PREFIX=nf$$
@@ -199,11 +210,64 @@ fault_linkdrop() {
 	check_end server "$t0" "$limit" "recv comm [0-9]+ from (\\[::ffff:)?$IP_C\\]?:[0-9]+: $re"
 }
 
+start_server() {
+	run "$NS_S" server --server --bind "$IP_S" "$@"
+	for _ in $(seq 100); do
+		ip netns exec "$NS_S" ss -Hltn "sport = :$BOOT_PORT" |
+			grep -q . && return 0
+		sleep 0.05
+	done
+	fail "the server did not listen within 5 s"
+}
+
+# check_ok NAME: ended well, every check passed, nothing WARNed.
+check_ok() {
+	local name=$1 rc
+
+	rc=$(cat "$tmp/$name.rc")
+	[ "$rc" -eq 0 ] || fail "$name failed (status $rc)"
+	grep -q "all checks passed" "$tmp/$name.log" ||
+		fail "$name did not verify its transfers"
+	! grep -E "WARN|ERROR" "$tmp/$name.log" ||
+		fail "$name logged a warning or an error"
+}
+
+no_fault_late() {
+	local t0
+
+	t0=$(now_ms)
+	start_server --recv-delay "$LATE_S"
+	run "$NS_C" client --client "$IP_S" --sizes 4M --iters 8 --window 8 \
+		--no-latency --close-early
+	wait_end client $((LATE_S + 40))
+	wait_end server 20
+	check_ok client
+	check_ok server
+	echo "late receiver: ${LATE_S} s late, timeout_ms $TIMEOUT_MS, done after $(($(cat "$tmp/server.end") - t0)) ms"
+}
+
+no_fault_closeloop() {
+	local t0
+
+	t0=$(now_ms)
+	start_server
+	run "$NS_C" client --client "$IP_S" --sizes 0,1,4095,64K,1M --mem 16M \
+		--iters 16 --no-latency --close-early --reload "${FAULTS_CYCLES:-10}"
+	wait_end client 120
+	wait_end server 20
+	check_ok client
+	check_ok server
+	grep -q "after ${FAULTS_CYCLES:-10} cycle" "$tmp/server.log" ||
+		fail "the server did not run ${FAULTS_CYCLES:-10} cycles"
+	echo "close right after completion: ${FAULTS_CYCLES:-10} cycles in $(($(cat "$tmp/server.end") - t0)) ms"
+}
+
 setup
-start_transfer
 case $fault in
-kill) fault_kill ;;
-linkdrop) fault_linkdrop ;;
+kill) start_transfer; fault_kill ;;
+linkdrop) start_transfer; fault_linkdrop ;;
+late) no_fault_late ;;
+closeloop) no_fault_closeloop ;;
 *) fail "unknown fault $fault" ;;
 esac
 echo "PASS: $fault"

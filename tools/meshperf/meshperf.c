@@ -171,6 +171,8 @@ enum {
 	OPT_FAULT,
 	OPT_CHANNELS,
 	OPT_RECV_SIZE,
+	OPT_RECV_DELAY,
+	OPT_CLOSE_EARLY,
 };
 
 static const struct option long_opts[] = {
@@ -194,6 +196,8 @@ static const struct option long_opts[] = {
 	{ "bidir", no_argument, NULL, OPT_BIDIR },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "recv-size", required_argument, NULL, OPT_RECV_SIZE },
+	{ "recv-delay", required_argument, NULL, OPT_RECV_DELAY },
+	{ "close-early", no_argument, NULL, OPT_CLOSE_EARLY },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "reload", required_argument, NULL, OPT_RELOAD },
 	{ "traffic-class", required_argument, NULL, OPT_TC },
@@ -242,6 +246,11 @@ static void usage(FILE *out)
 "      --recv-size SIZE    receives post at least SIZE bytes, as NCCL posts\n"
 "                          whole step buffers for smaller messages (default 0)\n"
 "  -t, --timeout S         give up after S seconds without progress (60)\n"
+"Per process (stragglers and closing):\n"
+"      --recv-delay S      post the bandwidth receives of every size S\n"
+"                          seconds late, as a rank that starts late\n"
+"      --close-early       close the send comms as soon as the last sends\n"
+"                          of the sweep test done, before the peer is done\n"
 "      --reload N          run init .. finalize, dlclose N times (default 1)\n"
 "Output:\n"
 "      --json              JSON lines instead of the table\n"
@@ -460,6 +469,9 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		return 0;
 	case OPT_FAULT:
 		return parse_fault(arg, &o->fault) ? bad_arg("fault", arg) : 0;
+	case OPT_CLOSE_EARLY:
+		o->close_early = true;
+		return 0;
 	case 'v':
 		o->verbose++;
 		return 0;
@@ -531,6 +543,11 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		if (parse_int(arg, 1, 100000, &l))
 			return bad_arg("reload", arg);
 		p->reload = (uint32_t)l;
+		return 0;
+	case OPT_RECV_DELAY:
+		if (parse_int(arg, 0, 86400, &l))
+			return bad_arg("recv-delay", arg);
+		o->recv_delay = (uint32_t)l;
 		return 0;
 	case OPT_CHANNELS:
 		if (parse_int(arg, 1, PERF_MAX_CHANNELS, &l))

@@ -79,6 +79,8 @@ struct perf_opts {
 	bool json;
 	bool sizes_given;
 	enum perf_fault fault;
+	uint32_t recv_delay;	/* seconds before receives are posted */
+	bool close_early;	/* close send comms right after the last send */
 	struct perf_params params;
 };
 

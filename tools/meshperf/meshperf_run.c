@@ -640,6 +640,35 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 
 /* ---- the sweep ---- */
 
+static int release_dir(struct cycle *c, struct perf_dir *d, bool is_send);
+
+/* --recv-delay: a receiver that starts late, its sender already sending. */
+static void recv_delay(const struct cycle *c)
+{
+	struct timespec ts = { (time_t)c->o->recv_delay, 0 };
+
+	if (!c->o->recv_delay || !(!c->client || c->p->bidir))
+		return;
+	perf_watchdog("receive delay", c->o->recv_delay + 2 * c->p->timeout + 10);
+	perf_info("posting receives %u s late", c->o->recv_delay);
+	nanosleep(&ts, NULL);
+	arm(c, "transfers");
+}
+
+/* --close-early: the send comms go as soon as the last sends test done,
+ * while the peer may still be receiving. */
+static int close_early(struct cycle *c, uint32_t i)
+{
+	int rc = 0;
+
+	if (!c->o->close_early || i + 1 != c->p->nsizes ||
+	    !(c->client || c->p->bidir))
+		return 0;
+	for (int ch = 0; ch < c->nch && !rc; ch++)
+		rc = release_dir(c, &c->send[ch], true);
+	return rc;
+}
+
 static int run_size(struct cycle *c, uint32_t i)
 {
 	/* the per-channel plan; its timeout is the one latency needs too */
@@ -667,10 +696,13 @@ static int run_size(struct cycle *c, uint32_t i)
 		if (rc)
 			return rc;
 	}
+	recv_delay(c);
 	rc = perf_run_bw(&side,
 			 c->client || c->p->bidir ? c->send : NULL,
 			 !c->client || c->p->bidir ? c->recv : NULL, c->nch,
 			 r.size, &r.bw_s[0]);
+	if (!rc)
+		rc = close_early(c, i);
 	if (!rc)
 		rc = exchange_results(c, &r);
 	if (!rc)
