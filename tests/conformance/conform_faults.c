@@ -88,6 +88,11 @@ static void step_until_word(struct conf_ctx *c, struct conf_stream *s,
 	}
 }
 
+/*
+ * The closer closes only once the survivor has said it takes errors from
+ * now on: the bootstrap word and the plugin's own news of the close race
+ * each other, and an error before the word would look like a real one.
+ */
 static void close_inflight(struct conf_ctx *c, enum inflight who)
 {
 	bool send = sender(c);
@@ -101,13 +106,20 @@ static void close_inflight(struct conf_ctx *c, enum inflight who)
 	conf_connect(c, send, !send, &l);
 	conf_stream_init(&s, c, send ? "send" : "recv", send,
 			 send ? l.send : l.recv, &m);
-	/* both sides have requests outstanding once 4 messages arrived */
 	if (send) {
 		step_until_word(c, &s, "streaming until the receiver has 4 messages");
+		if (who != CLOSE_SENDER) {
+			s.expect_error = true;	/* the receiver will close */
+			conf_send_word(c, 1);
+		}
 	} else {
+		/* both sides have requests outstanding once 4 arrived */
 		run_until(c, &s, 4, "receiving the first 4 messages");
 		conf_stream_fill(&s, perf_now() + 5);
+		s.expect_error = who != CLOSE_RECEIVER;
 		conf_send_word(c, 1);
+		if (who != CLOSE_SENDER)
+			step_until_word(c, &s, "waiting for the sender to take errors");
 	}
 	if (closes) {
 		conf_note(c, "closing with %u requests in flight",
@@ -116,8 +128,6 @@ static void close_inflight(struct conf_ctx *c, enum inflight who)
 		if (who != CLOSE_BOTH)
 			conf_send_word(c, 2);
 	} else {
-		/* from here on the peer may be gone: errors are allowed */
-		s.expect_error = true;
 		step_until_word(c, &s, "streaming until the peer has closed");
 		drain_after_peer(c, &s, perf_now(), "the peer closed its comm");
 		conf_stream_close(&s);
