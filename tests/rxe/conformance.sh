@@ -4,7 +4,9 @@
 # The conformance suite (tests/conformance, docs/testing-conformance.md) on
 # Soft-RoCE, for each verbs module: rank 0 in rxn2 (rxe21, 10.77.12.2),
 # rank 1 in rxn1 (rxe12), the bootstrap over the same link.  Each test of
-# the suite is a check of its own, CONF_LOOPS loops (default 20).  Sourced
+# the suite is a check of its own, CONF_LOOPS loops (default 20, the bar;
+# tools/run-tests runs fewer) with CONF_LATE_MS (when set) as the delay of
+# the late tests.  Sourced
 # by stage.sh, whose setup_env sets BUILD, PLUGIN, LOGDIR; needs the
 # two-node mesh (net.sh up 2).
 
@@ -17,29 +19,17 @@ conf_driver() {
 	[ -x "$d" ] && echo "$d"
 }
 
-# conf_write MODULE FILE: both nodes on their end of link 1-2.
-conf_write() {
-	cat >"$2" <<EOF
-version = 1;
-modules = [ "$1" ];
-connect_timeout_ms = 60000;
-hosts = (
-  { match = "rxn1"; $1: { hca = "=rxe12"; }; },
-  { match = "rxn2"; $1: { hca = "=rxe21"; }; }
-);
-EOF
-}
-
 # check_conf MODULE TEST: both ranks pass TEST (or both skip it: 77).
 check_conf() {
 	local mod=$1 t=$2 tag="conf-$1-$2" drv port=$((18900 + RANDOM % 100))
 	local p0 p1 r0=0 r1=0 bound side args
 
 	drv=$(conf_driver) || { echo "no conformance driver in $BUILD"; return 77; }
-	conf_write "$mod" "$LOGDIR/$tag.conf"
+	rxe_pair_conf "$mod" "$LOGDIR/$tag.conf"
 	# watchdog of a loop; the check's own limit is far longer
 	args=(--oob "10.77.12.2:$port" --plugin "$PLUGIN" --test "$t"
-	      --loops "$CONF_LOOPS" --timeout 120 -v)
+	      --loops "$CONF_LOOPS" --timeout 120 -v
+	      ${CONF_LATE_MS:+--late-ms "$CONF_LATE_MS"})
 	bound=$((CONF_LOOPS * 40 + 120))
 	for side in 0 1; do
 		local n=rxn2 host=rxn2

@@ -123,6 +123,20 @@ rxe_gid_table() {
 	done
 }
 
+# rxe_pair_conf MODULE FILE: a config with MODULE alone for the two-node
+# mesh, each node on its end of link 1-2 (host names rxn1, rxn2).
+rxe_pair_conf() {
+	cat >"$2" <<EOF
+version = 1;
+modules = [ "$1" ];
+connect_timeout_ms = 60000;
+hosts = (
+  { match = "rxn1"; $1: { hca = "=rxe12"; }; },
+  { match = "rxn2"; $1: { hca = "=rxe21"; }; }
+);
+EOF
+}
+
 # ------------------------------------------------------------ meshperf
 
 # Set by the caller: MESHPERF, PLUGIN, MODULE_PATH, CONF, LOGDIR.

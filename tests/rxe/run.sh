@@ -16,8 +16,8 @@
 #
 # Environment: RXE_MODE (auto, host, guest; default auto),
 # RXE_STAGE_TIMEOUT (seconds for the stage in the guest, default 3000),
-# RXE_TEST_MODULE, RXE_TEST_ONLY, CONF_LOOPS (passed to stage.sh), and
-# the guest's own (tests/rxe/lab/guest).
+# RXE_TEST_*, CONF_* and CLOSE_* (passed to stage.sh), and the guest's own
+# (tests/rxe/lab/guest).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,9 +41,10 @@ esac
 	[ "${RXE_TEST_MODULE:-ib-fabric}" != ib-fabric ] ||
 	skip "ib-fabric was not built (install libibverbs-dev and reconfigure)"
 
+# the stage's own knobs travel into the guest
 stage_env=()
-for v in RXE_TEST_MODULE RXE_TEST_ONLY CONF_LOOPS CLOSE_ITERS; do
-	[ -n "${!v:-}" ] && stage_env+=("$v=${!v}")
+for v in $(compgen -v | grep -E '^(RXE_TEST_|CONF_|CLOSE_)'); do
+	stage_env+=("$v=${!v}")
 done
 
 # host_rxe: this kernel's rdma_rxe carries RoCE between two namespaces (a
