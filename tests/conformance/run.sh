@@ -28,7 +28,7 @@
 #   after --           passed to both ranks (--late-ms, --dead-ms, -v ...)
 set -uo pipefail
 
-driver= plugin= oob= tests= loops=10 limit=1800 logdir=
+driver='' plugin='' oob='' tests='' loops=10 limit=1800 logdir=''
 prefix0=() prefix1=() envs=() extra=()
 
 die() {
@@ -68,6 +68,7 @@ if [ -z "$tests" ]; then
 fi
 
 pids=()
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
 	local pid
 
@@ -138,9 +139,10 @@ for t in "${list[@]}"; do
 		skipped=$((skipped + 1))
 	else
 		echo "FAIL $t (rank 0 exit $rc0, rank 1 exit $rc1, $((SECONDS - start)) s)"
+		if [ "$rc0" = 124 ] || [ "$rc1" = 124 ]; then
+			echo "  (killed after --limit $limit s)"
+		fi
 		for r in 0 1; do
-			[ "$rc0" = 124 ] || [ "$rc1" = 124 ] &&
-				echo "  (killed after --limit $limit s)"
 			sed "s/^/  rank$r| /" "$logdir/$t.rank$r" | tail -n 60
 		done
 		failed=$((failed + 1))
