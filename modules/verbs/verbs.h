@@ -237,6 +237,9 @@ struct verbs_notice {
 /* An idle comm (requests waiting, no completion) probes its peer this
  * often: a dead peer fails the probe's write, a live one answers it. */
 #define VERBS_PROBE_MS 1000
+/* A probe unanswered this long, with no completion at all, means the peer
+ * is gone: longer than any one write takes on a slow link. */
+#define VERBS_PROBE_DEAD_MS 15000
 /* Empty polls between looks at the clock. */
 #define VERBS_PROBE_POLLS 256
 

@@ -23,7 +23,7 @@
  * (a receiver waiting for data) would never learn of the death, so an
  * idle comm probes: every VERBS_PROBE_MS without a completion it writes
  * one word into the peer, which a live peer's HCA answers even while the
- * process is busy elsewhere, and a dead one lets fail.
+ * process is busy elsewhere or late, and a dead one leaves unanswered.
  *
  * All of it runs on the thread driving the comm; nothing takes a lock.
  */
@@ -114,13 +114,17 @@ static int notice_post(struct verbs_comm *c, size_t field, uint64_t wr_id)
 /*
  * Called by a poll that found nothing.  Every VERBS_PROBE_POLLS empty
  * polls it looks at the clock; after VERBS_PROBE_MS without a completion
- * it sends a probe, whose failure fails the comm like any write's.
+ * it sends a probe.  A dead peer fails the probe's write once the QP's
+ * retries run out, but Soft-RoCE retries forever at retry_cnt 7, and a
+ * probe may also wait behind a write that never completes: so a probe
+ * still unanswered, with no completion at all, after VERBS_PROBE_DEAD_MS
+ * fails the comm too.
  */
 void verbs_idle(struct verbs_comm *c)
 {
 	uint64_t now;
 
-	if (++c->idle_polls % VERBS_PROBE_POLLS)
+	if (++c->idle_polls % VERBS_PROBE_POLLS || c->closing)
 		return;
 	now = verbs_now_ns();
 	if (c->busy || !c->live_ns) {
@@ -128,8 +132,17 @@ void verbs_idle(struct verbs_comm *c)
 		c->live_ns = now;
 		return;
 	}
-	if (c->probe_out || c->closing || c->peer_closed ||
-	    now - c->live_ns < VERBS_PROBE_MS * 1000000ULL)
+	if (verbs_peer_closed(c))
+		return;
+	if (c->probe_out) {
+		if (now - c->live_ns >= VERBS_PROBE_DEAD_MS * 1000000ULL)
+			verbs_comm_fail(c, -ECONNRESET, "%s comm %u %s %s: no answer from the peer for %llu ms (a probe write is not acknowledged): the peer is gone or unreachable",
+					c->is_send ? "send" : "recv", c->id,
+					c->is_send ? "to" : "from", c->peer,
+					(unsigned long long)((now - c->live_ns) / 1000000));
+		return;
+	}
+	if (now - c->live_ns < VERBS_PROBE_MS * 1000000ULL)
 		return;
 	/* a full send queue is no failure: the next idle look tries again */
 	if (!notice_post(c, offsetof(struct verbs_notice, probe),
@@ -139,14 +152,14 @@ void verbs_idle(struct verbs_comm *c)
 }
 
 /* How long close waits for the peer: what the QP itself would retry for
- * (4.096 us << timeout, retry_cnt + 1 times), twice, plus slack; at most
- * 10 s. */
+ * (4.096 us << timeout, retry_cnt + 1 times), twice, plus 2 s for sends
+ * still in flight on a slow link; at most 10 s. */
 static uint64_t close_bound_ns(const struct verbs_ctx *ctx)
 {
 	uint64_t t = 4096ULL << ctx->timeout;
 
 	t *= (uint64_t)ctx->retry_cnt + 1;
-	t = 2 * t + 200000000ULL;
+	t = 2 * t + 2000000000ULL;
 	return t < 10000000000ULL ? t : 10000000000ULL;
 }
 

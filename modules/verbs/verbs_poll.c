@@ -93,6 +93,19 @@ static int imm_arrived(struct verbs_comm *c, const struct ibv_wc *wc)
 	return wr_recv_repost(c, wc);
 }
 
+/* What a completion error most likely means for the connection. */
+static const char *wc_hint(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_RETRY_EXC_ERR:
+		return ": the peer is gone or unreachable";
+	case IBV_WC_REM_ACCESS_ERR:
+		return ": the peer's buffer is not registered (any more): deregistered early, or the peer died";
+	default:
+		return "";
+	}
+}
+
 /*
  * A completion error.  After the peer's close notice it is the end of the
  * connection (the peer's QPs are gone), not a failure: what it leaves
@@ -108,15 +121,14 @@ static int wc_error(struct verbs_comm *c, const struct ibv_wc *wc)
 		c->close_done = true;
 	if (c->error || verbs_peer_closed(c))
 		return 0;
-	return verbs_comm_fail(c, wc->status == IBV_WC_RETRY_EXC_ERR ?
+	return verbs_comm_fail(c, wc->status == IBV_WC_RETRY_EXC_ERR ||
+			       wc->status == IBV_WC_REM_ACCESS_ERR ?
 			       -ECONNRESET : -EIO,
 			       "%s comm %u %s %s on %s: work completion error: %s (status %d, vendor error 0x%x, QP %u)%s",
 			       dir_str(c), c->id, c->is_send ? "to" : "from",
 			       c->peer, c->dev->name,
 			       ibv_wc_status_str(wc->status), wc->status,
-			       wc->vendor_err, wc->qp_num,
-			       wc->status == IBV_WC_RETRY_EXC_ERR ?
-			       ": the peer is gone or unreachable" : "");
+			       wc->vendor_err, wc->qp_num, wc_hint(wc->status));
 }
 
 static int wc_handle(struct verbs_comm *c, const struct ibv_wc *wc)

@@ -18,7 +18,11 @@
 #       byte and size verified.  Both must succeed, and neither may log a
 #       WARN: an orderly close with nothing owed is no error.  "eager"
 #       runs it with max_recvs 1, so small messages take the eager path
-#       and its credits.
+#       and its credits.  "lag" (driver -l): each side waits for the
+#       peer's send comm to be closed, then posts 2 more receives (their
+#       FIFO writes now head for QPs that are gone) and tests nothing for
+#       CLOSE_LAG_MS, longer than the QP's retry time: the error of those
+#       writes is in by then and must not fail the receives already done.
 #   check_close_kill MODULE a|b
 #       the same driver with -k (1 MiB messages both ways, endlessly); once
 #       data flows, the given side is killed (SIGKILL: no close).  The
@@ -26,11 +30,14 @@
 #       a WARN line naming the comm and the peer's death.
 #
 # The driver is $BUILD/tests/rxe/close_driver when the build made it,
-# else it is compiled here from close_driver.c.
+# else it is compiled here from close_driver.c.  CLOSE_PLUGIN and
+# CLOSE_MODULES (the directory holding <module>/mesh-<module>.so) run the
+# checks against another build, e.g. an older one to see them fail.
 
 CLOSE_ITERS=${CLOSE_ITERS:-20}
 CLOSE_BOUND=${CLOSE_BOUND:-240}
 CLOSE_KILL_BOUND=${CLOSE_KILL_BOUND:-30}
+CLOSE_LAG_MS=${CLOSE_LAG_MS:-2000}
 
 # close_driver_path: the driver's path, building it when the build lacks it.
 close_driver_path() {
@@ -70,11 +77,11 @@ close_spawn() {
 	drv=$(close_driver_path) || return 1
 	rxe_spawn "$ns" "$LOGDIR/$tag.$side" env NCCL_MESH_HOSTNAME="$host" \
 		NCCL_MESH_CONF="$LOGDIR/$tag.conf" NCCL_MESH_LOG=info \
-		NCCL_MESH_MODULE_PATH="$BUILD/modules/$mod" "${envw[@]}" \
-		"$drv" "$PLUGIN" "$side" "$dir" "$@"
+		NCCL_MESH_MODULE_PATH="${CLOSE_MODULES:-$BUILD/modules}/$mod" \
+		"${envw[@]}" "$drv" "${CLOSE_PLUGIN:-$PLUGIN}" "$side" "$dir" "$@"
 }
 
-# close_env MODULE [eager]: VAR=value words for both sides.
+# close_env MODULE [eager|lag]: VAR=value words for both sides.
 close_env() {
 	local var
 
@@ -94,26 +101,31 @@ close_show() {
 
 check_close_loop() {
 	local mod=$1 mode=${2:-} tag="close-$1${2:+-$2}" dir pa pb ra=0 rb=0 rc=0
-	local envw t0=$SECONDS side
+	local envw t0=$SECONDS side iters=$CLOSE_ITERS args=()
 
 	read -ra envw <<<"$(close_env "$mod" "$mode")"
+	if [ "$mode" = lag ]; then
+		# each connection waits out the lag: fewer of them
+		iters=$(((CLOSE_ITERS + 3) / 4))
+		args=(-l "$CLOSE_LAG_MS")
+	fi
 	dir=$LOGDIR/$tag.dir
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	close_conf "$mod" "$LOGDIR/$tag.conf"
 	close_spawn "$tag" "$mod" a rxn1 rxn1 "$dir" "${envw[@]}" -- \
-		-i "$CLOSE_ITERS" -t 60 || return 1
+		-i "$iters" -t 60 "${args[@]}" || return 1
 	pa=$RXE_LAST_PID
 	close_spawn "$tag" "$mod" b rxn2 rxn2 "$dir" "${envw[@]}" -- \
-		-i "$CLOSE_ITERS" -t 60 || return 1
+		-i "$iters" -t 60 "${args[@]}" || return 1
 	pb=$RXE_LAST_PID
 	rxe_wait "$pa" "$CLOSE_BOUND" || ra=$?
 	rxe_wait "$pb" 30 || rb=$?
-	echo "$tag: $CLOSE_ITERS connections each way; exit a=$ra b=$rb after $((SECONDS - t0)) s"
+	echo "$tag: $iters connections each way; exit a=$ra b=$rb after $((SECONDS - t0)) s"
 	for side in a b; do
 		grep -E "^$side: (OK|FAIL|STUCK)" "$LOGDIR/$tag.$side" |
 			sed 's/^/    /' || true
-		grep -q "^$side: OK $CLOSE_ITERS iterations" "$LOGDIR/$tag.$side" ||
+		grep -q "^$side: OK $iters iterations" "$LOGDIR/$tag.$side" ||
 			rc=1
 		if grep -E 'NCCL WARN|AddressSanitizer|runtime error:' \
 			"$LOGDIR/$tag.$side"; then
@@ -121,7 +133,7 @@ check_close_loop() {
 			rc=1
 		fi
 	done
-	grep -hE 'eager up to [0-9]+ bytes' "$LOGDIR/$tag.b" | head -n 1 |
+	grep -hE 'recv comm [0-9]+ from .*eager up to [0-9]+ bytes' "$LOGDIR/$tag.b" | head -n 1 |
 		sed 's/^/    /' || true
 	if [ "$mode" = eager ] &&
 	   ! grep -qE 'recv comm [0-9]+ from .*eager up to 1024 bytes' \
@@ -197,6 +209,8 @@ close_run_checks() {
 			"$((CLOSE_BOUND + 60))" check_close_loop "$mod" || true
 		check "$mod close: the same on the eager path" \
 			"$((CLOSE_BOUND + 60))" check_close_loop "$mod" eager || true
+		check "$mod close: receiver lagging behind a closed sender" \
+			"$((CLOSE_BOUND + 60))" check_close_loop "$mod" lag || true
 		check "$mod close: b killed mid-transfer fails a's test" 240 \
 			check_close_kill "$mod" b || true
 		check "$mod close: a killed mid-transfer fails b's test" 240 \

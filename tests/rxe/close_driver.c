@@ -10,7 +10,13 @@
  * message is checked byte by byte, with its size.
  *
  *   close_driver PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS]
- *                [-k]
+ *                [-l LAG] [-k]
+ *
+ * -l LAG (lagging receiver): each side posts its receives up front, waits
+ * until the peer's send comm is closed, then posts the EXTRA receives and
+ * tests nothing for LAG ms: the peer's QPs are gone by then while those
+ * receives' announcements still travel to it, and every receive must
+ * still complete (MSGS is cut to fit one window).
  *
  * -k (kill test): one endless iteration of 1 MiB messages; prints
  * "transferring" once data flows and waits to be killed, or to fail when
@@ -37,6 +43,8 @@ static const ncclNet_v10_t *net;
 static const char *me;
 static int timeout_s = 60;
 static time_t last_progress;
+static const char *dir;
+static int lag_ms = -1;
 
 static void logger(ncclDebugLogLevel level, unsigned long flags,
 		   const char *file, int line, const char *fmt, ...)
@@ -135,7 +143,22 @@ struct side {
 	void *req[WINDOW];
 	int posted, done;	/* requests handed out, completed in order */
 	bool closed;
+	double lag_until;	/* -l: no test before (0: peer not closed) */
 };
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* -l: the flag a side's send comm leaves once closed. */
+static void flag_path(char *buf, size_t cap, const char *who, int iter)
+{
+	snprintf(buf, cap, "%s/%s.send-closed.%d", dir, who, iter);
+}
 
 static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		      int msgs, int kill)
@@ -168,7 +191,32 @@ static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		CALL("deregMr (send)", deregMr(s->comm, s->mh));
 		CALL("closeSend", closeSend(s->comm));
 		s->closed = true;
+		if (lag_ms >= 0) {
+			char path[600];
+			FILE *f;
+
+			flag_path(path, sizeof(path), me, iter);
+			f = fopen(path, "w");
+			if (!f || fclose(f))
+				die(2, "cannot create %s", path);
+		}
 	}
+}
+
+/* -l: whether the receives may be tested yet. */
+static bool lagging(struct side *s, int msgs, int iter)
+{
+	char path[600];
+
+	if (lag_ms < 0 || s->posted < msgs)
+		return false;
+	if (!s->lag_until) {
+		flag_path(path, sizeof(path), me[0] == 'a' ? "b" : "a", iter);
+		if (access(path, F_OK))
+			return true;
+		s->lag_until = now_ms() + lag_ms;
+	}
+	return now_ms() < s->lag_until;
 }
 
 static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
@@ -176,7 +224,8 @@ static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 {
 	if (s->closed)
 		return;
-	if (s->posted < msgs + extra && s->posted - s->done < WINDOW) {
+	if (s->posted < msgs + extra && s->posted - s->done < WINDOW &&
+	    (lag_ms < 0 || s->posted < msgs || s->lag_until)) {
 		int j = s->posted;
 		void *data = buf + (size_t)(j % WINDOW) * SLOT;
 		/* odd iterations post whole slots, even ones the exact size
@@ -188,6 +237,10 @@ static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 				    NULL, &s->req[j % WINDOW]));
 		if (s->req[j % WINDOW])
 			s->posted++;
+	}
+	if (lagging(s, msgs, iter)) {
+		progress();
+		return;
 	}
 	while (s->done < s->posted && s->done < msgs) {
 		int j = s->done, done = 0, got = -1;
@@ -225,11 +278,11 @@ int main(int argc, char **argv)
 	int iters = 20, msgs = 12, extra = 2, kill = 0, iter = -1, opt, ndev;
 	ncclNetCommConfig_t cfg = { -1 };
 	unsigned char *sbuf, *rbuf;
-	const char *peer, *dir;
+	const char *peer;
 	void *lib, *lc;
 
 	if (argc < 4 || (strcmp(argv[2], "a") && strcmp(argv[2], "b"))) {
-		fprintf(stderr, "usage: %s PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS] [-k]\n",
+		fprintf(stderr, "usage: %s PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS] [-l LAG] [-k]\n",
 			argv[0]);
 		return 2;
 	}
@@ -237,12 +290,13 @@ int main(int argc, char **argv)
 	peer = me[0] == 'a' ? "b" : "a";
 	dir = argv[3];
 	optind = 4;
-	while ((opt = getopt(argc, argv, "i:m:e:t:k")) != -1) {
+	while ((opt = getopt(argc, argv, "i:m:e:t:l:k")) != -1) {
 		switch (opt) {
 		case 'i': iters = atoi(optarg); break;
 		case 'm': msgs = atoi(optarg); break;
 		case 'e': extra = atoi(optarg); break;
 		case 't': timeout_s = atoi(optarg); break;
+		case 'l': lag_ms = atoi(optarg); break;
 		case 'k': kill = 1; break;
 		default: return 2;
 		}
@@ -252,6 +306,8 @@ int main(int argc, char **argv)
 		msgs = 1 << 30;
 		extra = 0;
 	}
+	if (lag_ms >= 0 && msgs > WINDOW - extra)
+		msgs = WINDOW - extra;
 	if (iters < 1 || msgs < 1 || extra < 0 || extra > WINDOW)
 		die(2, "bad counts");
 	progress();
