@@ -239,7 +239,7 @@ struct verbs_notice {
 #define VERBS_PROBE_MS 1000
 /* A probe unanswered this long, with no completion at all, means the peer
  * is gone: longer than any one write takes on a slow link. */
-#define VERBS_PROBE_DEAD_MS 15000
+#define VERBS_PROBE_DEAD_MS 10000
 /* Empty polls between looks at the clock. */
 #define VERBS_PROBE_POLLS 256
 

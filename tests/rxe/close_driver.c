@@ -16,7 +16,8 @@
  * until the peer's send comm is closed, then posts the EXTRA receives and
  * tests nothing for LAG ms: the peer's QPs are gone by then while those
  * receives' announcements still travel to it, and every receive must
- * still complete (MSGS is cut to fit one window).
+ * still complete (MSGS is cut to fit one window); then the first extra
+ * receive, which nothing was sent into, must fail its test() within 5 s.
  *
  * -k (kill test): one endless iteration of 1 MiB messages; prints
  * "transferring" once data flows and waits to be killed, or to fail when
@@ -219,6 +220,31 @@ static bool lagging(struct side *s, int msgs, int iter)
 	return now_ms() < s->lag_until;
 }
 
+/*
+ * -l: the peer closed its send comm in order, so the first extra receive,
+ * which nothing was sent into, must fail its test() soon (the peer's close
+ * notice says nothing more comes), not hang and not wait for a timeout.
+ */
+static void expect_closed(struct side *s, int msgs, int iter)
+{
+	double t0 = now_ms();
+	int done = 0, got;
+	ncclResult_t r;
+
+	do {
+		r = net->test(s->req[msgs % WINDOW], &done, &got);
+		if (done)
+			die(1, "FAIL: a receive nothing was sent into completed (iteration %d)",
+			    iter);
+		if (now_ms() - t0 > 5000)
+			die(1, "FAIL: a receive nothing was sent into still pending 5 s after the peer closed (iteration %d)",
+			    iter);
+	} while (r == ncclSuccess);
+	printf("%s: iteration %d: the unsent receive failed %.0f ms after the lag, as the peer had closed\n",
+	       me, iter, now_ms() - t0);
+	fflush(stdout);
+}
+
 static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 		      int msgs, int extra, int kill)
 {
@@ -264,6 +290,8 @@ static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 			fflush(stdout);
 		}
 	}
+	if (s->done == msgs && lag_ms >= 0 && extra > 0)
+		expect_closed(s, msgs, iter);
 	if (s->done == msgs) {
 		/* EXTRA receives are still posted: close must cope */
 		CALL("deregMr (recv)", deregMr(s->comm, s->mh));
