@@ -38,6 +38,9 @@ fault=$4
 TIMEOUT_MS=3000
 case $fault in late | closeloop) TIMEOUT_MS=2000 ;; esac
 LATE_S=${FAULTS_LATE_S:-10}
+# meshperf gives up after this long without progress: more than the delay
+MP_TIMEOUT=60
+[ "$fault" != late ] || MP_TIMEOUT=$((LATE_S + 60))
 SLACK_S=4		# scheduling, RTO granularity, the receiver's ping delay
 KILL_LIMIT_S=5
 PREFIX=nf$$
@@ -125,7 +128,7 @@ run() {
 		ip netns exec "$n" env NCCL_MESH_CONF="$tmp/faults.conf" \
 			NCCL_MESH_MODULE_PATH="$moddir" \
 			"$meshperf" -P "$plugin" --port "$BOOT_PORT" \
-			--timeout 60 "$@" >"$tmp/$name.log" 2>&1
+			--timeout "$MP_TIMEOUT" "$@" >"$tmp/$name.log" 2>&1
 		echo $? >"$tmp/$name.rc"
 		now_ms >"$tmp/$name.end"
 	) &
@@ -243,6 +246,7 @@ no_fault_late() {
 	wait_end server 20
 	check_ok client
 	check_ok server
+	grep -v '^#' "$tmp/client.log" | sed 's/^/client result: /'
 	echo "late receiver: ${LATE_S} s late, timeout_ms $TIMEOUT_MS, done after $(($(cat "$tmp/server.end") - t0)) ms"
 }
 
