@@ -23,10 +23,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "tcp_xdc.h"
+#include "tcp_xdc_path.h"
 
 #define LINGER_MIN_POLL_MS 1
 #define LINGER_MAX_POLL_MS 100
@@ -52,14 +51,6 @@ struct tcp_xdc_linger {
 	struct linger_fd *active;
 	int nactive, cap_active;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * A send stream looks dead when for timeout_ms it wrote nothing and the
@@ -168,7 +159,7 @@ static void linger_take_pending(struct tcp_xdc_linger *l, bool *stop,
 /* Closes what is finished; returns true when anything changed. */
 static bool linger_pass(struct tcp_xdc_linger *l, bool expired)
 {
-	uint64_t now = now_ns();
+	uint64_t now = xdc_now_ns();
 	bool changed = false;
 
 	for (int i = 0; i < l->nactive;) {
@@ -230,7 +221,7 @@ static void *linger_thread(void *arg)
 
 		linger_take_pending(l, &stop, &deadline);
 		changed = l->nactive != before;
-		changed |= linger_pass(l, stop && now_ns() >= deadline);
+		changed |= linger_pass(l, stop && xdc_now_ns() >= deadline);
 		if (stop && !l->nactive)
 			break;
 		/* Acknowledgements wake no one: look again soon after a
@@ -290,7 +281,7 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		       const int *fds, int n)
 {
 	struct tcp_xdc_linger *l;
-	uint64_t now = now_ns();
+	uint64_t now = xdc_now_ns();
 	int ret;
 
 	pthread_mutex_lock(&ctx->linger_lock);
@@ -327,7 +318,7 @@ void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
-	l->deadline_ns = now_ns() + (uint64_t)wait_ms * 1000000ULL;
+	l->deadline_ns = xdc_now_ns() + (uint64_t)wait_ms * 1000000ULL;
 	pthread_mutex_unlock(&l->lock);
 	linger_wake(l);
 	pthread_join(l->tid, NULL);

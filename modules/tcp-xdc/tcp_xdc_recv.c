@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc receive threads: chunk headers checked and parked until their
+ * receive is posted, payload read straight into it, streams the peer ended,
+ * and pings that prove the link alive.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "tcp_xdc_path.h"
+
+static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_chunk c;
+	char what[128];
+	int ret = tcp_xdc_chunk_parse(&s->wire, comm->chunk_size, s->last_seq,
+				      &c);
+
+	s->seq = c.seq;
+	s->total = c.total;
+	s->offset = c.offset;
+	s->len = c.len;
+	s->tag = c.tag;
+	s->payload_done = 0;
+	if (ret) {
+		snprintf(what, sizeof(what),
+			 "bad chunk header: message %llu, offset %llu, length %u, total %llu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)s->offset, s->len,
+			 (unsigned long long)s->total);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	s->last_seq = s->seq;
+	s->hdr_done = 0;
+	return 0;
+}
+
+/* Binds a parsed chunk to its posted receive, checking size and tag. */
+static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_req *req = &comm->reqs[s->seq % TCP_XDC_MAX_REQUESTS];
+	uint64_t expected = TOTAL_UNKNOWN;
+	char what[160];
+
+	if (req->seq != s->seq) {
+		snprintf(what, sizeof(what),
+			 "chunk of message %llu, slot holds message %llu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)req->seq);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	if (s->total > req->size) {
+		snprintf(what, sizeof(what),
+			 "message %llu: peer sends %llu bytes, receive posted for %zu",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)s->total, req->size);
+		return xdc_stream_fail(comm, s, -EMSGSIZE, what);
+	}
+	if (s->tag != req->tag) {
+		snprintf(what, sizeof(what),
+			 "message %llu: peer sends tag %d, receive posted for tag %d",
+			 (unsigned long long)s->seq, s->tag, req->tag);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	if (!atomic_compare_exchange_strong(&req->total, &expected, s->total) &&
+	    expected != s->total) {
+		snprintf(what, sizeof(what),
+			 "message %llu: chunks disagree on its size (%llu, %llu)",
+			 (unsigned long long)s->seq,
+			 (unsigned long long)expected,
+			 (unsigned long long)s->total);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	s->req = req;
+	s->state = TCP_XDC_PAYLOAD;
+	return 0;
+}
+
+static void chunk_finish(struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_req *req = s->req;
+
+	s->req = NULL;
+	s->state = TCP_XDC_IDLE;
+	atomic_fetch_add_explicit(&req->bytes_done, s->len,
+				  memory_order_release);
+	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
+}
+
+/*
+ * The peer ended a stream.  Between chunks that is no error: a sender that
+ * closes shuts its streams down behind the last chunk, and the other
+ * streams may still hold data for receives to come.  Whether anything is
+ * missing is only known once every stream has ended (req_test).  A reset
+ * counts the same: the data before it was read first, and a sender whose
+ * kernel received our pings after it closed resets instead of closing.
+ * Returns 0 (nothing more to read) or -errno.
+ */
+static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		    bool reset)
+{
+	if (s->state != TCP_XDC_IDLE || s->hdr_done)
+		return xdc_stream_fail(comm, s, -ECONNRESET, reset ?
+			"connection reset by peer in the middle of a chunk" :
+			"connection closed by peer in the middle of a chunk");
+	s->state = TCP_XDC_ENDED;
+	s->reset = reset;
+	if (reset)
+		atomic_fetch_add(&comm->ended_reset, 1);
+	if (atomic_fetch_add_explicit(&comm->ended, 1, memory_order_acq_rel) +
+	    1 == comm->nstreams)
+		MESH_INFO("recv comm %u from %s: the peer %s the connection after message %llu",
+			  comm->id, comm->peer,
+			  atomic_load(&comm->ended_reset) ? "reset" : "closed",
+			  (unsigned long long)s->last_seq);
+	return 0;
+}
+
+/*
+ * Reads into iov; returns bytes (> 0), 0 when nothing is there, or -errno.
+ */
+static ssize_t stream_readv(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, struct iovec *iov,
+			    int iovcnt)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+
+	for (;;) {
+		ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+
+		if (n > 0) {
+			s->rx_bytes += (uint64_t)n;
+			return n;
+		}
+		if (n == 0)
+			return recv_eof(comm, s, false);
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno == ECONNRESET || errno == EPIPE)
+			return recv_eof(comm, s, true);
+		if (errno != EINTR)
+			return xdc_stream_syscall_fail(comm, s, errno);
+	}
+}
+
+static ssize_t stream_read(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			   void *buf, size_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return stream_readv(comm, s, &iov, 1);
+}
+
+/*
+ * Reads the rest of a chunk's payload, and the next header behind it in
+ * the same call: one system call per chunk saved.
+ */
+static ssize_t payload_read(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s)
+{
+	size_t rest = s->len - s->payload_done;
+	struct iovec iov[2] = {
+		{ s->req->data + s->offset + s->payload_done, rest },
+		{ &s->wire, sizeof(s->wire) },
+	};
+	ssize_t n = stream_readv(comm, s, iov, 2);
+
+	if (n <= 0)
+		return n;
+	if ((size_t)n > rest) {
+		s->hdr_done = (size_t)n - rest;
+		n = (ssize_t)rest;
+	}
+	s->payload_done += (size_t)n;
+	return 1;
+}
+
+/* Returns 0 when the stream would block or waits for an irecv, or -errno. */
+static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		switch (s->state) {
+		case TCP_XDC_IDLE:
+			if (s->hdr_done < sizeof(s->wire)) {
+				n = stream_read(comm, s,
+						(char *)&s->wire + s->hdr_done,
+						sizeof(s->wire) - s->hdr_done);
+				if (n <= 0)
+					return (int)n;
+				s->hdr_done += (size_t)n;
+			}
+			if (s->hdr_done < sizeof(s->wire))
+				break;
+			ret = header_parse(comm, s);
+			if (ret)
+				return ret;
+			s->state = TCP_XDC_PARKED;
+			/* fall through */
+		case TCP_XDC_PARKED:
+			if (atomic_load_explicit(&comm->posted,
+						 memory_order_acquire) <= s->seq)
+				return 0;
+			ret = chunk_attach(comm, s);
+			if (ret)
+				return ret;
+			/* fall through */
+		case TCP_XDC_PAYLOAD:
+			if (s->payload_done < s->len) {
+				n = payload_read(comm, s);
+				if (n <= 0)
+					return (int)n;
+			}
+			if (s->payload_done == s->len)
+				chunk_finish(s);
+			break;
+		case TCP_XDC_ENDED:
+			return 0;
+		case TCP_XDC_DEAD:
+			return -EPIPE;
+		}
+	}
+}
+
+/*
+ * Pings: the receiver writes one byte on a stream after it has been quiet
+ * for a while.  The sender's kernel acknowledges it even when the sender
+ * has nothing to say, so a live but slow peer costs nothing, while on a
+ * dead link the unacknowledged byte makes the socket fail with ETIMEDOUT
+ * after timeout_ms (TCP_USER_TIMEOUT).  Without them a receiver whose link
+ * died would wait for TCP keepalive, minutes later.  The quiet time is
+ * short while a receive is outstanding, and for a parked stream: its sender
+ * is blocked on our closed window and takes the acknowledgements of pings
+ * as the sign that we live (send_check_stalls).  Otherwise it is half the
+ * keepalive idle time, so the kernel's keepalive never probes a stream (it
+ * would drop one with TCP_USER_TIMEOUT at the first lost probe).  A stream
+ * the peer ended gets none.  Returns how long the thread may sleep (-1:
+ * until woken), or -errno once a stream failed.
+ */
+static int recv_ping_check(struct tcp_xdc_thread *t)
+{
+	static const char ping = 'p';
+	struct tcp_xdc_comm *comm = t->comm;
+	uint64_t now, next = UINT64_MAX;
+	bool busy;
+
+	if (!comm->ping_busy_ns)
+		return -1;
+	now = xdc_now_ns();
+	busy = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
+	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+		uint64_t period = busy || s->state == TCP_XDC_PARKED ?
+				  comm->ping_busy_ns : comm->ping_idle_ns;
+
+		if (s->state == TCP_XDC_ENDED || s->peer_done)
+			continue;
+		if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
+			s->rx_seen = s->rx_bytes;
+			s->quiet_since = now;
+		}
+		if (now - s->quiet_since >= period) {
+			s->quiet_since = now;
+			/* A closed or reset peer shows on the read side. */
+			if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+			    errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR && errno != EPIPE &&
+			    errno != ECONNRESET)
+				return xdc_stream_syscall_fail(comm, s, errno);
+		}
+		if (s->quiet_since + period < next)
+			next = s->quiet_since + period;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000) + 1;
+}
+
+/*
+ * A parked stream is not read, but poll still flags its hangup and errors.
+ * A hangup or a reset leaves the data before it readable: the stream is
+ * left alone until its receive is posted.  Other errors (a timed out ping)
+ * fail the connection.
+ */
+static int recv_check_parked(struct tcp_xdc_thread *t, struct pollfd *pfd)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (s->state != TCP_XDC_PARKED || !pfd[i].revents)
+			continue;
+		if ((pfd[i].revents & POLLERR) &&
+		    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
+		    err && err != ECONNRESET && err != EPIPE)
+			return xdc_stream_syscall_fail(t->comm, s, err);
+		s->peer_done = true;
+	}
+	return 0;
+}
+
+void *xdc_recv_thread(void *arg)
+{
+	struct tcp_xdc_thread *t = arg;
+	struct tcp_xdc_comm *comm = t->comm;
+	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+
+	for (int i = 0; i < t->nstreams; i++)
+		pfd[i].revents = POLLIN;
+	while (!xdc_thread_should_exit(comm)) {
+		uint64_t wait = NO_WAIT;
+		int sleep_ms;
+
+		for (int i = 0; i < t->nstreams; i++) {
+			struct tcp_xdc_stream *s = t->streams[i];
+
+			if ((pfd[i].revents || s->state == TCP_XDC_PARKED) &&
+			    recv_progress(comm, s) < 0)
+				return NULL;
+			pfd[i].fd = s->fd;
+			pfd[i].revents = 0;
+			pfd[i].events = POLLIN;
+			/* A parked stream is not read: TCP pushes back. */
+			if (s->state == TCP_XDC_PARKED) {
+				pfd[i].events = 0;
+				if (s->seq < wait)
+					wait = s->seq;
+			}
+			/* Nothing more will come (poll would flag the
+			 * hangup over and over). */
+			if (s->state == TCP_XDC_ENDED ||
+			    (s->state == TCP_XDC_PARKED && s->peer_done))
+				pfd[i].fd = -1;
+		}
+		/* Pairs with the posted store in irecv: no lost wakeup. */
+		atomic_store(&t->wait_seq, wait);
+		if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
+			continue;
+		sleep_ms = recv_ping_check(t);
+		if (sleep_ms < -1 ||
+		    xdc_thread_poll(t, pfd, t->nstreams, sleep_ms) ||
+		    recv_check_parked(t, pfd))
+			return NULL;
+	}
+	return NULL;
+}
+

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc send threads: chunks claimed from the shared cursor, written with
+ * their headers, the receiver's pings dropped, blocked streams watched for
+ * a dead peer.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "tcp_xdc_path.h"
+
+/* The full message number in the cursor; it is never behind by > 2^24. */
+static uint64_t cursor_msg(uint64_t cursor, uint64_t posted)
+{
+	return posted - ((posted - (cursor >> TCP_XDC_OFFSET_BITS)) & SEQ_MASK);
+}
+
+static bool send_work_available(struct tcp_xdc_comm *comm)
+{
+	uint64_t cur = atomic_load(&comm->cursor);
+	uint64_t posted = atomic_load(&comm->posted);
+
+	return cursor_msg(cur, posted) != posted;
+}
+
+static void chunk_hdr_encode(struct tcp_xdc_stream *s)
+{
+	const struct tcp_xdc_chunk c = {
+		.seq = s->seq, .total = s->total, .offset = s->offset,
+		.len = s->len, .tag = s->tag,
+	};
+
+	tcp_xdc_chunk_encode(&s->wire, &c);
+}
+
+/*
+ * Takes the next chunk for stream s.  A cursor that still points into a
+ * message proves that message incomplete, so its slot cannot be reused
+ * while we look at it: a successful CAS validates what was read before.
+ */
+static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t cur = atomic_load_explicit(&comm->cursor,
+					    memory_order_acquire);
+
+	for (;;) {
+		uint64_t posted = atomic_load_explicit(&comm->posted,
+						       memory_order_acquire);
+		uint64_t msg = cursor_msg(cur, posted);
+		struct tcp_xdc_req *req;
+		uint64_t size, off, len, next, piece;
+
+		if (msg == posted)
+			return false;
+		req = &comm->reqs[msg % TCP_XDC_MAX_REQUESTS];
+		size = __atomic_load_n(&req->size, __ATOMIC_RELAXED);
+		piece = __atomic_load_n(&req->piece, __ATOMIC_RELAXED);
+		off = cur & OFFSET_MASK;
+		len = size > off ? size - off : 0;
+		if (len > piece)
+			len = piece;
+		if (off + len >= size)
+			next = ((msg + 1) & SEQ_MASK) << TCP_XDC_OFFSET_BITS;
+		else
+			next = cur + len;
+		if (!atomic_compare_exchange_weak_explicit(&comm->cursor, &cur,
+				next, memory_order_acq_rel,
+				memory_order_acquire))
+			continue;
+		s->req = req;
+		s->seq = msg;
+		s->total = size;
+		s->offset = off;
+		s->len = (uint32_t)len;
+		s->tag = req->tag;
+		s->hdr_done = 0;
+		s->payload_done = 0;
+		s->state = TCP_XDC_PAYLOAD;
+		chunk_hdr_encode(s);
+		return true;
+	}
+}
+
+/*
+ * An idle send thread looks for the next message for up to spin_us before
+ * it asks to be woken: a busy proxy posts again within microseconds, and
+ * then neither side pays for an eventfd write and a wake-up.  Yielding in
+ * the loop keeps the proxy thread running on a small host.
+ */
+static bool send_spin(struct tcp_xdc_comm *comm)
+{
+	uint64_t end;
+
+	if (!comm->spin_us)
+		return false;
+	end = xdc_now_ns() + (uint64_t)comm->spin_us * 1000;
+	do {
+		if (send_work_available(comm))
+			return true;
+		sched_yield();
+	} while (xdc_now_ns() < end && !xdc_thread_should_exit(comm));
+	return false;
+}
+
+/* Returns 1 when the socket is full, 0 when out of work, or -errno. */
+static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	for (;;) {
+		struct iovec iov[2];
+		struct msghdr msg = { .msg_iov = iov };
+		ssize_t n;
+
+		if (s->state == TCP_XDC_IDLE && !chunk_claim(comm, s))
+			return 0;
+		if (s->hdr_done < sizeof(s->wire)) {
+			iov[msg.msg_iovlen].iov_base =
+				(char *)&s->wire + s->hdr_done;
+			iov[msg.msg_iovlen++].iov_len =
+				sizeof(s->wire) - s->hdr_done;
+		}
+		if (s->payload_done < s->len) {
+			iov[msg.msg_iovlen].iov_base = s->req->data +
+				s->offset + s->payload_done;
+			iov[msg.msg_iovlen++].iov_len =
+				s->len - s->payload_done;
+		}
+		n = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 1;
+			if (errno == EINTR)
+				continue;
+			return xdc_stream_syscall_fail(comm, s, errno);
+		}
+		s->tx_bytes += (uint64_t)n;
+		if (s->hdr_done < sizeof(s->wire)) {
+			size_t h = sizeof(s->wire) - s->hdr_done;
+
+			if ((size_t)n < h) {
+				s->hdr_done += (size_t)n;
+				continue;
+			}
+			s->hdr_done = sizeof(s->wire);
+			n -= (ssize_t)h;
+		}
+		s->payload_done += (size_t)n;
+		if (s->payload_done < s->len)
+			continue;
+		/* Last touch of the slot: the proxy may recycle it now. */
+		atomic_fetch_add_explicit(&s->req->chunks_done, 1,
+					  memory_order_release);
+		s->req = NULL;
+		s->state = TCP_XDC_IDLE;
+	}
+}
+
+/*
+ * The receiver writes nothing but pings on a data stream: they only prove
+ * the link alive (our kernel acknowledges them) and are dropped here.
+ */
+static int send_drain_pings(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s)
+{
+	char buf[256];
+
+	for (;;) {
+		ssize_t n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return xdc_stream_fail(comm, s, -ECONNRESET,
+					   "connection closed by peer");
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno != EINTR)
+			return xdc_stream_syscall_fail(comm, s, errno);
+	}
+}
+
+static int send_check_events(struct tcp_xdc_comm *comm,
+			     struct tcp_xdc_stream *s, short revents)
+{
+	if (revents & POLLERR)
+		return xdc_stream_pending_error(comm, s);
+	if (revents & (POLLIN | POLLRDHUP | POLLHUP))
+		return send_drain_pings(comm, s);
+	return 0;
+}
+
+/*
+ * The sending side sets no TCP_USER_TIMEOUT: Linux applies it to zero-window
+ * probing too and would drop the connection to a receiver that is alive but
+ * late (a rank still loading its model).  Instead a stream blocked on its
+ * socket fails once for timeout_ms it wrote nothing and the peer
+ * acknowledged nothing, with data in flight or, at a zero window, without a
+ * word from the peer: a live receiver pings every stream it does not read,
+ * and its kernel acknowledges data as it arrives, so only a dead peer or a
+ * dead link stays silent (tcp_xdc_stall_check).  Returns how long the thread may
+ * sleep (-1: until woken), or -errno once a stream failed.
+ */
+static int send_check_stalls(struct tcp_xdc_thread *t, bool busy)
+{
+	struct tcp_xdc_comm *comm = t->comm;
+	uint64_t now;
+
+	if (!busy || !comm->timeout_ms) {
+		t->next_check_ns = 0;
+		return -1;
+	}
+	now = xdc_now_ns();
+	if (t->next_check_ns && now < t->next_check_ns)
+		return (int)((t->next_check_ns - now) / 1000000) + 1;
+	for (int i = 0; i < t->nstreams; i++) {
+		struct tcp_xdc_stream *s = t->streams[i];
+
+		if (s->state == TCP_XDC_PAYLOAD &&
+		    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, now,
+					comm->timeout_ms, !t->next_check_ns))
+			return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
+	}
+	t->next_check_ns = now + comm->ping_busy_ns;
+	return (int)(comm->ping_busy_ns / 1000000) + 1;
+}
+
+void *xdc_send_thread(void *arg)
+{
+	struct tcp_xdc_thread *t = arg;
+	struct tcp_xdc_comm *comm = t->comm;
+	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+
+	for (int i = 0; i < t->nstreams; i++)
+		pfd[i].revents = POLLOUT;
+	while (!xdc_thread_should_exit(comm)) {
+		bool idle = false, busy = false;
+		int sleep_ms;
+
+		for (int i = 0; i < t->nstreams; i++) {
+			struct tcp_xdc_stream *s = t->streams[i];
+			int ret = 0;
+
+			if (pfd[i].revents & ~POLLOUT)
+				ret = send_check_events(comm, s,
+							pfd[i].revents);
+			if (!ret && (s->state == TCP_XDC_IDLE ||
+				     pfd[i].revents))
+				ret = send_progress(comm, s);
+			if (ret < 0)
+				return NULL;
+			pfd[i].fd = s->fd;
+			/* A stream holding a chunk is blocked on its socket. */
+			pfd[i].events = POLLIN | POLLRDHUP |
+				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
+			pfd[i].revents = 0;
+			idle |= s->state == TCP_XDC_IDLE;
+			busy |= s->state == TCP_XDC_PAYLOAD;
+		}
+		/* Only when no stream waits for its socket: those are polled. */
+		if (idle && !busy && send_spin(comm))
+			continue;
+		if (idle) {
+			/* Pairs with the posted store in isend. */
+			atomic_store(&t->want_work, 1);
+			if (send_work_available(comm)) {
+				atomic_store(&t->want_work, 0);
+				continue;
+			}
+		}
+		sleep_ms = send_check_stalls(t, busy);
+		if (sleep_ms < -1 ||
+		    xdc_thread_poll(t, pfd, t->nstreams, sleep_ms))
+			return NULL;
+		atomic_store_explicit(&t->want_work, 0, memory_order_relaxed);
+	}
+	return NULL;
+}
+
