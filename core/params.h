@@ -11,7 +11,7 @@
 
 /* A handle has room for 11 addresses (CORE_HANDLE_ADDRS_MAX). */
 #define CORE_ADVERTISE_ADDRS_MAX 11
-#define CORE_ADVERTISE_PORTS_MAX 65535
+#define CORE_ADVERTISE_PORTS_MAX 0	/* no limit */
 
 /* X(enum id, key, type, default, min, max, help) */
 #define CORE_PARAMS(X)                                                         \

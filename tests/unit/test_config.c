@@ -12,7 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "config.h"
+#include "param_parse.h"
 #include "params.h"
 
 #include "check.h"
@@ -710,6 +713,169 @@ static void test_module_tables(void)
 	core_config_free(cfg);
 }
 
+/* Port ranges, address lists and port maps, from text and from the file. */
+static void test_net_types(void)
+{
+	static const struct mesh_param p[] = {
+		{ "range", MESH_PARAM_PORT_RANGE, "", 0, 0, "Ports" },
+		{ "addrs", MESH_PARAM_ADDR_LIST, "", 0, 2, "Addresses" },
+		{ "map", MESH_PARAM_PORT_MAP, "", 0, 0, "Port map" },
+		{ NULL, 0, NULL, 0, 0, NULL },
+	};
+	static const struct {
+		int param;
+		const char *text;
+		long long num;	/* -1: must be rejected */
+	} cases[] = {
+		{ 0, "", 0 }, { 0, "1-65535", 1LL << 16 | 65535 },
+		{ 0, "40000-40000", 40000LL << 16 | 40000 }, { 0, "0-10", -1 },
+		{ 0, "10-9", -1 }, { 0, "1-65536", -1 }, { 0, "5", -1 },
+		{ 0, "-5", -1 }, { 0, "5-", -1 }, { 0, " 1-2", -1 },
+		{ 0, "1-2x", -1 }, { 0, "+1-2", -1 }, { 0, "000001-2", -1 },
+		{ 1, "192.0.2.1", 0 }, { 1, "192.0.2.1, 2001:db8::1", 0 },
+		{ 1, "192.0.2.1:80", -1 }, { 1, "192.0.2.0/24", -1 },
+		{ 1, "[::1]", -1 }, { 1, "host.example", -1 },
+		{ 1, "192.0.2.1,192.0.2.2,192.0.2.3", -1 },
+		{ 2, "1=2,65535=1", 0 }, { 2, "0=1", -1 }, { 2, "1=65536", -1 },
+		{ 2, "1", -1 }, { 2, "a=b", -1 }, { 2, "1=2=3", -1 },
+	};
+	struct param_parsed out;
+	char why[PARAM_WHY_MAX];
+	const char *path;
+	struct core_config *cfg;
+	const char *const *msgs;
+	int n;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = param_parse_text(&p[cases[i].param], cases[i].text,
+					  &out, why, sizeof(why));
+
+		if ((rc == 0) != (cases[i].num >= 0) ||
+		    (!rc && cases[i].param == 0 && out.num != cases[i].num)) {
+			fprintf(stderr, "%s:%d: %s \"%s\": rc %d num %lld (%s)\n",
+				__FILE__, __LINE__, p[cases[i].param].name,
+				cases[i].text, rc, rc ? 0 : out.num,
+				rc ? why : "accepted");
+			failures++;
+		}
+		if (!rc)
+			param_parsed_free(&out);
+	}
+
+	reset_env();
+	path = write_tmp("net.conf", "version = 1;\n"
+			 "port_range = \"9-1\";\n"
+			 "advertise_addrs = [ \"192.0.2.1\", \"x\" ];\n"
+			 "advertise_ports = [ \"80=81\" ];\n");
+	cfg = open_ok(path);
+	n = errors_of(cfg, &msgs);
+	CHECK(n == 2);
+	if (n == 2) {
+		char want[4608];
+
+		snprintf(want, sizeof(want), "%s:2: port_range: expected "
+			 "\"<low>-<high>\" with 1 <= low <= high <= 65535, or "
+			 "\"\", got \"9-1\"", path);
+		CHECK_STR(msgs[0], want);
+		snprintf(want, sizeof(want), "%s:3: advertise_addrs: expected "
+			 "a string or a list of at most 11 IP addresses without "
+			 "port or prefix, got \"x\" as item 2", path);
+		CHECK_STR(msgs[1], want);
+	}
+	{
+		char src[4608];
+
+		snprintf(src, sizeof(src), "%s:4", path);
+		CHECK_VALUE(core_config_core(cfg), "advertise_ports", "80=81",
+			    0, src);
+	}
+	core_config_free(cfg);
+}
+
+/* A FIFO as the config or as an @include fails at once, it never blocks. */
+static void test_fifo(void)
+{
+	char fifo[4200], want[12600], conf[8192];
+	struct core_config *cfg;
+	const char *const *msgs;
+	int n;
+
+	reset_env();
+	snprintf(fifo, sizeof(fifo), "%s/fifo", tmp_dir);
+	if (mkfifo(fifo, 0600)) {
+		perror("mkfifo");
+		failures++;
+		return;
+	}
+	alarm(10);	/* a hang fails the test instead of the whole run */
+	cfg = open_ok(fifo);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s: cannot read: a FIFO, not a regular "
+		 "file", fifo);
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+
+	snprintf(conf, sizeof(conf), "%s", write_tmp("inc.conf",
+		 "version = 1;\n@include \"fifo\"\n"));
+	cfg = open_ok(conf);
+	n = errors_of(cfg, &msgs);
+	snprintf(want, sizeof(want), "%s:2: @include \"%s\": cannot read: a "
+		 "FIFO, not a regular file", conf, fifo);
+	CHECK(n == 1);
+	CHECK_MSG(msgs, n, want);
+	core_config_free(cfg);
+	alarm(0);
+}
+
+/* Errors come sorted by line whatever order they were found in; entries of
+ * other hosts are checked; value errors name their source. */
+static void test_order_and_hosts(void)
+{
+	const struct core_scope *tcp;
+	struct core_config *cfg;
+	const char *const *msgs;
+	const char *path;
+	char want[4608];
+	int n;
+
+	reset_env();
+	setenv("NCCL_MESH_HOSTNAME", "gpu1", 1);
+	setenv("NCCL_MESH_TCP_XDC_WINDOW", "7", 1);
+	path = write_tmp("order.conf", "version = 1;\n"
+			 "tcp-xdc: { streams = 0; };\n"
+			 "dc = -1;\n"
+			 "hosts = ( { match = \"other*\"; max_rails = 0;\n"
+			 "  tcp-xdc: { nodelay = 3; }; } );\n");
+	cfg = open_ok(path);
+	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	core_config_value_error(cfg, "tcp-xdc",
+				core_scope_get(tcp, "window"), "too %s", "big");
+	core_config_value_error(cfg, "tcp-xdc",
+				core_scope_get(tcp, "buffer"), "too small");
+	n = errors_of(cfg, &msgs);
+	if (n != 6)
+		print_msgs("error", msgs, n);
+	CHECK(n == 6);
+	if (n == 6) {
+		snprintf(want, sizeof(want), "%s:2: tcp-xdc.streams: ", path);
+		CHECK(!strncmp(msgs[0], want, strlen(want)));
+		snprintf(want, sizeof(want), "%s:3: dc: ", path);
+		CHECK(!strncmp(msgs[1], want, strlen(want)));
+		snprintf(want, sizeof(want), "%s:4: max_rails: ", path);
+		CHECK(!strncmp(msgs[2], want, strlen(want)));
+		snprintf(want, sizeof(want), "%s:5: tcp-xdc.nodelay: ", path);
+		CHECK(!strncmp(msgs[3], want, strlen(want)));
+		CHECK_STR(msgs[4], "environment NCCL_MESH_TCP_XDC_WINDOW: "
+			  "tcp-xdc.window: too big");
+		CHECK_STR(msgs[5], "tcp-xdc.buffer (default \"4M\"): too small");
+	}
+	/* Other hosts' values set nothing here. */
+	CHECK_VALUE(core_config_core(cfg), "max_rails", "16", 16, "default");
+	core_config_free(cfg);
+	reset_env();
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag,
 			struct FTW *ftw)
 {
@@ -744,6 +910,9 @@ int main(void)
 	test_version();
 	test_unknown();
 	test_module_tables();
+	test_net_types();
+	test_fifo();
+	test_order_and_hosts();
 	nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
