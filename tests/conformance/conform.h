@@ -116,6 +116,13 @@ struct conf_link {
 void conf_connect(struct conf_ctx *c, bool i_send, bool i_recv,
 		  struct conf_link *l);
 void conf_listen(struct conf_ctx *c, void *handle, void **lcomm);
+/* The listener listens and sends its handle; the other reads it. */
+void conf_exchange_handle(struct conf_ctx *c, bool listener, void *handle,
+			  void **lcomm);
+/* One-direction tests swap it each loop: even loops rank 1 sends. */
+bool conf_sender(const struct conf_ctx *c);
+/* The seed of the direction we send (send) or receive, on both ranks. */
+uint64_t conf_dir_seed(const struct conf_ctx *c, bool send);
 /* One poll of connect/accept; fails the test on an error. */
 bool conf_poll_connect(struct conf_ctx *c, void *handle, void **scomm);
 bool conf_poll_accept(struct conf_ctx *c, void *lcomm, void **rcomm);
@@ -187,7 +194,13 @@ uint32_t conf_outstanding(const struct conf_stream *s);
 void conf_xfer_words(struct conf_ctx *c, void **comms, int n, bool is_send,
 		     uint64_t *v);
 
+/* Connects the loop's one direction and sets s up on it with m (seeded
+ * here); true on the sending rank. */
+bool conf_one_way_open(struct conf_ctx *c, struct conf_msgs *m,
+		       struct conf_stream *s);
+
 /* Standard message sets. */
+void conf_msgs_sizes(struct conf_msgs *m, const size_t *sizes, uint32_t n);
 void conf_msgs_mixed(struct conf_ctx *c, struct conf_msgs *m, uint32_t n);
 void conf_msgs_one(struct conf_msgs *m, uint32_t n, size_t size,
 		   uint64_t seed);

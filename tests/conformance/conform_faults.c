@@ -9,22 +9,11 @@
 
 #include "conform.h"
 
-static bool sender(const struct conf_ctx *c)
-{
-	return c->rank == (int)((c->loop & 1) ? 0 : 1);
-}
-
-static uint64_t dir_seed(const struct conf_ctx *c, bool send)
-{
-	return conf_seed(c, (uint32_t)(send ? c->rank : !c->rank));
-}
-
 /* Large messages, a short window: requests stay in flight for a while. */
-static void big_msgs(struct conf_msgs *m, uint32_t n, size_t size,
-		     int window, uint64_t seed)
+static void big_msgs(struct conf_msgs *m, uint32_t n, size_t size)
 {
-	conf_msgs_one(m, n, size, seed);
-	m->window = window;
+	conf_msgs_one(m, n, size, 0);
+	m->window = 8;
 }
 
 /*
@@ -95,17 +84,13 @@ static void step_until_word(struct conf_ctx *c, struct conf_stream *s,
  */
 static void close_inflight(struct conf_ctx *c, enum inflight who)
 {
-	bool send = sender(c);
-	bool closes = who == CLOSE_BOTH ||
-		      (who == CLOSE_SENDER) == send;
-	struct conf_link l;
 	struct conf_stream s;
 	struct conf_msgs m;
+	bool send, closes;
 
-	big_msgs(&m, 64, 1 << 20, 8, dir_seed(c, send));
-	conf_connect(c, send, !send, &l);
-	conf_stream_init(&s, c, send ? "send" : "recv", send,
-			 send ? l.send : l.recv, &m);
+	big_msgs(&m, 64, 1 << 20);
+	send = conf_one_way_open(c, &m, &s);
+	closes = who == CLOSE_BOTH || (who == CLOSE_SENDER) == send;
 	if (send) {
 		step_until_word(c, &s, "streaming until the receiver has 4 messages");
 		if (who != CLOSE_SENDER) {
@@ -158,15 +143,12 @@ int conf_t_close_inflight_both(struct conf_ctx *c)
 static void late(struct conf_ctx *c, bool late_is_sender, bool close_early,
 		 uint32_t n, size_t size)
 {
-	bool send = sender(c);
-	struct conf_link l;
 	struct conf_stream s, *sp = &s;
 	struct conf_msgs m;
+	bool send;
 
-	big_msgs(&m, n, size, 8, dir_seed(c, send));
-	conf_connect(c, send, !send, &l);
-	conf_stream_init(&s, c, send ? "send" : "recv", send,
-			 send ? l.send : l.recv, &m);
+	big_msgs(&m, n, size);
+	send = conf_one_way_open(c, &m, &s);
 	if (send == late_is_sender) {
 		/* a rank busy elsewhere (model loading): not a single call
 		 * into the plugin for --late-ms */
@@ -210,8 +192,7 @@ void conf_victim_msgs(struct conf_msgs *m, uint64_t seed)
 	static const size_t sizes[] = { 4096, 65536, 1 << 20, 1, 100 };
 
 	conf_msgs_one(m, 1u << 30, 0, seed);
-	m->nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m->sizes, sizes, sizeof(sizes));
+	conf_msgs_sizes(m, sizes, sizeof(sizes) / sizeof(sizes[0]));
 	m->window = 8;
 }
 
@@ -234,9 +215,7 @@ static void killed(struct conf_ctx *c, bool victim_sends)
 	if (c->rank == 1) {
 		conf_victim_spawn(c, victim_sends ? "send" : "recv", seed, &v);
 		if (victim_sends) {
-			if (oob_recv_msg(c->oob, PERF_MSG_HANDLE, handle,
-					 sizeof(handle), 600))
-				conf_fail(c, "bootstrap: no handle from the peer");
+			conf_exchange_handle(c, false, handle, &lcomm);
 			conf_victim_give(c, &v, handle, sizeof(handle));
 		} else {
 			conf_victim_take(c, &v, handle, sizeof(handle));
@@ -251,13 +230,7 @@ static void killed(struct conf_ctx *c, bool victim_sends)
 		conf_barrier(c, 1);
 		return;
 	}
-	if (victim_sends) {
-		conf_listen(c, handle, &lcomm);
-		if (oob_send_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 60))
-			conf_fail(c, "bootstrap: cannot send the handle");
-	} else if (oob_recv_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 600)) {
-		conf_fail(c, "bootstrap: no handle from the peer");
-	}
+	conf_exchange_handle(c, victim_sends, handle, &lcomm);
 	conf_phase(c, "connecting to the process that will be killed");
 	while (!(victim_sends ? conf_poll_accept(c, lcomm, &comm)
 			      : conf_poll_connect(c, handle, &comm)))

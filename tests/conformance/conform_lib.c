@@ -116,6 +116,22 @@ void conf_close_listen(struct conf_ctx *c, void *lcomm)
 		conf_fail(c, "closeListen returned %s", perf_result_str(res));
 }
 
+void conf_exchange_handle(struct conf_ctx *c, bool listener, void *handle,
+			  void **lcomm)
+{
+	conf_phase(c, "exchanging a listen handle");
+	*lcomm = NULL;
+	if (listener) {
+		conf_listen(c, handle, lcomm);
+		if (oob_send_msg(c->oob, PERF_MSG_HANDLE, handle,
+				 NCCL_NET_HANDLE_MAXSIZE, 60))
+			conf_fail(c, "bootstrap: cannot send the handle");
+	} else if (oob_recv_msg(c->oob, PERF_MSG_HANDLE, handle,
+				NCCL_NET_HANDLE_MAXSIZE, 600)) {
+		conf_fail(c, "bootstrap: no handle from the peer");
+	}
+}
+
 void conf_connect(struct conf_ctx *c, bool i_send, bool i_recv,
 		  struct conf_link *l)
 {
@@ -124,15 +140,11 @@ void conf_connect(struct conf_ctx *c, bool i_send, bool i_recv,
 	unsigned spins = 0;
 
 	memset(l, 0, sizeof(*l));
-	conf_phase(c, "exchanging listen handles");
-	if (i_recv) {
-		conf_listen(c, mine, &lcomm);
-		if (oob_send_msg(c->oob, PERF_MSG_HANDLE, mine, sizeof(mine), 60))
-			conf_fail(c, "bootstrap: cannot send the handle");
-	}
-	if (i_send &&
-	    oob_recv_msg(c->oob, PERF_MSG_HANDLE, peer, sizeof(peer), 600))
-		conf_fail(c, "bootstrap: no handle from the peer");
+	/* handles go out before any is read: both ranks may listen */
+	if (i_recv)
+		conf_exchange_handle(c, true, mine, &lcomm);
+	if (i_send)
+		conf_exchange_handle(c, false, peer, &(void *){ NULL });
 	conf_phase(c, "connecting (%s%s)", i_send ? "connect" : "",
 		   i_recv ? " accept" : "");
 	for (;;) {
@@ -149,6 +161,29 @@ void conf_connect(struct conf_ctx *c, bool i_send, bool i_recv,
 	}
 	if (lcomm)
 		conf_close_listen(c, lcomm);
+}
+
+bool conf_sender(const struct conf_ctx *c)
+{
+	return c->rank == (int)((c->loop & 1) ? 0 : 1);
+}
+
+uint64_t conf_dir_seed(const struct conf_ctx *c, bool send)
+{
+	return conf_seed(c, (uint32_t)(send ? c->rank : !c->rank));
+}
+
+bool conf_one_way_open(struct conf_ctx *c, struct conf_msgs *m,
+		       struct conf_stream *s)
+{
+	bool send = conf_sender(c);
+	struct conf_link l;
+
+	m->seed = conf_dir_seed(c, send);
+	conf_connect(c, send, !send, &l);
+	conf_stream_init(s, c, send ? "send" : "recv", send,
+			 send ? l.send : l.recv, m);
+	return send;
 }
 
 static void close_comm(struct conf_ctx *c, void *comm, bool send)
@@ -244,6 +279,12 @@ long conf_pattern_check(const uint8_t *p, size_t len, uint64_t seed,
 
 /* ---- message sets ---- */
 
+void conf_msgs_sizes(struct conf_msgs *m, const size_t *sizes, uint32_t n)
+{
+	m->nsizes = n;
+	memcpy(m->sizes, sizes, n * sizeof(*sizes));
+}
+
 void conf_msgs_one(struct conf_msgs *m, uint32_t n, size_t size,
 		   uint64_t seed)
 {
@@ -266,8 +307,7 @@ void conf_msgs_mixed(struct conf_ctx *c, struct conf_msgs *m, uint32_t n)
 	(void)c;
 	memset(m, 0, sizeof(*m));
 	m->n = n;
-	m->nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m->sizes, sizes, sizeof(sizes));
+	conf_msgs_sizes(m, sizes, sizeof(sizes) / sizeof(sizes[0]));
 	m->group = 1;
 	m->window = NCCL_NET_MAX_REQUESTS;
 }

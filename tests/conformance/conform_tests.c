@@ -9,29 +9,15 @@
 
 #include "conform.h"
 
-static bool sender(const struct conf_ctx *c)
-{
-	return c->rank == (int)((c->loop & 1) ? 0 : 1);
-}
-
-/* Seed of the direction from rank r, the same on both ranks. */
-static uint64_t dir_seed(const struct conf_ctx *c, int from)
-{
-	return conf_seed(c, (uint32_t)from);
-}
+#define NSIZES(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 
 /* One direction: connect, run m, both done, close. */
 static void one_way(struct conf_ctx *c, struct conf_msgs *m,
 		    bool close_early, const char *phase)
 {
-	bool send = sender(c);
-	struct conf_link l;
 	struct conf_stream s, *sp = &s;
 
-	m->seed = dir_seed(c, send ? c->rank : !c->rank);
-	conf_connect(c, send, !send, &l);
-	conf_stream_init(&s, c, send ? "send" : "recv", send,
-			 send ? l.send : l.recv, m);
+	conf_one_way_open(c, m, &s);
 	s.close_on_done = close_early;
 	conf_run(c, &sp, 1, phase);
 	/* unless closed early on purpose, close once both are done */
@@ -47,7 +33,7 @@ int conf_t_close_after_send(struct conf_ctx *c)
 	conf_msgs_mixed(c, &m, 200);
 	/* the sender closes the moment its last isend tests done; the
 	 * receiver still has receives posted and data in flight */
-	one_way(c, &m, sender(c), "streaming; the sender closes on completion");
+	one_way(c, &m, conf_sender(c), "streaming; the sender closes on completion");
 	return 0;
 }
 
@@ -56,7 +42,7 @@ int conf_t_close_after_recv(struct conf_ctx *c)
 	struct conf_msgs m;
 
 	conf_msgs_mixed(c, &m, 200);
-	one_way(c, &m, !sender(c),
+	one_way(c, &m, !conf_sender(c),
 		"streaming; the receiver closes on completion");
 	return 0;
 }
@@ -69,8 +55,8 @@ int conf_t_close_bidir(struct conf_ctx *c)
 
 	conf_msgs_mixed(c, &ms, 200);
 	conf_msgs_mixed(c, &mr, 200);
-	ms.seed = dir_seed(c, c->rank);
-	mr.seed = dir_seed(c, !c->rank);
+	ms.seed = conf_dir_seed(c, true);
+	mr.seed = conf_dir_seed(c, false);
 	conf_connect(c, true, true, &l);
 	conf_stream_init(&s, c, "send", true, l.send, &ms);
 	conf_stream_init(&r, c, "recv", false, l.recv, &mr);
@@ -122,17 +108,11 @@ int conf_t_multi_accept(struct conf_ctx *c)
 {
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE], h[MULTI_CONNS][NCCL_NET_HANDLE_MAXSIZE];
 	void *comms[MULTI_CONNS] = { NULL }, *lcomm = NULL;
-	bool send = sender(c);
+	bool send = conf_sender(c);
 	unsigned spins = 0;
 	int ndone = 0;
 
-	if (!send) {
-		conf_listen(c, handle, &lcomm);
-		if (oob_send_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 60))
-			conf_fail(c, "bootstrap: cannot send the handle");
-	} else if (oob_recv_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 600)) {
-		conf_fail(c, "bootstrap: no handle from the peer");
-	}
+	conf_exchange_handle(c, !send, handle, &lcomm);
 	/* a plugin may keep its connect stage in the handle: each connect
 	 * gets its own copy, as each NCCL connection does */
 	for (int j = 0; j < MULTI_CONNS; j++)
@@ -182,19 +162,13 @@ static void ordered_pair(struct conf_ctx *c, bool accept_first)
 {
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
 	void *lcomm = NULL, *comm = NULL;
-	bool send = sender(c), early = send != accept_first;
+	bool send = conf_sender(c), early = send != accept_first;
 	struct conf_stream s, *sp = &s;
 	struct conf_msgs m;
 	unsigned spins = 0;
 	double until;
 
-	if (!send) {
-		conf_listen(c, handle, &lcomm);
-		if (oob_send_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 60))
-			conf_fail(c, "bootstrap: cannot send the handle");
-	} else if (oob_recv_msg(c->oob, PERF_MSG_HANDLE, handle, sizeof(handle), 600)) {
-		conf_fail(c, "bootstrap: no handle from the peer");
-	}
+	conf_exchange_handle(c, !send, handle, &lcomm);
 	if (early) {
 		conf_phase(c, "polling %s before the peer starts",
 			   send ? "connect" : "accept");
@@ -220,7 +194,7 @@ static void ordered_pair(struct conf_ctx *c, bool accept_first)
 	if (lcomm)
 		conf_close_listen(c, lcomm);
 	conf_msgs_mixed(c, &m, 20);
-	m.seed = dir_seed(c, send ? c->rank : !c->rank);
+	m.seed = conf_dir_seed(c, send);
 	conf_stream_init(&s, c, send ? "send" : "recv", send, comm, &m);
 	conf_run(c, &sp, 1, "streaming");
 	conf_barrier(c, 1);
@@ -276,8 +250,7 @@ int conf_t_zero_byte(struct conf_ctx *c)
 	struct conf_msgs m;
 
 	conf_msgs_mixed(c, &m, 64);
-	m.nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m.sizes, sizes, sizeof(sizes));
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
 	/* every other pair of loops: zero bytes into larger receives */
 	m.recv_extra = (c->loop & 2) ? 4096 : 0;
 	one_way(c, &m, false, "streaming zero-byte messages");
@@ -291,8 +264,7 @@ int conf_t_recv_larger(struct conf_ctx *c)
 	struct conf_msgs m;
 
 	conf_msgs_mixed(c, &m, 40);
-	m.nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m.sizes, sizes, sizeof(sizes));
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
 	m.recv_extra = extra[(c->loop / 2) % 3];
 	m.window = 8;	/* 2 MiB slots */
 	one_way(c, &m, false, "streaming into larger receives");
@@ -310,8 +282,7 @@ int conf_t_grouped(struct conf_ctx *c)
 	conf_msgs_mixed(c, &m, 0);
 	m.group = c->props.max_recvs;
 	m.n = (uint32_t)m.group * 16;
-	m.nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m.sizes, sizes, sizeof(sizes));
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
 	m.reverse = (c->loop / 2) & 1;	/* sends in reverse tag order */
 	one_way(c, &m, false, "streaming grouped receives");
 	return 0;
@@ -336,21 +307,16 @@ int conf_t_flush(struct conf_ctx *c)
 int conf_t_window(struct conf_ctx *c)
 {
 	static const size_t sizes[] = { 4096, 1, 0, 65536 };
-	bool send = sender(c);
-	struct conf_link l;
 	struct conf_stream s, *sp = &s;
 	struct conf_msgs m;
 	uint32_t want;
+	bool send;
 
 	conf_msgs_mixed(c, &m, 0);
 	m.group = c->props.max_recvs;
 	m.n = (uint32_t)m.group * NCCL_NET_MAX_REQUESTS * 4;
-	m.nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m.sizes, sizes, sizeof(sizes));
-	m.seed = dir_seed(c, send ? c->rank : !c->rank);
-	conf_connect(c, send, !send, &l);
-	conf_stream_init(&s, c, send ? "send" : "recv", send,
-			 send ? l.send : l.recv, &m);
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
+	send = conf_one_way_open(c, &m, &s);
 	want = send ? NCCL_NET_MAX_REQUESTS * (uint32_t)m.group
 		    : NCCL_NET_MAX_REQUESTS;
 	/* the receiver posts its whole window first, then the sender
@@ -375,19 +341,12 @@ int conf_t_window(struct conf_ctx *c)
 int conf_t_null_request(struct conf_ctx *c)
 {
 	static const size_t sizes[] = { 1, 8, 4096, 100 };
-	bool send = sender(c);
-	struct conf_link l;
 	struct conf_stream s, *sp = &s;
 	struct conf_msgs m;
 
 	conf_msgs_mixed(c, &m, 64);
-	m.nsizes = sizeof(sizes) / sizeof(sizes[0]);
-	memcpy(m.sizes, sizes, sizeof(sizes));
-	m.seed = dir_seed(c, send ? c->rank : !c->rank);
-	conf_connect(c, send, !send, &l);
-	conf_stream_init(&s, c, send ? "send" : "recv", send,
-			 send ? l.send : l.recv, &m);
-	if (send) {
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
+	if (conf_one_way_open(c, &m, &s)) {
 		/* post before the receiver has any receive: a plugin that
 		 * needs one answers NULL, and each retry must send once */
 		conf_phase(c, "posting before the receiver is ready");
