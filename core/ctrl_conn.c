@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "netaddr.h"
 
 /* The connector reads the listener's CHALLENGE and PROOF (auth.h). */
@@ -173,20 +172,6 @@ int ctrl_auth_step(int fd, struct auth_io *io)
 			io->done = 1;
 		else if (err != -EAGAIN)
 			return err;
-	}
-}
-
-const char *ctrl_auth_failure(int err)
-{
-	switch (err) {
-	case -EACCES:
-		return "authentication failed (wrong key, or a replay)";
-	case -EPROTO:
-		return "garbage in the authentication handshake";
-	case -ECONNRESET:
-		return "closed during the authentication handshake";
-	default:
-		return strerror(-err);
 	}
 }
 
@@ -366,11 +351,9 @@ static int stream_connect_side(struct ctrl_conn *c, struct core_stream *s,
 		ctrl_auth_begin(&s->auth, s->hello);
 		s->stage = 3;
 	}
+	/* a failure goes back to the module, which logs it once */
 	err = ctrl_auth_step(s->fd, &s->auth);
-	if (err && err != -EAGAIN)
-		CORE_WARN("stream %d to %s: %s", index, c->pub.peer_text,
-			  ctrl_auth_failure(err));
-	return err;
+	return err == -ECONNRESET && s->auth.recvd ? -EACCES : err;
 }
 
 static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)

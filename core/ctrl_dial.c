@@ -86,7 +86,8 @@ static int dial_start_next(struct ctrl_conn *c)
 	int64_t now = core_now_ns(), slice;
 	int err;
 
-	while (c->wrong[c->dial_next])
+	/* next_address() failed the dial once every address was wrong */
+	for (int i = 0; i < c->target.naddrs && c->wrong[c->dial_next]; i++)
 		c->dial_next = (c->dial_next + 1) % c->target.naddrs;
 	c->dial_cur = c->dial_next;
 	a = &c->target.addrs[c->dial_cur];

@@ -75,7 +75,6 @@ int ctrl_dial_done(int fd);
 void ctrl_auth_begin(struct auth_io *io, const uint8_t *hello);
 /* 0 once authenticated and everything queued was sent, -EAGAIN before. */
 int ctrl_auth_step(int fd, struct auth_io *io);
-const char *ctrl_auth_failure(int err);
 
 struct ctrl_conn *ctrl_conn_new(int fd, int connector);
 void ctrl_conn_set_peer(struct ctrl_conn *c);

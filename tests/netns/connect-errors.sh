@@ -77,7 +77,12 @@ while True:
     c.close()
 ' "$WRONG" "$1"
 	SERVICE_PID=$NETNS_LAST_PID
-	netns_wait_listen s "$WRONG" 10 || netns_die "the service did not listen"
+	netns_wait_listen s "$WRONG" 30 || netns_die "the service did not listen"
+}
+
+stop_service() {
+	kill "$SERVICE_PID" 2>/dev/null || true
+	wait "$SERVICE_PID" 2>/dev/null || true
 }
 
 args=(--plugin "$PLUGIN" --port 40009 --json --verbose --timeout 30
@@ -145,7 +150,7 @@ pair only only || rc=$?
 expect_fast_failure only "$rc" "$t0"
 expect_warn only "127\.0\.0\.1:$WRONG \(answered with something else than an nccl-mesh listener"
 echo "PASS only the wrong port: failed in $((SECONDS - t0)) s naming the address"
-kill "$SERVICE_PID"
+stop_service
 
 # ------------------------------------------- a service that just closes
 service close
@@ -154,7 +159,7 @@ pair closes only || rc=$?
 netns_clean_failure "$rc" || { show closes; netns_die "closes: status $rc"; }
 expect_warn closes "127\.0\.0\.1:$WRONG \(closed the connection after our hello"
 echo "PASS a service that closes: the WARN names the address"
-kill "$SERVICE_PID"
+stop_service
 
 # ----------------------------------------------------------- missing key
 t0=$SECONDS rc=0

@@ -27,7 +27,13 @@ PLUGIN=$2
 MODULE_DIR=$3
 STORM_S=${4:-5}
 STORM_RATE=${5:-1000}
-STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-2}
+# the bar is 2 s; sanitized builds (ASAN_OPTIONS set by tools/run-tests)
+# run several times slower, and get twice that
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+	STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-4}
+else
+	STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-2}
+fi
 PORT=40000
 
 netns_init
@@ -96,28 +102,37 @@ NETNS_PIDS+=("$sampler")
 netns_spawn s "$NETNS_TMP/storm.log" python3 "$here/storm.py" 127.0.0.1 \
 	"$PORT" "$STORM_RATE" "$STORM_S" 10 127.0.0.2
 storm_pid=$NETNS_LAST_PID
-until grep -q '"event": "storm"' "$NETNS_TMP/storm.log"; do
+while :; do
+	content=""
+	IFS= read -r -d '' content <"$NETNS_TMP/storm.log" || true
+	[[ $content == *'"event": "storm"'* ]] && break
 	kill -0 "$storm_pid" 2>/dev/null ||
 		fail_with_logs "the storm generator failed"
-	sleep 0.02
+	read -r -t 0.01 <> <(:) || true
 done
-t_storm=$(date +%s.%N)
+t_storm=$EPOCHREALTIME
 netns_ipt s -D "${hold[@]}"
 # the client's setup can start only now (removing the rule takes a moment
 # on a busy host); the figure counts from here
-t_end=$(date +%s.%N)
+t_end=$EPOCHREALTIME
 
+# the plugin's connect is done when its connection line is logged (meshperf
+# then registers its buffers).  Polled with shell builtins and timed with
+# EPOCHREALTIME: on a busy host starting a program can take seconds.
 connected=""
 while [ -z "$connected" ]; do
-	if grep -q 'connected' "$NETNS_TMP/client.log"; then
-		connected=$(date +%s.%N)
+	content=""
+	IFS= read -r -d '' content <"$NETNS_TMP/client.log" || true
+	if [[ $content == *"NET/Mesh: send "* ]]; then
+		connected=$EPOCHREALTIME
 		break
 	fi
 	kill -0 "$cpid" 2>/dev/null || fail_with_logs "the client ended unconnected"
-	awk -v a="$t_end" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 30) }' &&
+	(( ${EPOCHREALTIME%.*} - ${t_end%.*} < 30 )) ||
 		fail_with_logs "no setup within 30 s of the storm's end"
-	sleep 0.02
+	read -r -t 0.01 <> <(:) || true
 done
+setup=$(awk -v a="$t_end" -v b="$connected" 'BEGIN { printf "%.2f", b - a }')
 rc=0
 netns_wait "$cpid" 60 || rc=$?
 netns_wait "$storm_pid" 20 || fail_with_logs "the storm generator failed"
@@ -126,7 +141,6 @@ netns_wait "$spid" 10 || fail_with_logs "the server failed"
 grep -q '"event":"summary".*"status":"ok"' "$NETNS_TMP/client.log" ||
 	fail_with_logs "no ok summary"
 
-setup=$(awk -v a="$t_end" -v b="$connected" 'BEGIN { printf "%.2f", b - a }')
 storm_s=$(grep -o '"seconds": [0-9.]*' "$NETNS_TMP/storm.log" | awk '{ print $2 }')
 opened=$(grep -o '"opened": [0-9]*' "$NETNS_TMP/storm.log" | awk '{ print $2 }')
 unhold=$(awk -v a="$t_storm" -v b="$t_end" 'BEGIN { printf "%.2f", b - a }')
@@ -134,12 +148,16 @@ lines=$(grep -c 'refused' "$NETNS_TMP/server.log" || true)
 counted=$({ grep -o 'refused [0-9]* more' "$NETNS_TMP/server.log" ||
 	true; } | awk '{ n += $2 } END { print n + 0 }')
 peak=$(cat "$NETNS_TMP/peak" 2>/dev/null || echo 0)
+# SYNs the kernel dropped because the listener's accept queue was full
+drops=$(nsx s nstat -az TcpExtListenDrops 2>/dev/null |
+	awk '/ListenDrops/ { print $2 }')
 per_s=$(awk -v n="$lines" -v s="$storm_s" 'BEGIN { printf "%.2f", n / s }')
 echo "storm: $(cat "$NETNS_TMP/storm.log")"
 grep -m 3 'refused' "$NETNS_TMP/server.log" || true
 echo "figures: setup_after_storm_s=$setup refusal_lines=$lines" \
 	"lines_per_s=$per_s storm_s=$storm_s refusals_counted=$counted" \
-	"peak_fds=$peak opened=$opened rule_removal_s=$unhold"
+	"peak_fds=$peak opened=$opened rule_removal_s=$unhold" \
+	"listen_drops=${drops:-?}"
 
 awk -v s="$setup" -v m="$STORM_SETUP_MAX_S" 'BEGIN { exit !(s <= m) }' ||
 	fail_with_logs "setup took $setup s after the storm (bar $STORM_SETUP_MAX_S s)"
