@@ -382,8 +382,8 @@ static void test_ops(const struct tmp_files *t)
 		   "  \"abi10\", \"noisend\", \"shortdesc\", \"nodevwhy\",\n"
 		   "  \"good\" ];\n"
 		   "rails = [ \"nofini2/fake0+noabandon/fake0+nodmabuf/fake0+"
-		   "noreach/fake0+nocheck/fake0+abi12/fake0+abi10/fake0+"
-		   "good/fake0\" ];\n");
+		   "noreach/fake0\",\n"
+		   "  \"nocheck/fake0+abi12/fake0+abi10/fake0+good/fake0\" ];\n");
 	st = build_capturing(t, &logtext);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		check_module(st, logtext, &refused[i]);
@@ -419,8 +419,9 @@ static void test_ops(const struct tmp_files *t)
 	}
 	CHECK(core_config_errors(st->cfg, NULL) == 0,
 	      "a config error: the poisoned check past the size was read?");
-	CHECK(st->usable && st->nrails == 1 && st->rails[0].nmembers == 8,
-	      "one rail of eight members from the modules that loaded");
+	CHECK(st->usable && st->nrails == 2 && st->rails[0].nmembers == 4 &&
+	      st->rails[1].nmembers == 4,
+	      "two rails of four members from the modules that loaded");
 	core_state_free(st);
 	free(logtext);
 }
