@@ -12,7 +12,8 @@
 #    so ("requires authentication"), and the reverse ("does not
 #    authenticate");
 #  - a live service that closes the connection after the hello: the WARN
-#    names the address.
+#    names the address;
+#  - each failure is one WARN line on the connecting side.
 #
 # usage: connect-errors.sh MESHPERF PLUGIN MODULE_DIR
 set -euo pipefail
@@ -128,6 +129,14 @@ expect_warn() {
 	grep -E 'WARN' "$NETNS_TMP/$1.client" | grep -E -- "$2" | head -n 2
 }
 
+# expect_one_warn TAG: the failure is logged once, where it was decided
+expect_one_warn() {
+	local n
+
+	n=$(grep -c 'WARN' "$NETNS_TMP/$1.client" || true)
+	[ "$n" -eq 1 ] || { show "$1"; netns_die "$1: $n client WARN lines, not 1"; }
+}
+
 # expect_fast_failure TAG RC T0: failed cleanly within 6 s
 expect_fast_failure() {
 	netns_clean_failure "$2" || { show "$1"; netns_die "$1: status $2"; }
@@ -149,6 +158,7 @@ t0=$SECONDS rc=0
 pair only only || rc=$?
 expect_fast_failure only "$rc" "$t0"
 expect_warn only "127\.0\.0\.1:$WRONG \(answered with something else than an nccl-mesh listener"
+expect_one_warn only
 echo "PASS only the wrong port: failed in $((SECONDS - t0)) s naming the address"
 stop_service
 
@@ -166,11 +176,13 @@ t0=$SECONDS rc=0
 pair nokey plain "NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key" -- || rc=$?
 expect_fast_failure nokey "$rc" "$t0"
 expect_warn nokey "127\.0\.0\.1:$PORT \(the listener requires authentication"
+expect_one_warn nokey
 echo "PASS a peer without the key is told the listener requires authentication"
 
 t0=$SECONDS rc=0
 pair keyonly plain -- "NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key" || rc=$?
 expect_fast_failure keyonly "$rc" "$t0"
 expect_warn keyonly "127\.0\.0\.1:$PORT \(the listener does not authenticate"
+expect_one_warn keyonly
 echo "PASS a peer with a key against a listener without one is told so"
 echo "PASS: connect errors"
