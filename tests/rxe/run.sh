@@ -15,7 +15,7 @@
 # 125 when it died during the stage; 126 when it never came up.
 #
 # Environment: RXE_MODE (auto, host, guest; default auto),
-# RXE_STAGE_TIMEOUT (seconds for the stage in the guest, default 3000),
+# RXE_STAGE_TIMEOUT (seconds for the stage in the guest, default 4200),
 # RXE_TEST_*, CONF_* and CLOSE_* (passed to stage.sh), and the guest's own
 # (tests/rxe/lab/guest).
 set -euo pipefail
@@ -104,9 +104,9 @@ for w in "${stage_env[@]}"; do
 done
 cmd+=" bash tests/rxe/stage.sh $(printf '%q' "$rel")"
 rc=0
-"$guest" run -t "${RXE_STAGE_TIMEOUT:-3000}" -- "$cmd" || rc=$?
+"$guest" run -t "${RXE_STAGE_TIMEOUT:-4200}" -- "$cmd" || rc=$?
 case $rc in
-124) echo "FAIL: rxe stage: the guest ran past ${RXE_STAGE_TIMEOUT:-3000} s" ;;
+124) echo "FAIL: rxe stage: the guest ran past ${RXE_STAGE_TIMEOUT:-4200} s" ;;
 125) echo "FAIL: rxe stage: the guest died during the stage" ;;
 126) echo "FAIL: rxe stage: the guest did not come up" ;;
 esac
