@@ -60,6 +60,24 @@ static const struct mesh_param ex_params[] = {
 	{ .name = NULL },
 };
 
+/*
+ * Run before init by the plugin and by `meshinfo --check` alike (module
+ * ABI 1.3), so a value init would refuse is a config error with its file
+ * and line instead of a failed init.
+ */
+static int ex_check(const struct mesh_host *host)
+{
+	const char *text = host->param_str(host, "addr");
+	unsigned char ip[16];
+
+	if (inet_pton(AF_INET, text, ip) == 1 ||
+	    inet_pton(AF_INET6, text, ip) == 1)
+		return 0;
+	host->param_error(host, "addr", "expected an IPv4 or IPv6 address, "
+			  "got \"%s\"", text);
+	return -EINVAL;
+}
+
 static int ex_init(const struct mesh_host *host, void **mctx)
 {
 	const char *text = host->param_str(host, "addr");
@@ -338,4 +356,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.iflush = NULL,
 	.close_send = ex_close,
 	.close_recv = ex_close,
+	.check = ex_check,
 };
