@@ -241,6 +241,8 @@ int conf_t_close_bidir(struct conf_ctx *c);
 int conf_t_multi_accept(struct conf_ctx *c);
 int conf_t_accept_first(struct conf_ctx *c);
 int conf_t_connect_first(struct conf_ctx *c);
+int conf_t_late_accept(struct conf_ctx *c);
+int conf_t_late_connect(struct conf_ctx *c);
 int conf_t_connect_self(struct conf_ctx *c);
 int conf_t_zero_byte(struct conf_ctx *c);
 int conf_t_window(struct conf_ctx *c);

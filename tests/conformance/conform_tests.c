@@ -158,7 +158,8 @@ int conf_t_multi_accept(struct conf_ctx *c)
  * accept-first has the receiver poll accept with nobody connecting yet,
  * connect-first the sender poll connect with nobody accepting yet.
  */
-static void ordered_pair(struct conf_ctx *c, bool accept_first)
+static void ordered_pair(struct conf_ctx *c, bool accept_first,
+			 uint32_t alone_ms)
 {
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
 	void *lcomm = NULL, *comm = NULL;
@@ -170,15 +171,16 @@ static void ordered_pair(struct conf_ctx *c, bool accept_first)
 
 	conf_exchange_handle(c, !send, handle, &lcomm);
 	if (early) {
-		conf_phase(c, "polling %s before the peer starts",
-			   send ? "connect" : "accept");
-		until = perf_now() + 0.1;
+		conf_phase(c, "polling %s for %u ms before the peer starts",
+			   send ? "connect" : "accept", alone_ms);
+		until = perf_now() + alone_ms / 1000.0;
 		while (perf_now() < until && !comm) {
 			if (send) {
 				conf_poll_connect(c, handle, &comm);
 			} else if (conf_poll_accept(c, lcomm, &comm)) {
 				conf_fail(c, "accept returned a comm before the peer called connect");
 			}
+			conf_sleep_ms(1);
 		}
 		conf_send_word(c, 1);
 	} else {
@@ -203,13 +205,27 @@ static void ordered_pair(struct conf_ctx *c, bool accept_first)
 
 int conf_t_accept_first(struct conf_ctx *c)
 {
-	ordered_pair(c, true);
+	ordered_pair(c, true, 100);
 	return 0;
 }
 
 int conf_t_connect_first(struct conf_ctx *c)
 {
-	ordered_pair(c, false);
+	ordered_pair(c, false, 100);
+	return 0;
+}
+
+/* A rank still busy elsewhere is late to accept (or to connect) by
+ * --late-ms: NCCL ranks reach their set-up calls minutes apart. */
+int conf_t_late_accept(struct conf_ctx *c)
+{
+	ordered_pair(c, false, c->o->late_ms);
+	return 0;
+}
+
+int conf_t_late_connect(struct conf_ctx *c)
+{
+	ordered_pair(c, true, c->o->late_ms);
 	return 0;
 }
 
