@@ -158,9 +158,10 @@ static void late(struct conf_ctx *c, bool late_is_sender, bool close_early,
 	s.close_on_done = close_early && send;
 	conf_run(c, &sp, 1, send == late_is_sender ? "streaming, late"
 						    : "streaming to a late peer");
+	/* lateness alone here: close-after-* test closing early */
+	conf_barrier(c, 1);
 	if (s.comm)
 		conf_stream_close(&s);
-	conf_barrier(c, 1);
 }
 
 int conf_t_late_recv(struct conf_ctx *c)

@@ -41,7 +41,14 @@ int conf_t_close_after_recv(struct conf_ctx *c)
 {
 	struct conf_msgs m;
 
-	conf_msgs_mixed(c, &m, 200);
+	/* every other pair of loops: 4 MiB messages, so the sender's last
+	 * one is often still in flight when the receiver closes */
+	if ((c->loop / 2) & 1) {
+		conf_msgs_one(&m, 16, 4 << 20, 0);
+		m.window = 8;
+	} else {
+		conf_msgs_mixed(c, &m, 200);
+	}
 	one_way(c, &m, !conf_sender(c),
 		"streaming; the receiver closes on completion");
 	return 0;
