@@ -181,12 +181,13 @@ static void ordered_pair(struct conf_ctx *c, bool accept_first,
 		conf_phase(c, "polling %s for %u ms before the peer starts",
 			   send ? "connect" : "accept", alone_ms);
 		until = perf_now() + alone_ms / 1000.0;
-		while (perf_now() < until && !comm) {
-			if (send) {
+		/* the peer stays away for all of it, even once connect
+		 * has returned a comm */
+		while (perf_now() < until) {
+			if (send && !comm)
 				conf_poll_connect(c, handle, &comm);
-			} else if (conf_poll_accept(c, lcomm, &comm)) {
+			else if (!send && conf_poll_accept(c, lcomm, &comm))
 				conf_fail(c, "accept returned a comm before the peer called connect");
-			}
 			conf_sleep_ms(1);
 		}
 		conf_send_word(c, 1);
