@@ -37,10 +37,10 @@ rxnet_add_ns() {
 			net.ipv6.conf.default.disable_ipv6=1
 }
 
-# rxnet_link I J NET [SUFFIX]: a link from node I to node J on NET.0/24 (three
-# octets): veth v<I><J>SUFFIX with NET.<I> in rxn<I>, its peer v<J><I>SUFFIX
-# with NET.<J> in rxn<J>, devices rxe<I><J>SUFFIX and rxe<J><I>SUFFIX.
-rxnet_link() {
+# rxnet_veth I J NET [SUFFIX]: a veth from node I to node J on NET.0/24
+# (three octets): v<I><J>SUFFIX with NET.<I> in rxn<I>, its peer
+# v<J><I>SUFFIX with NET.<J> in rxn<J>, both up.
+rxnet_veth() {
 	local i=$1 j=$2 net=$3 sfx=${4:-} a b
 
 	ip link add "v$i$j$sfx" netns "rxn$i" type veth peer name "v$j$i$sfx" \
@@ -48,13 +48,25 @@ rxnet_link() {
 	for a in "$i $j" "$j $i"; do
 		read -r a b <<<"$a"
 		if ! { ip -n "rxn$a" addr add "$net.$a/24" dev "v$a$b$sfx" &&
-		       ip -n "rxn$a" link set "v$a$b$sfx" mtu 4500 up &&
-		       ip netns exec "rxn$a" rdma link add "rxe$a$b$sfx" \
-				type rxe netdev "v$a$b$sfx"; }; then
-			echo "link $i-$j$sfx: cannot set up v$a$b$sfx / rxe$a$b$sfx in rxn$a"
+		       ip -n "rxn$a" link set "v$a$b$sfx" mtu 4500 up; }; then
+			echo "link $i-$j$sfx: cannot set up v$a$b$sfx in rxn$a"
 			return 1
 		fi
 	done
+}
+
+# rxnet_rxe I J [SUFFIX]: device rxe<I><J>SUFFIX on node I's end of the link.
+rxnet_rxe() {
+	ip netns exec "rxn$1" rdma link add "rxe$1$2${3:-}" type rxe \
+		netdev "v$1$2${3:-}" && return 0
+	echo "cannot add rxe$1$2${3:-} on v$1$2${3:-} in rxn$1"
+	return 1
+}
+
+# rxnet_link I J NET [SUFFIX]: the veth and a device on each end.
+rxnet_link() {
+	rxnet_veth "$@" && rxnet_rxe "$1" "$2" "${4:-}" &&
+		rxnet_rxe "$2" "$1" "${4:-}"
 }
 
 # rxnet_wait_active DEV...: every device's port is active with an IPv4 RoCE
@@ -100,8 +112,15 @@ rxnet_up() {
 	done
 	for ((i = 1; i <= n; i++)); do
 		for ((j = i + 1; j <= n; j++)); do
-			rxnet_link "$i" "$j" "10.77.$i$j" || return 1
-			devs+=("rxe$i$j" "rxe$j$i")
+			rxnet_veth "$i" "$j" "10.77.$i$j" || return 1
+		done
+	done
+	# devices node by node: each node's devices are numbered together
+	for ((i = 1; i <= n; i++)); do
+		for ((j = 1; j <= n; j++)); do
+			[ "$i" = "$j" ] && continue
+			rxnet_rxe "$i" "$j" || return 1
+			devs+=("rxe$i$j")
 		done
 	done
 	rxnet_wait_active "${devs[@]}"
