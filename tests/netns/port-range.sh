@@ -121,9 +121,13 @@ echo "PASS a full port range fails with a clear WARN"
 # ------------------------------------------ listening outside the forward
 # a2 listens in 40020-40027: its router forwards nothing there
 XDC_ENV=(NCCL_MESH_PORT_RANGE=40020-40027 NCCL_MESH_CONNECT_TIMEOUT_MS=3000)
+# the server's own connect back (to b2, blocked too) waits longer, so that
+# the client's is always the one that fails first and says so
+XDC_SERVER_ENV=(NCCL_MESH_CONNECT_TIMEOUT_MS=10000)
 t0=$(date +%s%N)
 rc=0
 xdc_meshperf a2 b2 blocked 40 "${args[@]}" || rc=$?
+XDC_SERVER_ENV=()
 ms=$((($(date +%s%N) - t0) / 1000000))
 netns_clean_failure "$rc" || {
 	xdc_show_logs blocked
