@@ -232,15 +232,20 @@ static bool req_finished(struct tcp_xdc_req *req, size_t *size)
 /*
  * Every stream ended between chunks: what has not arrived never will.  The
  * threads finish each chunk before they count its stream as ended, so a
- * receive still unfinished after that is short for good.
+ * receive still unfinished after that is short for good.  On the sending
+ * side the receiver closed every stream: it takes nothing more.
  */
-static int recv_peer_closed(struct tcp_xdc_req *req)
+static int peer_closed(struct tcp_xdc_req *req)
 {
 	struct tcp_xdc_comm *comm = req->comm;
 	uint64_t total = atomic_load(&req->total);
 	const char *how = atomic_load(&comm->ended_reset) ? "reset" : "closed";
 
-	if (total == TOTAL_UNKNOWN || !atomic_load(&req->bytes_done))
+	if (comm->is_send)
+		xdc_comm_fail(comm, -EPIPE,
+			      "the peer closed the connection before receiving message %llu",
+			      (unsigned long long)req->seq);
+	else if (total == TOTAL_UNKNOWN || !atomic_load(&req->bytes_done))
 		xdc_comm_fail(comm, -ECONNRESET,
 			  "the peer %s the connection before sending message %llu",
 			  how, (unsigned long long)req->seq);
@@ -274,7 +279,7 @@ static int req_test(void *request, int *done, int *sizes)
 		}
 		err = xdc_comm_error(comm);
 		if (err || closed)
-			return err ? err : recv_peer_closed(req);
+			return err ? err : peer_closed(req);
 		/* Once all ended, look at the request again: its last
 		 * chunks may have landed since. */
 		closed = atomic_load_explicit(&comm->ended,

@@ -114,7 +114,8 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		struct msghdr msg = { .msg_iov = iov };
 		ssize_t n;
 
-		if (s->state == TCP_XDC_IDLE && !chunk_claim(comm, s))
+		if (s->state == TCP_XDC_IDLE &&
+		    (s->peer_done || !chunk_claim(comm, s)))
 			return 0;
 		if (s->hdr_done < sizeof(s->wire)) {
 			iov[msg.msg_iovlen].iov_base =
@@ -162,6 +163,24 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
  * The receiver writes nothing but pings on a data stream: they only prove
  * the link alive (our kernel acknowledges them) and are dropped here.
  */
+/*
+ * The receiver closed this stream in order: it wants nothing more.  No
+ * error yet: a chunk it already read may still be counted by another
+ * thread, and test() must not fail that request.  The stream takes no new
+ * chunk; one still being written fails on the socket.  Once every stream
+ * is closed, what is not written never will be (req_test).
+ */
+static int send_peer_closed(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s)
+{
+	if (!s->peer_done) {
+		s->peer_done = true;
+		atomic_fetch_add_explicit(&comm->ended, 1,
+					  memory_order_acq_rel);
+	}
+	return 0;
+}
+
 static int send_drain_pings(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s)
 {
@@ -173,8 +192,7 @@ static int send_drain_pings(struct tcp_xdc_comm *comm,
 		if (n > 0)
 			continue;
 		if (n == 0)
-			return xdc_stream_fail(comm, s, -ECONNRESET,
-					   "connection closed by peer");
+			return send_peer_closed(comm, s);
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
 		if (errno != EINTR)
@@ -187,7 +205,7 @@ static int send_check_events(struct tcp_xdc_comm *comm,
 {
 	if (revents & POLLERR)
 		return xdc_stream_pending_error(comm, s);
-	if (revents & (POLLIN | POLLRDHUP | POLLHUP))
+	if ((revents & (POLLIN | POLLRDHUP | POLLHUP)) && !s->peer_done)
 		return send_drain_pings(comm, s);
 	return 0;
 }
@@ -251,12 +269,13 @@ void *xdc_send_thread(void *arg)
 				ret = send_progress(comm, s);
 			if (ret < 0)
 				return NULL;
-			pfd[i].fd = s->fd;
-			/* A stream holding a chunk is blocked on its socket. */
-			pfd[i].events = POLLIN | POLLRDHUP |
+			/* A stream holding a chunk is blocked on its socket;
+			 * one the peer closed has nothing more to read. */
+			pfd[i].events = (s->peer_done ? 0 : POLLIN | POLLRDHUP) |
 				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
+			pfd[i].fd = pfd[i].events ? s->fd : -1;
 			pfd[i].revents = 0;
-			idle |= s->state == TCP_XDC_IDLE;
+			idle |= s->state == TCP_XDC_IDLE && !s->peer_done;
 			busy |= s->state == TCP_XDC_PAYLOAD;
 		}
 		/* Only when no stream waits for its socket: those are polled. */
