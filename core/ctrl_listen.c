@@ -22,6 +22,7 @@
 /* A socket that connected to a listener and has not said who it is yet. */
 struct incoming {
 	int fd;
+	uint64_t seq;		/* accept order on its listener */
 	int64_t accepted_ns;
 	struct mesh_addr from;
 	struct ctrl_gate gate;
@@ -29,6 +30,7 @@ struct incoming {
 
 struct routed {
 	int fd;
+	uint64_t seq;
 	struct ctrl_hello h;
 	struct mesh_addr from;
 };
@@ -40,6 +42,7 @@ struct core_listener {
 	int refs;
 	struct incoming *in;	/* at most pending_max */
 	int nin, pending_max;
+	uint64_t next_seq;
 	struct ctrl_refusal_log log;
 	struct core_listen_comm *comms;
 	struct core_listener *next;
@@ -51,9 +54,15 @@ struct core_listen_comm {
 	struct core_listen_comm *next;
 	struct routed *q;
 	int nq;
-	struct ctrl_conn *conn;
-	int conn_given;		/* conn now owned by the caller of accept */
+	/* Control connections routed here, oldest first: several connects
+	 * may reach one listen before its accepts come.  Given ones stay
+	 * listed so that their streams are still routed to them. */
+	struct ctrl_conn *conns;
+	int nconns;
 };
+
+/* Connections one listen holds before its accepts take them. */
+#define LISTEN_CONNS_MAX 64
 
 /* Listeners are touched only while connections are set up, never on the
  * data path, so one lock for all of them is enough. */
@@ -247,10 +256,14 @@ void core_ctrl_close_listen(struct core_listen_comm *lc)
 		close(lc->q[i].fd);
 	pthread_mutex_unlock(&listeners_lock);
 	free(lc->q);
-	if (lc->conn && !lc->conn_given)
-		core_conn_free(&lc->conn->pub);
-	else if (lc->conn)
-		lc->conn->lc = NULL;
+	while (lc->conns) {
+		struct ctrl_conn *c = lc->conns;
+
+		lc->conns = c->lc_next;
+		c->lc = NULL;
+		if (!c->lc_given)
+			core_conn_free(&c->pub);
+	}
 	free(lc);
 }
 
@@ -335,6 +348,7 @@ static int accept_one(struct core_listener *l, int64_t now)
 	in = &l->in[l->nin++];
 	memset(in, 0, sizeof(*in));
 	in->fd = fd;
+	in->seq = l->next_seq++;
 	in->accepted_ns = now;
 	ctrl_sock_name(fd, &in->from, 1);
 	ctrl_gate_init(&in->gate, ctrl_auth_key());
@@ -363,7 +377,7 @@ static int route(struct core_listener *l, struct incoming *in)
 	if (!grown)
 		return -ENOMEM;
 	lc->q = grown;
-	grown[lc->nq++] = (struct routed){ in->fd, in->gate.h, in->from };
+	grown[lc->nq++] = (struct routed){ in->fd, in->seq, in->gate.h, in->from };
 	return 0;
 }
 
@@ -453,18 +467,67 @@ static void listener_progress(struct core_listener *l)
 	log_summary(l, now, 0);
 }
 
+static struct ctrl_conn *conn_by_id(struct core_listen_comm *lc,
+				    uint64_t conn_id)
+{
+	struct ctrl_conn *c;
+
+	for (c = lc->conns; c && c->conn_id != conn_id; c = c->lc_next)
+		;
+	return c;
+}
+
+static void conn_unlist(struct ctrl_conn *c)
+{
+	struct ctrl_conn **pp;
+
+	for (pp = &c->lc->conns; *pp && *pp != c; pp = &(*pp)->lc_next)
+		;
+	if (*pp) {
+		*pp = c->lc_next;
+		c->lc->nconns--;
+	}
+	c->lc = NULL;
+}
+
+/* Inserts c in accept order, so that accepts take the oldest first. */
+static void conn_list(struct core_listen_comm *lc, struct ctrl_conn *c)
+{
+	struct ctrl_conn **pp;
+
+	for (pp = &lc->conns; *pp && (*pp)->lc_seq < c->lc_seq;
+	     pp = &(*pp)->lc_next)
+		;
+	c->lc_next = *pp;
+	*pp = c;
+	c->lc = lc;
+	lc->nconns++;
+}
+
+/*
+ * A connector that heard no ack in time (its peer's accept came late)
+ * closes the socket and dials again, perhaps another address: of the
+ * sockets with one connection id only the newest counts.
+ */
 static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 {
 	uint8_t ack[CTRL_ACK_SIZE];
-	struct ctrl_conn *c;
+	struct ctrl_conn *c, *old = conn_by_id(lc, r->h.conn_id);
 
-	if (lc->conn && !lc->conn_given && lc->conn->conn_id == r->h.conn_id) {
-		/* the connector gave up waiting on this address and came
-		 * back: the newer socket is the one it reads */
-		core_conn_free(&lc->conn->pub);
-	} else if (lc->conn) {
-		CORE_WARN("refused a second control connection from %s for one "
-			  "listen", lc->conn->pub.peer_text);
+	if (old && (old->lc_seq > r->seq || old->lc_given)) {
+		/* older than what we hold, or the connection is set up */
+		close(r->fd);
+		return 0;
+	}
+	if (old) {
+		core_conn_free(&old->pub);
+	} else if (lc->nconns >= LISTEN_CONNS_MAX) {
+		char from[MESH_ADDR_STRLEN];
+
+		CORE_WARN("refused a control connection from %s: %d wait "
+			  "for an accept on one listen already",
+			  mesh_addr_str(&r->from, from, sizeof(from)),
+			  lc->nconns);
 		close(r->fd);
 		return 0;
 	}
@@ -472,35 +535,39 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 	if (!c)
 		return -ENOMEM;
 	c->conn_id = r->h.conn_id;
+	c->lc_seq = r->seq;
 	c->pub.module_tag = r->h.module_tag;
 	c->pub.peer_fabric_id = r->h.fabric_id;
-	c->lc = lc;
 	ctrl_conn_set_peer(c);
 	ctrl_conn_bind_ops(c);
+	conn_list(lc, c);
 	ctrl_ack_encode(ack, 0);
-	lc->conn = c;
 	return ctrl_queue_frame(c, ack, sizeof(ack));
 }
 
-/* Moves what was routed to this listen onto its connection. */
+/* Moves what was routed to this listen onto its connections: control
+ * connections first, so that a stream finds the one it belongs to. */
 static int drain_queue(struct core_listen_comm *lc)
 {
 	int err = 0;
 
-	for (int i = 0; i < lc->nq && !err; i++) {
-		struct routed *r = &lc->q[i];
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < lc->nq && !err; i++) {
+			struct routed *r = &lc->q[i];
+			struct ctrl_conn *c;
 
-		if (r->h.kind == CTRL_HELLO_CTRL) {
-			err = take_ctrl(lc, r);
-		} else if (!lc->conn) {
-			continue;	/* stream before its control connection */
-		} else if (r->h.conn_id != lc->conn->conn_id) {
-			close(r->fd);
-		} else {
-			err = ctrl_add_stream_fd(lc->conn, r->h.stream_index,
-						 r->fd);
+			if ((r->h.kind == CTRL_HELLO_CTRL) != (pass == 0))
+				continue;
+			if (pass == 0) {
+				err = take_ctrl(lc, r);
+			} else if (!(c = conn_by_id(lc, r->h.conn_id))) {
+				close(r->fd);	/* its connection is gone */
+			} else {
+				err = ctrl_add_stream_fd(c, r->h.stream_index,
+							 r->fd);
+			}
+			lc->q[i--] = lc->q[--lc->nq];
 		}
-		lc->q[i--] = lc->q[--lc->nq];
 	}
 	return err;
 }
@@ -517,27 +584,40 @@ int ctrl_accept_progress(struct core_listen_comm *lc)
 	return err;
 }
 
+/* Whether the connector closed this socket already (it gave up on it). */
+static int peer_gone(const struct ctrl_conn *c)
+{
+	char b;
+
+	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 		     struct core_conn **conn)
 {
 	int err = ctrl_accept_progress(lc);
+	struct ctrl_conn *c, *next;
 
 	if (err)
 		return err;
-	if (!lc->conn || lc->conn_given)
+	for (c = lc->conns; c; c = next) {
+		next = c->lc_next;
+		if (c->lc_given)
+			continue;
+		if (!peer_gone(c))
+			break;
+		core_conn_free(&c->pub);
+	}
+	if (!c)
 		return -EAGAIN;
-	/* lc->conn stays set so that its streams are still routed to it. */
-	lc->conn->pub.deadline_ns =
-		core_now_ns() + (int64_t)timeout_ms * 1000000;
-	lc->conn_given = 1;
-	*conn = &lc->conn->pub;
+	c->pub.deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;
+	c->lc_given = 1;
+	*conn = &c->pub;
 	return 0;
 }
 
 void ctrl_listen_forget(struct ctrl_conn *c)
 {
-	if (c->lc && c->lc->conn == c) {
-		c->lc->conn = NULL;
-		c->lc->conn_given = 0;
-	}
+	if (c->lc)
+		conn_unlist(c);
 }

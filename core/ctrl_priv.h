@@ -39,7 +39,11 @@ struct ctrl_conn {
 	int fd;
 	uint64_t conn_id;
 	uint64_t local_fabric_id;
-	struct core_listen_comm *lc;	/* accepting side */
+	/* accepting side: the listen it came through, in arrival order */
+	struct core_listen_comm *lc;
+	struct ctrl_conn *lc_next;
+	uint64_t lc_seq;		/* the listener's accept order */
+	int lc_given;			/* handed out by an accept */
 	/* dialing */
 	int dial_stage, dial_next, dial_cur, dial_round;
 	int64_t dial_attempt_end_ns;
