@@ -24,7 +24,6 @@
  * the peer is.  Exit status: 0 all verified, 1 a call failed or data was
  * wrong (the line says which), 2 usage or setup, 3 no progress for SECS.
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
