@@ -337,7 +337,7 @@ int mesh_close_listen(void *listen_comm)
 
 	if (!ml)
 		return 0;
-	if (ml->conn && ml->member && ml->member->module->desc->abandon)
+	if (ml->conn && ml->member)
 		ml->member->module->desc->abandon(ml->member->module->mctx,
 						  &ml->conn->ctrl);
 	core_conn_free(ml->conn);
@@ -471,8 +471,7 @@ static bool member_serves(const struct core_rail *rail, int i,
 	r->asked[i] = true;
 	if (!handle_lists(h, d->name))
 		return false;
-	if (d->size < sizeof(struct mesh_module) || !d->reach ||
-	    !d->reach(m->module->mctx, m->dev, h->addrs, h->naddrs, why,
+	if (!d->reach(m->module->mctx, m->dev, h->addrs, h->naddrs, why,
 		      sizeof(why)))
 		return true;
 	if (r->len < sizeof(r->text))
@@ -564,7 +563,7 @@ static void connecting_free(struct mesh_connecting *cs)
 {
 	const struct mesh_module *d = cs->member->module->desc;
 
-	if (!cs->mcomm && d->abandon)
+	if (!cs->mcomm)
 		d->abandon(cs->member->module->mctx, &cs->conn->ctrl);
 	core_conn_free(cs->conn);
 	free(cs);
@@ -660,7 +659,7 @@ int mesh_accept(void *listen_comm, void **recv_comm)
 	err = module_step("recv", ml->rail, ml->member, ml->conn, &ml->mcomm,
 			  recv_comm);
 	if (err || *recv_comm) {
-		if (err && !ml->mcomm && ml->member->module->desc->abandon)
+		if (err && !ml->mcomm)
 			ml->member->module->desc->abandon(
 				ml->member->module->mctx, &ml->conn->ctrl);
 		core_conn_free(ml->conn);

@@ -114,12 +114,6 @@ static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
 {
 	struct core_comm *c = comm;
 
-	if (!c->desc->reg_mr_dmabuf) {
-		/* NCCL asks only where the properties offer DMA-BUF */
-		CORE_WARN("module %s offers DMA-BUF but has no reg_mr_dmabuf",
-			  c->desc->name);
-		return ncclInternalError;
-	}
 	return mesh_to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
 					      offset, fd, mhandle));
 }
@@ -157,10 +151,6 @@ static ncclResult_t p_iflush(void *recv_comm, int n, void **data, int *sizes,
 {
 	struct core_comm *c = recv_comm;
 
-	if (!c->desc->iflush) {
-		*request = NULL;	/* nothing to flush for this module */
-		return ncclSuccess;
-	}
 	return mesh_to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
 				       request));
 }
