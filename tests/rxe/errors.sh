@@ -152,7 +152,7 @@ size_fault() {
 	[ "$rc" -eq 0 ] && {
 		err_once "$tag" "$side" "size error" "$6" || rc=1
 		err_expect "$tag" "$side" "failed $call" \
-			"ERROR $call failed: ncclSystemError" || rc=1
+			"ERROR $call failed: ncclInvalidUsage" || rc=1
 		err_absent "$tag" server "received data" '"event":"result"' ||
 			rc=1
 	}
@@ -211,7 +211,7 @@ check_error_completion() {
 		# the first call to see the completion fails: test(), or an
 		# isend, which polls the completion queue before it posts
 		err_expect "$tag" client "failed test or isend" \
-			'ERROR (test|isend) failed: ncclSystemError' || rc=1
+			'ERROR (test|isend) failed: ncclRemoteError' || rc=1
 		err_absent "$tag" server "a completed transfer" \
 			'"event":"result"' || rc=1
 	}
@@ -313,9 +313,9 @@ gid_refusal() {
 		"WARN .*peer 10\.77\.12\.2:[0-9]+ refused the connection: $reason" ||
 		rc=1
 	err_expect "$tag" client "failed connect" \
-		'ERROR connect failed: ncclSystemError' || rc=1
+		'ERROR connect failed: ncclRemoteError' || rc=1
 	err_expect "$tag" server "failed accept" \
-		'ERROR accept failed: ncclSystemError' || rc=1
+		'ERROR accept failed: ncclRemoteError' || rc=1
 	# No queue pair left INIT: no transition, no connection line.
 	for side in client server; do
 		err_absent "$tag" "$side" "a queue pair transition" \
