@@ -40,7 +40,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "keepalive_count", MESH_PARAM_INT, "6", 1, 127,
 	  "Unanswered keepalive probes before a stream counts as dead." },
 	{ "timeout_ms", MESH_PARAM_INT, "30000", 0, 3600000,
-	  "A stream whose peer acknowledges nothing for this long fails (TCP_USER_TIMEOUT and receiver pings); 0 turns it off." },
+	  "A stream whose peer acknowledges nothing for this long fails (the sender: no write and no acknowledgement; the receiver: TCP_USER_TIMEOUT and its pings); 0 turns it off." },
 	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ NULL, 0, NULL, 0, 0, NULL },
