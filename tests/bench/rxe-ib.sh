@@ -16,8 +16,7 @@
 #
 # Environment: MSG (bandwidth message size, default 1M), BW_MIB (MiB per
 # bandwidth run, default 192), LAT_ITERS (default 1000), PARTS ("bw lat",
-# the default, or one of them), RXE_LAB (the
-# rxe-lab script), MESHPERF_ENV (more VAR=value words for meshperf, e.g.
+# the default, or one of them), MESHPERF_ENV (more VAR=value words for meshperf, e.g.
 # "NCCL_MESH_IB_FABRIC_QPS_PER_CONN=2").
 set -euo pipefail
 
@@ -35,12 +34,12 @@ host_main() {
 	"$src"/*) rel=${build#"$src"/} ;;
 	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
 	esac
-	lab=${RXE_LAB:-$src/../shared/rxe-lab/rxe-lab}
+	lab=$src/tests/rxe/lab/guest
 	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
-	[ -x "$lab" ] || { echo "no rxe lab at $lab (set RXE_LAB)" >&2; exit 2; }
 	[ -e "$build/modules/ib-fabric/mesh-ib-fabric.so" ] ||
 		{ echo "no ib-fabric module in $build" >&2; exit 2; }
-	"$lab" ensure
+	"$lab" deps
+	"$lab" image >/dev/null
 	# libraries whose soname the guest lacks travel with the build
 	libs=$build/rxe-libs
 	rm -rf "$libs"
@@ -49,7 +48,7 @@ host_main() {
 		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
 		cp -L "$lib" "$libs/"
 	done
-	"$lab" run --src "$src" --timeout 1800 -- \
+	"$lab" run -t 1800 -- \
 		"env PARTS='${PARTS:-bw lat}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
 MESHPERF_ENV='${MESHPERF_ENV:-}' bash tests/bench/rxe-ib.sh --in-guest '$rel' $rounds"
 }
@@ -194,10 +193,10 @@ guest_main() {
 	  { match = "rxn2x"; ib-fabric: { hca = "=rxe21"; }; }
 	);
 	EOF
-	trap 'rxe_cleanup; rm -rf "$LOGDIR"; rxe-mesh down >/dev/null 2>&1 || true' EXIT
-	rxe-mesh up -n 2
-	GID1=$(rxe-mesh gid rxe12)
-	GID2=$(rxe-mesh gid rxe21)
+	trap 'rxe_cleanup; rm -rf "$LOGDIR"; rxnet_down >/dev/null 2>&1 || true' EXIT
+	rxnet_up 2
+	GID1=$(rxe_gid_index rxe12)
+	GID2=$(rxe_gid_index rxe21)
 	for part in ${PARTS:-bw lat}; do
 		case $part in
 		bw) bw_rounds "$rounds" ;;
@@ -210,6 +209,8 @@ guest_main() {
 if [ "${1:-}" = --in-guest ]; then
 	# shellcheck source=tests/rxe/lib.sh
 	. "$src/tests/rxe/lib.sh"
+	# shellcheck source=tests/rxe/net.sh
+	. "$src/tests/rxe/net.sh"
 	guest_main "$2" "${3:-5}"
 else
 	host_main "$@"

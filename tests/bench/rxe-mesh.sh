@@ -21,7 +21,7 @@
 #
 # Environment: PARTS ("links stripe", the default, or one of them), MSG
 # (message size, default 1M), BW_MIB (MiB per run, default 128), RATE (tc
-# rate of each shaped cable, default 100mbit), RXE_LAB (the rxe-lab script).
+# rate of each shaped cable, default 100mbit).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,12 +38,12 @@ host_main() {
 	"$src"/*) rel=${build#"$src"/} ;;
 	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
 	esac
-	lab=${RXE_LAB:-$src/../shared/rxe-lab/rxe-lab}
+	lab=$src/tests/rxe/lab/guest
 	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
-	[ -x "$lab" ] || { echo "no rxe lab at $lab (set RXE_LAB)" >&2; exit 2; }
 	[ -e "$build/modules/rdma-mesh/mesh-rdma-mesh.so" ] ||
 		{ echo "no rdma-mesh module in $build" >&2; exit 2; }
-	"$lab" ensure
+	"$lab" deps
+	"$lab" image >/dev/null
 	libs=$build/rxe-libs
 	rm -rf "$libs"
 	mkdir -p "$libs"
@@ -51,7 +51,7 @@ host_main() {
 		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
 		cp -L "$lib" "$libs/"
 	done
-	"$lab" run --src "$src" --timeout 1800 -- \
+	"$lab" run -t 1800 -- \
 		"env PARTS='${PARTS:-links stripe}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-128} \
 RATE=${RATE:-100mbit} bash tests/bench/rxe-mesh.sh --in-guest '$rel' $rounds"
 }
@@ -73,8 +73,8 @@ size_bytes() {
 write_bw() {
 	local i=$1 j=$2 port=$((19000 + RANDOM % 500)) spid rc=0 sg cg
 
-	sg=$(rxe-mesh gid "rxe$j$i")
-	cg=$(rxe-mesh gid "rxe$i$j")
+	sg=$(rxe_gid_index "rxe$j$i")
+	cg=$(rxe_gid_index "rxe$i$j")
 	rxe_spawn "rxn$j" "$LOGDIR/perf.server" timeout 120 ib_write_bw \
 		-d "rxe$j$i" -x "$sg" -p "$port" -F --report_gbits -s "$BYTES" \
 		-n "$ITERS"
