@@ -308,6 +308,7 @@ struct verbs_comm {
 	struct ib_recv_req freqs[VERBS_MAX_REQUESTS];
 	/* close and liveness (verbs_close.c) */
 	bool peer_closed;	/* the peer's close notice is in */
+	uint64_t peer_closed_ns;	/* when we first saw it */
 	bool closing;		/* in close: failures are logged as INFO */
 	bool probe_out;		/* a probe write is outstanding */
 	bool busy;		/* a completion since the last clock look */
@@ -393,6 +394,7 @@ void verbs_comm_free(struct verbs_comm *comm);
 /* verbs_close.c */
 uint64_t verbs_now_ns(void);
 bool verbs_peer_closed(struct verbs_comm *comm);
+bool verbs_send_orphaned(struct verbs_comm *comm);
 void verbs_idle(struct verbs_comm *comm);
 int verbs_close_comm(struct verbs_comm *comm);
 

@@ -76,11 +76,43 @@ bool verbs_peer_closed(struct verbs_comm *c)
 	void *base;
 	struct ibv_mr *mr;
 
-	if (!c->peer_closed)
-		c->peer_closed = __atomic_load_n(&notice_of(c, &base, &mr)->closed,
-						 __ATOMIC_ACQUIRE) ==
-				 VERBS_CLOSE_MAGIC;
-	return c->peer_closed;
+	if (c->peer_closed)
+		return true;
+	if (__atomic_load_n(&notice_of(c, &base, &mr)->closed,
+			    __ATOMIC_ACQUIRE) != VERBS_CLOSE_MAGIC)
+		return false;
+	c->peer_closed = true;
+	c->peer_closed_ns = verbs_now_ns();
+	return true;
+}
+
+/* What the QP itself retries a write for: 4.096 us << timeout, retry_cnt
+ * + 1 times. */
+static uint64_t qp_retry_ns(const struct verbs_ctx *ctx)
+{
+	return (4096ULL << ctx->timeout) * ((uint64_t)ctx->retry_cnt + 1);
+}
+
+/*
+ * Whether a send still waiting for its completions will never get them:
+ * the peer closed, and long enough ago.  The peer destroys its QPs once
+ * its notice is acknowledged, so a write of ours it took before that is
+ * acknowledged within a round trip; one it did not take is retried into
+ * nothing.  Hardware fails such a write after its retries (a completion
+ * error), but Soft-RoCE at retry_cnt 7 retries forever, and no probe runs
+ * after the notice: without this the send would never end.  The grace is
+ * the QP's own retry time plus VERBS_PROBE_MS, at most 10 s.
+ */
+bool verbs_send_orphaned(struct verbs_comm *c)
+{
+	uint64_t grace;
+
+	if (!verbs_peer_closed(c))
+		return false;
+	grace = qp_retry_ns(c->ctx) + VERBS_PROBE_MS * 1000000ULL;
+	if (grace > 10000000000ULL)
+		grace = 10000000000ULL;
+	return verbs_now_ns() - c->peer_closed_ns > grace;
 }
 
 /*
@@ -156,10 +188,8 @@ void verbs_idle(struct verbs_comm *c)
  * still in flight on a slow link; at most 10 s. */
 static uint64_t close_bound_ns(const struct verbs_ctx *ctx)
 {
-	uint64_t t = 4096ULL << ctx->timeout;
+	uint64_t t = 2 * qp_retry_ns(ctx) + 2000000000ULL;
 
-	t *= (uint64_t)ctx->retry_cnt + 1;
-	t = 2 * t + 2000000000ULL;
 	return t < 10000000000ULL ? t : 10000000000ULL;
 }
 
@@ -202,6 +232,28 @@ static bool notice_done(struct verbs_comm *c)
 	return c->close_done;
 }
 
+/*
+ * Posts the close notice.  A receiver's send queue may be full of FIFO
+ * writes (only every IB_FIFO_SIGNAL_EVERY-th is signalled): polling frees
+ * it, so a full queue is retried until the deadline instead of leaving the
+ * peer without a notice.
+ */
+static int notice_post_wait(struct verbs_comm *c, uint64_t deadline)
+{
+	const struct timespec nap = { 0, 20000 };
+
+	for (;;) {
+		int ret = notice_post(c, offsetof(struct verbs_notice, closed),
+				      VERBS_WR_CLOSE);
+
+		if (ret != ENOMEM || verbs_now_ns() > deadline)
+			return ret;
+		if (verbs_comm_poll(c) || verbs_peer_closed(c))
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+}
+
 int verbs_close_comm(struct verbs_comm *c)
 {
 	uint64_t t0, deadline;
@@ -216,8 +268,7 @@ int verbs_close_comm(struct verbs_comm *c)
 	    !c->error && !c->peer_closed)
 		how = "sends still in flight";
 	if (!c->error && !verbs_peer_closed(c)) {
-		int ret = notice_post(c, offsetof(struct verbs_notice, closed),
-				      VERBS_WR_CLOSE);
+		int ret = notice_post_wait(c, deadline);
 
 		if (ret)
 			how = "cannot post the close notice";

@@ -43,7 +43,8 @@ static int send_test(void *request, int *done, int *sizes)
 			*sizes = (int)r->size;
 		return 0;
 	}
-	if (!r->failed)
+	/* after the peer's notice, what it never acknowledged fails */
+	if (!r->failed && (ret || !verbs_send_orphaned(c)))
 		return ret;
 	r->in_use = false;
 	if (ret)
