@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-# shellcheck shell=bash disable=SC2154 # here (the script dir) is in-guest.sh's
+# shellcheck shell=bash disable=SC2154 # here (the script dir) is stage.sh's
 #
 # Orderly close and peer death of the verbs modules (ib-fabric, rdma-mesh),
-# for real on the two-node rxe mesh (rxe-mesh up -n 2: rxn1 with rxe12 at
-# 10.77.12.1, rxn2 with rxe21 at 10.77.12.2).  Sourced by in-guest.sh,
+# for real on the two-node rxe mesh (net.sh up 2: rxn1 with rxe12 at
+# 10.77.12.1, rxn2 with rxe21 at 10.77.12.2).  Sourced by stage.sh,
 # whose setup_env sets BUILD, PLUGIN, LOGDIR; lib.sh gives rxe_spawn and
 # rxe_wait.  The checks:
 #
@@ -32,8 +32,8 @@
 #       survivor must fail a test() within CLOSE_KILL_BOUND seconds with
 #       a WARN line naming the comm and the peer's death.
 #
-# The driver is $BUILD/tests/rxe/close_driver when the build made it,
-# else it is compiled here from close_driver.c.  CLOSE_PLUGIN and
+# The driver is $BUILD/tests/rxe/close_driver (tests/rxe/meson.build builds
+# it; the guest has no compiler).  CLOSE_PLUGIN and
 # CLOSE_MODULES (the directory holding <module>/mesh-<module>.so) run the
 # checks against another build, e.g. an older one to see them fail.
 
@@ -42,29 +42,12 @@ CLOSE_BOUND=${CLOSE_BOUND:-240}
 CLOSE_KILL_BOUND=${CLOSE_KILL_BOUND:-60}
 CLOSE_LAG_MS=${CLOSE_LAG_MS:-2000}
 
-# close_driver_path: the driver's path, building it when the build lacks it.
+# close_driver_path: the driver's path; fails when the build lacks it.
 close_driver_path() {
 	local d=${CLOSE_DRIVER:-$BUILD/tests/rxe/close_driver}
 
-	if [ ! -x "$d" ]; then
-		d=$LOGDIR/close_driver
-		[ -x "$d" ] || cc -std=c11 -O2 -I"$here/../../include" \
-			-o "$d" "$here/close_driver.c" -ldl || return 1
-	fi
+	[ -x "$d" ] || { echo "no close driver at $d (build it)" >&2; return 1; }
 	echo "$d"
-}
-
-# close_conf MODULE FILE: both nodes on their end of link 1-2.
-close_conf() {
-	cat >"$2" <<EOF
-version = 1;
-modules = [ "$1" ];
-connect_timeout_ms = 60000;
-hosts = (
-  { match = "rxn1"; $1: { hca = "=rxe12"; }; },
-  { match = "rxn2"; $1: { hca = "=rxe21"; }; }
-);
-EOF
 }
 
 # close_spawn TAG MODULE SIDE NS HOST DIR [env words] -- [driver args]
@@ -116,7 +99,7 @@ check_close_loop() {
 	dir=$LOGDIR/$tag.dir
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	close_conf "$mod" "$LOGDIR/$tag.conf"
+	rxe_pair_conf "$mod" "$LOGDIR/$tag.conf"
 	close_spawn "$tag" "$mod" a rxn1 rxn1 "$dir" "${envw[@]}" -- \
 		-i "$iters" -t 60 "${args[@]}" || return 1
 	pa=$RXE_LAST_PID
@@ -171,7 +154,7 @@ check_close_kill() {
 	dir=$LOGDIR/$tag.dir
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	close_conf "$mod" "$LOGDIR/$tag.conf"
+	rxe_pair_conf "$mod" "$LOGDIR/$tag.conf"
 	close_spawn "$tag" "$mod" a rxn1 rxn1 "$dir" -- -k -t 120 || return 1
 	pa=$RXE_LAST_PID
 	close_spawn "$tag" "$mod" b rxn2 rxn2 "$dir" -- -k -t 120 || return 1
