@@ -27,28 +27,10 @@
 #include "ctrl_gate.h"
 #include "ctrl_wire.h"
 
-#define REQUIRE(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: property violated: %s\n", \
-				__FILE__, __LINE__, #cond);              \
-			abort();                                         \
-		}                                                        \
-	} while (0)
+#include "fuzz_util.h"
 
 static struct core_auth_key key;
 
-struct splitter {
-	uint32_t x;
-};
-
-static size_t next(struct splitter *s, size_t max)
-{
-	s->x ^= s->x << 13;
-	s->x ^= s->x >> 17;
-	s->x ^= s->x << 5;
-	return max ? s->x % max : 0;
-}
 
 /* Untrusted bytes through a gate, split as the input says. */
 static void gate_untrusted(const struct core_auth_key *k, struct splitter *sp,

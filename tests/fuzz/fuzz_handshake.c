@@ -25,14 +25,7 @@
 #include "ctrl.h"
 #include "handle.h"
 
-#define REQUIRE(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: property violated: %s\n", \
-				__FILE__, __LINE__, #cond);              \
-			abort();                                         \
-		}                                                        \
-	} while (0)
+#include "fuzz_util.h"
 
 static struct core_auth_key key, other_key;
 
@@ -46,18 +39,6 @@ static void init_keys(void)
 	other_key.bytes[0] ^= 1;
 }
 
-/* Split points come from the input, so the fuzzer can steer them. */
-struct splitter {
-	uint32_t x;
-};
-
-static size_t next(struct splitter *s, size_t max)
-{
-	s->x ^= s->x << 13;
-	s->x ^= s->x >> 17;
-	s->x ^= s->x << 5;
-	return max ? s->x % max : 0;
-}
 
 /* Feeds untrusted bytes to one engine, piece by piece. */
 static void feed_untrusted(enum core_auth_role role, struct splitter *sp,

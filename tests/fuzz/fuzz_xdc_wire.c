@@ -22,14 +22,7 @@
 
 #include "tcp_xdc_wire.h"
 
-#define REQUIRE(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: property violated: %s\n", \
-				__FILE__, __LINE__, #cond);              \
-			abort();                                         \
-		}                                                        \
-	} while (0)
+#include "fuzz_util.h"
 
 static void check_hello(const uint8_t *data, size_t size)
 {
