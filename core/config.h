@@ -122,4 +122,8 @@ void core_env_name(const char *module, const char *key, char *buf,
 /* The embedded default config text (conf/nccl-mesh.conf). */
 extern const char core_default_config[];
 
+/* Length of a message's leading "file:line: " (0 when it has none), with
+ * the file name's length and the line. */
+size_t core_msg_location(const char *msg, size_t *file_len, long *line);
+
 #endif

@@ -15,8 +15,7 @@
 
 /* ---- messages and owned strings ---- */
 
-/* Length of a leading "file:line: ", 0 when the message has none. */
-static size_t location_length(const char *msg, long *line)
+size_t core_msg_location(const char *msg, size_t *file_len, long *line)
 {
 	for (const char *p = msg; *p && *p != ' '; p++) {
 		const char *d = p + 1;
@@ -26,8 +25,10 @@ static size_t location_length(const char *msg, long *line)
 		*line = strtol(d, NULL, 10);
 		while (*d >= '0' && *d <= '9')
 			d++;
-		if (d[0] == ':' && d[1] == ' ')
-			return (size_t)(p - msg);
+		if (d[0] == ':' && d[1] == ' ') {
+			*file_len = (size_t)(p - msg);
+			return (size_t)(d + 2 - msg);
+		}
 	}
 	return 0;
 }
@@ -39,10 +40,10 @@ static size_t location_length(const char *msg, long *line)
 static long long msg_rank(struct core_config *cfg, const char *msg)
 {
 	long line = 0;
-	size_t flen = location_length(msg, &line);
+	size_t flen = 0;
 	int f;
 
-	if (!flen)
+	if (!core_msg_location(msg, &flen, &line))
 		return LLONG_MAX;
 	for (f = 0; f < cfg->nmsg_files; f++)
 		if (strlen(cfg->msg_files[f]) == flen &&

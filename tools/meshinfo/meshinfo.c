@@ -302,25 +302,12 @@ static int note_module_failures(struct meshinfo *mi)
 	return 0;
 }
 
-/* Length of a leading "file:line: ", 0 when the message has none. */
-static size_t location_length(const char *msg)
-{
-	for (const char *p = msg; *p && *p != ' '; p++) {
-		const char *d = p + 1;
-
-		if (*p != ':' || *d < '0' || *d > '9')
-			continue;
-		while (*d >= '0' && *d <= '9')
-			d++;
-		if (d[0] == ':' && d[1] == ' ')
-			return d + 2 - msg;
-	}
-	return 0;
-}
 
 void meshinfo_print_diagnostic(FILE *out, const char *kind, const char *msg)
 {
-	size_t loc = location_length(msg);
+	size_t flen;
+	long line;
+	size_t loc = core_msg_location(msg, &flen, &line);
 
 	fprintf(out, "%.*s%s: %s\n", (int)loc, msg, kind, msg + loc);
 }
@@ -384,21 +371,17 @@ static void add_diagnostics(struct diagnostics *d, const char *kind,
 {
 	for (int i = 0; i < n; i++) {
 		struct diagnostic *x = &d->v[d->n];
-		size_t loc = location_length(msgs[i]);
+		size_t flen;
+		long line;
 
 		x->kind = kind;
 		x->msg = msgs[i];
 		x->order = d->n++;
 		x->file = 17;
 		x->line = LONG_MAX;
-		if (loc) {
-			const char *colon = msgs[i] + loc - 2;
-
-			while (colon > msgs[i] && colon[-1] != ':')
-				colon--;
-			x->line = strtol(colon, NULL, 10);
-			x->file = file_rank(d, msgs[i],
-					    (size_t)(colon - 1 - msgs[i]));
+		if (core_msg_location(msgs[i], &flen, &line)) {
+			x->line = line;
+			x->file = file_rank(d, msgs[i], flen);
 		}
 	}
 }
