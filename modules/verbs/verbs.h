@@ -104,7 +104,7 @@ struct ib_fifo_elem {
 	uint32_t rkey[VERBS_MAX_LINKS];	/* the buffer's key on each link */
 	int32_t tag;
 	uint32_t nreqs;		/* buffers in this receive */
-	uint32_t pad;
+	uint32_t check;		/* verbs_elem_check() of the rest */
 	uint32_t seq;		/* request number + 1: the slot is fresh */
 };
 
@@ -113,6 +113,44 @@ struct ib_fifo_slot {
 };
 
 _Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
+
+/* The receiver's count of posted receives, as it writes it to the sender. */
+struct ib_credit {
+	uint64_t value;
+	uint64_t check;		/* verbs_credit_check(value) */
+};
+
+/*
+ * An RDMA write lands in no defined byte order: Soft-RoCE copies with
+ * string instructions whose stores may become visible out of order, and
+ * PCIe relaxed ordering does the same on hardware.  A reader that polls
+ * memory for a FIFO entry or a credit therefore trusts it only once its
+ * check word matches the rest; a torn one simply reads as "not yet".
+ */
+static inline uint64_t verbs_mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 29);
+}
+
+static inline uint32_t verbs_elem_check(const volatile struct ib_fifo_elem *e)
+{
+	uint64_t h = verbs_mix(0x6e63636c6d657368ULL, e->addr);
+
+	h = verbs_mix(h, e->size);
+	for (int l = 0; l < VERBS_MAX_LINKS; l++)
+		h = verbs_mix(h, e->rkey[l]);
+	h = verbs_mix(h, (uint32_t)e->tag);
+	h = verbs_mix(h, (uint64_t)e->nreqs << 32 | e->seq);
+	return (uint32_t)(h ^ h >> 32);
+}
+
+static inline uint64_t verbs_credit_check(uint64_t value)
+{
+	return ~verbs_mix(0x63726564697473ULL, value);
+}
 
 /* ---- devices ---- */
 
@@ -256,7 +294,7 @@ struct ib_sizes {
  * by the peer, on the receive side the source of those writes). */
 struct ib_fifo {
 	struct ib_fifo_slot slot[VERBS_MAX_REQUESTS];
-	uint64_t credit;
+	struct ib_credit credit;
 	struct verbs_notice note;
 };
 
@@ -289,6 +327,7 @@ struct verbs_comm {
 	uint32_t rem_rkey[VERBS_MAX_LINKS];
 	/* send */
 	uint64_t slot_seq;	/* FIFO slot being consumed */
+	uint64_t credit_seen;	/* the last whole credit the peer wrote */
 	uint8_t used[VERBS_MAX_RECVS];
 	int next_qp;
 	int next_sreq;

@@ -22,7 +22,7 @@
 #include "verbs.h"
 
 #define IB_MAGIC 0x49424654u	/* "IBFT" */
-#define IB_PROTO_VERSION 3	/* 3: close notices */
+#define IB_PROTO_VERSION 4	/* 3: close notices, 4: check words */
 
 /* One link's end; integers big-endian. */
 struct ib_wire_link {
@@ -276,7 +276,7 @@ static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
 			  (is_send ? IBV_ACCESS_REMOTE_WRITE : 0), c->fifo_mr);
 	/* credits must go inline: a later credit must not be read as an
 	 * earlier write's source before the FIFO entries between them land */
-	if (c->max_inline < sizeof(uint64_t))
+	if (c->max_inline < sizeof(struct ib_credit))
 		eager_max = 0;
 	if (eager_max)
 		sizes_len += VERBS_EAGER_SLOTS * sizeof(struct ib_eager_slot);

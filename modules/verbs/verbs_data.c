@@ -196,24 +196,44 @@ void verbs_comm_init_reqs(struct verbs_comm *c)
 
 /* ---- send ---- */
 
-/* The FIFO slot the next send goes to, or NULL while the peer has not
- * posted it (or not all of its buffers). */
-static volatile struct ib_fifo_slot *fifo_ready(struct verbs_comm *c,
-						int *n)
+/*
+ * Copies the FIFO slot the next send goes to into *s: its element count,
+ * 0 while the peer has not posted it (or not all of its buffers, or their
+ * entries have not landed whole).
+ */
+static int fifo_ready(struct verbs_comm *c, struct ib_fifo_slot *s)
 {
-	volatile struct ib_fifo_slot *s =
-		&c->fifo->slot[c->slot_seq % VERBS_MAX_REQUESTS];
+	const volatile struct ib_fifo_elem *e =
+		c->fifo->slot[c->slot_seq % VERBS_MAX_REQUESTS].e;
 	uint32_t want = (uint32_t)(c->slot_seq + 1);
+	int n = 1;
 
-	if (__atomic_load_n(&s->e[0].seq, __ATOMIC_ACQUIRE) != want)
-		return NULL;
-	*n = (int)s->e[0].nreqs;
-	if (*n < 1 || *n > VERBS_MAX_RECVS)
-		return NULL;
-	for (int i = 1; i < *n; i++)
-		if (__atomic_load_n(&s->e[i].seq, __ATOMIC_ACQUIRE) != want)
-			return NULL;
-	return s;
+	for (int i = 0; i < n; i++) {
+		if (__atomic_load_n(&e[i].seq, __ATOMIC_ACQUIRE) != want)
+			return 0;
+		s->e[i] = (struct ib_fifo_elem){
+			.addr = e[i].addr, .size = e[i].size, .tag = e[i].tag,
+			.nreqs = e[i].nreqs, .check = e[i].check, .seq = want,
+		};
+		for (int l = 0; l < VERBS_MAX_LINKS; l++)
+			s->e[i].rkey[l] = e[i].rkey[l];
+		if (s->e[i].check != verbs_elem_check(&s->e[i]) ||
+		    s->e[i].nreqs < 1 || s->e[i].nreqs > VERBS_MAX_RECVS)
+			return 0;
+		n = (int)s->e[0].nreqs;
+	}
+	return n;
+}
+
+/* Receives the peer has posted, as far as its last whole credit says. */
+static uint64_t credit_posted(struct verbs_comm *c)
+{
+	const volatile struct ib_credit *k = &c->fifo->credit;
+	uint64_t value = __atomic_load_n(&k->value, __ATOMIC_ACQUIRE);
+
+	if (k->check == verbs_credit_check(value) && value > c->credit_seen)
+		c->credit_seen = value;
+	return c->credit_seen;
 }
 
 static struct ib_send_req *sreq_get(struct verbs_comm *c, int *idx)
@@ -339,7 +359,7 @@ static int pieces_of(const struct verbs_comm *c, size_t size,
 static int send_post(struct verbs_comm *c, struct ib_send_req *r,
 		     int idx, void *data, size_t size,
 		     const struct verbs_mh *mh,
-		     const volatile struct ib_fifo_elem *e, int slot, int elem)
+		     const struct ib_fifo_elem *e, int slot, int elem)
 {
 	size_t piece;
 	int n = pieces_of(c, size, &piece);
@@ -382,7 +402,7 @@ static int send_post(struct verbs_comm *c, struct ib_send_req *r,
 
 /* Which posted buffer of the slot the tag goes to; -errno if none. */
 static int tag_match(struct verbs_comm *c,
-		     const volatile struct ib_fifo_slot *s, int n, int tag,
+		     const struct ib_fifo_slot *s, int n, int tag,
 		     size_t size)
 {
 	int i;
@@ -407,7 +427,7 @@ static int tag_match(struct verbs_comm *c,
 static int eager_send(struct verbs_comm *c, void *data, size_t size,
 		      int tag, const struct verbs_mh *mh, void **request)
 {
-	uint64_t posted = __atomic_load_n(&c->fifo->credit, __ATOMIC_ACQUIRE);
+	uint64_t posted = credit_posted(c);
 	uint32_t b = (uint32_t)(c->slot_seq % VERBS_EAGER_SLOTS);
 	int qp = c->next_qp, link = verbs_qp_link(c, qp), idx, ret;
 	struct ib_eager_hdr *h;
@@ -466,10 +486,9 @@ static int eager_send(struct verbs_comm *c, void *data, size_t size,
  */
 static int fifo_missing(struct verbs_comm *c, size_t size, int tag)
 {
-	uint64_t posted = __atomic_load_n(&c->fifo->credit, __ATOMIC_ACQUIRE);
-	int n;
+	struct ib_fifo_slot s;
 
-	if (posted <= c->slot_seq || fifo_ready(c, &n))
+	if (credit_posted(c) <= c->slot_seq || fifo_ready(c, &s))
 		return 0;
 	return verbs_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
 			       c->id, c->peer, size, tag, c->eager_max);
@@ -498,7 +517,7 @@ int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 		    void *mhandle, void **request)
 {
 	struct verbs_comm *c = send_comm;
-	const volatile struct ib_fifo_slot *s;
+	struct ib_fifo_slot s;
 	const struct verbs_mh *mh = mhandle;
 	struct ib_send_req *r;
 	int n, elem, idx, ret, slot;
@@ -513,18 +532,18 @@ int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 				       c->id, c->peer, size, data);
 	if (c->eager_max && size <= c->eager_max)
 		return eager_send(c, data, size, tag, mh, request);
-	s = fifo_ready(c, &n);
-	if (!s)
+	n = fifo_ready(c, &s);
+	if (!n)
 		return c->eager_max ? fifo_missing(c, size, tag) : 0;
 	r = sreq_get(c, &idx);
 	if (!r)
 		return 0;
-	elem = tag_match(c, s, n, tag, size);
+	elem = tag_match(c, &s, n, tag, size);
 	if (elem < 0)
 		return elem;
 	slot = (int)(c->slot_seq % VERBS_MAX_REQUESTS);
 	r->in_use = true;
-	ret = send_post(c, r, idx, data, size, mh, &s->e[elem], slot, elem);
+	ret = send_post(c, r, idx, data, size, mh, &s.e[elem], slot, elem);
 	if (ret)
 		return ret;
 	c->used[elem] = 1;
@@ -584,7 +603,8 @@ static int credit_flush(struct verbs_comm *c)
 {
 	int ret;
 
-	c->fifo->credit = c->recv_seq;
+	c->fifo->credit = (struct ib_credit){
+		c->recv_seq, verbs_credit_check(c->recv_seq) };
 	ret = ctrl_write(c, &c->fifo->credit, sizeof(c->fifo->credit),
 			 "credit");
 	if (ret == -ENOMEM)
@@ -635,6 +655,7 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		};
 		for (int l = 0; mh && l < mh->n; l++)
 			f->e[i].rkey[l] = mh->ent[l]->mr->rkey;
+		f->e[i].check = verbs_elem_check(&f->e[i]);
 	}
 	memset(r->pieces, 0, sizeof(r->pieces));
 	memset(r->pieces_done, 0, sizeof(r->pieces_done));
