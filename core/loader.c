@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "layer.h"
 #include "log.h"
 #include "params.h"
 
@@ -277,6 +278,40 @@ static int stub_check(const struct mesh_host *host)
 	return 0;
 }
 
+static int stub_start(void *mctx)
+{
+	(void)mctx;
+	return 0;
+}
+
+/* Only a module with its own route is ever asked (core_layer_module). */
+static int stub_route(void *mctx, int rail, const void *handle,
+		      const char *unreached, void **state, void **send_comm)
+{
+	(void)mctx, (void)rail, (void)handle, (void)unreached, (void)state;
+	*send_comm = NULL;
+	return -EHOSTUNREACH;
+}
+
+static void stub_route_abandon(void *mctx, void *state)
+{
+	(void)mctx, (void)state;
+}
+
+static int stub_routes_to(void *mctx, int rail, const void *handle)
+{
+	(void)mctx, (void)rail, (void)handle;
+	return 0;
+}
+
+static int stub_report(void *mctx, char *buf, size_t cap)
+{
+	(void)mctx;
+	if (cap)
+		buf[0] = '\0';
+	return 0;
+}
+
 /* Reads member m only when the descriptor's size covers it. */
 #define OPTIONAL_OP(ops, d, m, stub) \
 	((ops)->m = MESH_MODULE_HAS(d, m) && (d)->m ? (d)->m : (stub))
@@ -309,6 +344,12 @@ static int fill_ops(struct core_module *mod, const struct mesh_module *d)
 	OPTIONAL_OP(ops, d, iflush, stub_iflush);
 	OPTIONAL_OP(ops, d, reach, stub_reach);
 	OPTIONAL_OP(ops, d, check, stub_check);
+	OPTIONAL_OP(ops, d, start, stub_start);
+	OPTIONAL_OP(ops, d, route, stub_route);
+	OPTIONAL_OP(ops, d, route_abandon, stub_route_abandon);
+	OPTIONAL_OP(ops, d, routes_to, stub_routes_to);
+	OPTIONAL_OP(ops, d, report, stub_report);
+	mod->has_route = ops->route != stub_route;
 	/* Call sites see a descriptor of this core's ABI, all members set. */
 	ops->size = sizeof(*ops);
 	mod->desc = ops;
@@ -374,6 +415,7 @@ static void set_host(struct core_config *cfg, struct core_module *mod)
 		.param_error = host_param_error,
 		.no_devices = host_no_devices,
 	};
+	core_layer_host(&mod->host);
 }
 
 /* Resolves the module's parameters and runs its check: 0 when valid. */

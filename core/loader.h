@@ -35,6 +35,7 @@ struct core_module {
 	char reason[512];
 	bool quiet;			/* only inspected: log nothing */
 	bool in_init;			/* inside check, init or devices */
+	bool has_route;			/* carries what no rail member reaches */
 	int param_errors;		/* from check, through param_error */
 	char said[256];			/* last line it logged in init */
 	char nodev[256];		/* why no devices, from no_devices */

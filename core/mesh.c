@@ -10,9 +10,11 @@
 #include "config.h"
 #include "ctrl.h"
 #include "handle.h"
+#include "layer.h"
 #include "log.h"
 #include "netaddr.h"
 #include "params.h"
+#include "pick.h"
 #include "state.h"
 
 /* ----------------------------------------------------------------- state */
@@ -142,10 +144,14 @@ struct mesh_ctx {
 
 static void teardown(void)
 {
-	core_ctrl_shutdown();
-	core_ctrl_set_auth_key(NULL);
+	/* modules first: a layered one stops using its channels and
+	 * service listeners in fini, before they close */
+	core_layer_unbind(mesh_state);
 	core_state_free(mesh_state);
 	mesh_state = NULL;
+	core_layer_close_services();
+	core_ctrl_shutdown();
+	core_ctrl_set_auth_key(NULL);
 }
 
 int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
@@ -173,6 +179,12 @@ int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 		teardown();	/* the next init reads the config again */
 	if (!err) {
 		core_ctrl_set_auth_key(&mesh_state->auth_key);
+		if (!mesh_refs)
+			err = core_layer_start(mesh_state);
+	}
+	if (err && !mesh_refs && mesh_state)
+		teardown();
+	if (!err) {
 		mesh_refs++;
 		c->comm_id = comm_id;
 		*ctx = c;
@@ -206,6 +218,11 @@ __attribute__((destructor)) static void mesh_unload(void)
 	pthread_mutex_unlock(&mesh_lock);
 }
 
+const struct core_state *mesh_current_state(void)
+{
+	return mesh_state;
+}
+
 int mesh_devices(int *ndev)
 {
 	*ndev = mesh_state ? mesh_state->nrails : 0;
@@ -227,6 +244,7 @@ struct mesh_listen {
 	struct core_conn *conn;
 	const struct core_member *member;
 	void *mcomm;		/* built, waiting for the control flush */
+	struct core_member layered;	/* member when the layer carries it */
 };
 
 /* The port a peer behind the same NAT rules must dial for `port`. */
@@ -364,12 +382,12 @@ static void log_connection(const char *dir, const struct core_rail *rail,
 		  (unsigned long long)mine, (unsigned long long)theirs);
 }
 
-static struct core_comm *comm_new(const struct core_member *m, void *mcomm)
+static struct core_comm *comm_new(const struct mesh_module *d, void *mcomm)
 {
 	struct core_comm *c = malloc(sizeof(*c));
 
 	if (c) {
-		c->desc = m->module->desc;
+		c->desc = d;
 		c->mcomm = mcomm;
 	}
 	return c;
@@ -388,7 +406,7 @@ static int finish_step(const struct core_member *m, struct core_conn *c,
 	if (err == -EAGAIN)
 		err = -ETIMEDOUT;
 	if (!err) {
-		*comm = comm_new(m, *mcomm);
+		*comm = comm_new(d, *mcomm);
 		if (*comm)
 			return 0;
 		err = -ENOMEM;
@@ -436,94 +454,32 @@ struct mesh_connecting {
 	const struct core_member *member;
 	void *mcomm;
 	int dialed;
+	/* no member reaches the peer: the layered module carries it */
+	struct core_module *layer;
+	void *route_state;
+	char unreached[768];
 };
 
-static int handle_lists(const struct core_handle *h, const char *name)
+/* No member of the rail reaches the peer: the layered module (relay) may
+ * still carry the connection, else this is the one line that says why. */
+static int connect_unreached(const struct core_rail *rail,
+			     struct mesh_connecting *cs)
 {
-	uint16_t tag = core_module_tag(name);
+	const char *why = cs->unreached;
+	bool listed = strncmp(why, "no module", 9) != 0;
 
-	for (int i = 0; i < h->nmembers; i++)
-		if (h->members[i] == tag)
-			return 1;
-	return 0;
-}
-
-/* Reasons modules gave for not reaching the peer, for the final line. */
-/* What the members asked so far refused: each member is asked once, though
- * the preference and the rail may both name it. */
-struct refusals {
-	char text[768];
-	size_t len;
-	bool asked[CORE_RAIL_MEMBERS_MAX];
-};
-
-/* Whether member i may serve the peer: listed in its handle and, where the
- * module can tell (reach, ABI 1.2), able to reach its addresses. */
-static bool member_serves(const struct core_rail *rail, int i,
-			  const struct core_handle *h, struct refusals *r)
-{
-	const struct core_member *m = &rail->members[i];
-	const struct mesh_module *d = m->module->desc;
-	char why[512] = "";
-
-	if (r->asked[i])
-		return false;
-	r->asked[i] = true;
-	if (!handle_lists(h, d->name))
-		return false;
-	if (!d->reach(m->module->mctx, m->dev, h->addrs, h->naddrs, why,
-		      sizeof(why)))
-		return true;
-	if (r->len < sizeof(r->text))
-		r->len += (size_t)snprintf(r->text + r->len,
-					   sizeof(r->text) - r->len, "; %s: %s",
-					   d->name, why[0] ? why : "unreachable");
-	return false;
-}
-
-static const struct core_member *choose_member(const struct core_rail *rail,
-					       const struct core_handle *h)
-{
-	enum core_path_class cls = core_path_class(
-		rail->fabric_id, h->fabric_id, mesh_state->max_rails);
-	const char *const *pref;
-	int npref = core_path_preference(mesh_state->cfg, cls, &pref);
-	struct refusals refused = { .len = 0 };
-	char members[256] = "";
-	size_t len = 0;
-
-	for (int i = 0; i < npref; i++) {
-		const struct core_member *m = core_rail_member(rail, pref[i]);
-
-		if (m && member_serves(rail, (int)(m - rail->members), h,
-				       &refused))
-			return m;
+	cs->layer = core_layer_module(mesh_state);
+	if (cs->layer) {
+		CORE_INFO("connect %s: %s%s; %s carries it", rail->name,
+			  listed ? "no module reaches the peer directly: " : "",
+			  why, cs->layer->name);
+		return 0;
 	}
-	/* Inside a DC any shared module will do, listed or not (a new
-	 * module works without editing the list); across DCs only those
-	 * the operator named. */
-	for (int i = 0; cls == CORE_PATH_SAME_DC && i < rail->nmembers; i++)
-		if (member_serves(rail, i, h, &refused))
-			return &rail->members[i];
-	if (refused.len) {
-		CORE_WARN("connect %s: no module reaches the peer%s",
-			  rail->name, refused.text);
-		return NULL;
-	}
-	for (int i = 0; i < rail->nmembers; i++)
-		len += (size_t)snprintf(members + len, sizeof(members) - len,
-					"%s%s", i ? "," : "",
-					rail->members[i].module->name);
-	CORE_WARN("connect %s: no module serves a %s peer (fabricId %llu -> "
-		  "%llu): this rail has [%s], the preference for %s lists %d "
-		  "module(s), and the peer must have the same one%s",
-		  rail->name, core_path_class_name(cls),
-		  (unsigned long long)rail->fabric_id,
-		  (unsigned long long)h->fabric_id, members,
-		  core_path_class_name(cls), npref,
-		  cls == CORE_PATH_DISCONNECTED ?
-			  "; disconnected peers need the relay module" : "");
-	return NULL;
+	CORE_WARN("connect %s: %s%s%s", rail->name,
+		  listed ? "no module reaches the peer: " : "", why,
+		  "; a peer that no link joins needs the relay module in "
+		  "'modules'");
+	return -ENOPROTOOPT;	/* the two hosts' modules or links differ */
 }
 
 static int connect_start(const struct core_rail *rail, const uint8_t *handle,
@@ -542,15 +498,25 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return -ENOMEM;
-	cs->member = choose_member(rail, &h);
+	cs->layer = core_layer_module(mesh_state);
+	if (cs->layer && cs->layer->desc->routes_to(cs->layer->mctx,
+						    rail->rail, handle))
+		snprintf(cs->unreached, sizeof(cs->unreached),
+			 "no module: the config routes the peer through %s",
+			 cs->layer->name);
+	else
+		cs->member = core_pick_member(mesh_state, rail, &h,
+					      cs->unreached,
+					      sizeof(cs->unreached));
 	if (!cs->member) {
-		free(cs);
-		return -ENOPROTOOPT;	/* the two hosts' modules differ */
+		err = connect_unreached(rail, cs);
+	} else {
+		cs->layer = NULL;
+		err = core_ctrl_dial(&h, rail->props.addrs, rail->props.naddrs,
+				     core_module_tag(cs->member->module->name),
+				     rail->fabric_id,
+				     mesh_state->connect_timeout_ms, &cs->conn);
 	}
-	err = core_ctrl_dial(&h, rail->props.addrs, rail->props.naddrs,
-			     core_module_tag(cs->member->module->name),
-			     rail->fabric_id, mesh_state->connect_timeout_ms,
-			     &cs->conn);
 	if (err) {
 		free(cs);
 		return err;
@@ -561,19 +527,49 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 
 static void connecting_free(struct mesh_connecting *cs)
 {
-	const struct mesh_module *d = cs->member->module->desc;
-
-	if (!cs->mcomm)
-		d->abandon(cs->member->module->mctx, &cs->conn->ctrl);
+	if (cs->layer) {
+		if (cs->route_state)
+			cs->layer->desc->route_abandon(cs->layer->mctx,
+						       cs->route_state);
+	} else if (!cs->mcomm) {
+		cs->member->module->desc->abandon(cs->member->module->mctx,
+						  &cs->conn->ctrl);
+	}
 	core_conn_free(cs->conn);
 	free(cs);
 }
 
+/* The layered module's route: it logs its own errors and the route. */
+static int route_step(const struct core_rail *rail,
+		      struct mesh_connecting *cs, const void *handle,
+		      void **send_comm)
+{
+	const struct mesh_module *d = cs->layer->desc;
+	void *mcomm = NULL;
+	int err = d->route(cs->layer->mctx, rail->rail, handle, cs->unreached,
+			   &cs->route_state, &mcomm);
+
+	if (err == -EAGAIN)
+		return 0;
+	if (!err && mcomm) {
+		cs->route_state = NULL;	/* the comm took it */
+		*send_comm = comm_new(d, mcomm);
+		if (!*send_comm) {
+			d->close_send(mcomm);
+			return -ENOMEM;
+		}
+	}
+	return err;
+}
+
 static int connect_step(const struct core_rail *rail,
-			struct mesh_connecting *cs, void **send_comm)
+			struct mesh_connecting *cs, const void *handle,
+			void **send_comm)
 {
 	int err;
 
+	if (cs->layer)
+		return route_step(rail, cs, handle, send_comm);
 	if (!cs->dialed) {
 		err = core_ctrl_dial_progress(cs->conn);
 		if (err == -EAGAIN)
@@ -615,7 +611,7 @@ int mesh_connect(void *ctx, int dev, void *handle, void **send_comm)
 			return err;
 		memcpy(slot, &cs, sizeof(cs));
 	}
-	err = connect_step(rail, cs, send_comm);
+	err = connect_step(rail, cs, handle, send_comm);
 	if (err || *send_comm) {
 		if (*send_comm)
 			cs->mcomm = NULL;	/* now owned by the comm */
@@ -634,6 +630,20 @@ static const struct core_member *member_by_tag(const struct core_rail *rail,
 	return NULL;
 }
 
+/* A connection a layered module set up (a relay's last leg): its accept
+ * gets the rail as its device. */
+static const struct core_member *layered_by_tag(struct mesh_listen *ml,
+						uint16_t tag)
+{
+	struct core_module *layer = core_layer_module(mesh_state);
+
+	if (!layer || core_module_tag(layer->name) != tag)
+		return NULL;
+	ml->layered = (struct core_member){ .module = layer,
+					    .dev = ml->rail->rail };
+	return &ml->layered;
+}
+
 int mesh_accept(void *listen_comm, void **recv_comm)
 {
 	struct mesh_listen *ml = listen_comm;
@@ -646,6 +656,8 @@ int mesh_accept(void *listen_comm, void **recv_comm)
 		if (err)
 			return err == -EAGAIN ? 0 : err;
 		ml->member = member_by_tag(ml->rail, ml->conn->module_tag);
+		if (!ml->member)
+			ml->member = layered_by_tag(ml, ml->conn->module_tag);
 		if (!ml->member) {
 			CORE_WARN("accept %s: %s asked for a module this rail "
 				  "does not have (different module lists on "

@@ -22,6 +22,9 @@ int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
 int mesh_finalize(void *ctx);
 int mesh_devices(int *ndev);
 const struct core_rail *mesh_rail(int dev);
+/* The state between the first init and the last finalize (meshrelay). */
+struct core_state;
+const struct core_state *mesh_current_state(void);
 int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm);
 int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
 int mesh_accept(void *listen_comm, void **recv_comm);

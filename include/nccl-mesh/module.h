@@ -22,6 +22,9 @@
  * 1.2: mesh_ctrl.peer_addrs/npeer_addrs, mesh_module.reach.
  * 1.3: parameter types PORT_RANGE, ADDR_LIST, PORT_MAP; mesh_host.param_error
  *      and mesh_host.no_devices; mesh_module.check.
+ * 1.4: layering: struct mesh_leg, the mesh_host leg_*, dial*, ctrl_close
+ *      and serve* services; mesh_module.start, route, route_abandon,
+ *      routes_to and report.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -47,6 +50,18 @@
  * in parallel.  host->log may be called from any thread; param_* and
  * param_error from check and init (their values stay valid until fini);
  * no_devices from init and devices only.
+ *
+ * Layering (1.4).  A module may drive the other loaded modules: the host's
+ * leg_* services hand it another module's device (its descriptor with
+ * every operation filled, the same instance the core loaded), dial and
+ * serve_accept give it control channels to hosts other than the NCCL peer.
+ * These services work from start on, never from check or init, from any
+ * thread; what the module then calls on a leg module follows that module's
+ * rules above (one thread per comm at a time).  start runs once, under the
+ * init lock, in processes that carry traffic (the plugin after its first
+ * init, meshrelay), never in meshinfo --check.  route and route_abandon
+ * come from the threads NCCL connects on, like connect.  report may be
+ * called from any thread at any time after start.
  */
 #ifndef NCCL_MESH_MODULE_H
 #define NCCL_MESH_MODULE_H
@@ -55,7 +70,7 @@
 #include <stdint.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 3
+#define MESH_MODULE_ABI_MINOR 4
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -142,6 +157,9 @@ struct mesh_param {
 	const char *help;	/**< one sentence */
 };
 
+struct mesh_ctrl;
+struct mesh_leg;
+
 /** Services the core gives a module.  One instance per module. */
 struct mesh_host {
 	uint32_t abi_version;
@@ -172,6 +190,45 @@ struct mesh_host {
 	 */
 	void (*no_devices)(const struct mesh_host *host, const char *fmt, ...)
 		__attribute__((format(printf, 2, 3)));
+	/* ABI 1.4: layering, from start on (see the top of this file). */
+	/**
+	 * The device that reaches a peer advertising these addresses: on
+	 * `rail` (-1: any rail), by the config's preference for the path
+	 * class, asking each module's reach.  0, or -EHOSTUNREACH with every
+	 * module's reason in why.
+	 */
+	int (*leg_to_addrs)(const struct mesh_host *host, int rail,
+			    const struct mesh_addr *peer, int npeer,
+			    struct mesh_leg *leg, char *why, size_t cap);
+	/** The same for the peer of an NCCL listen handle (128 bytes). */
+	int (*leg_to_handle)(const struct mesh_host *host, int rail,
+			     const void *handle, struct mesh_leg *leg,
+			     char *why, size_t cap);
+	/** The member of `rail` from module `name`: -ENOENT when none. */
+	int (*leg_of_rail)(const struct mesh_host *host, int rail,
+			   const char *name, struct mesh_leg *leg);
+	/**
+	 * Opens a control channel, authenticated with the core's key, with
+	 * this module's tag: to the NCCL listen of `handle` (its accept then
+	 * runs this module's accept), or with handle NULL to the module's
+	 * service (serve) at one of addrs.  Progress with dial_progress.
+	 */
+	int (*dial)(const struct mesh_host *host, const struct mesh_addr *addrs,
+		    int naddrs, const void *handle, struct mesh_ctrl **ctrl);
+	/** 0 once connected, -EAGAIN before, else fails with why. */
+	int (*dial_progress)(const struct mesh_host *host,
+			     struct mesh_ctrl *ctrl, char *why, size_t cap);
+	/** Closes a channel from dial or serve_accept, and its streams. */
+	void (*ctrl_close)(const struct mesh_host *host, struct mesh_ctrl *ctrl);
+	/**
+	 * Listens for this module's service on `port` (all addresses), behind
+	 * the same gate and key as the NCCL listeners.  -EADDRINUSE when
+	 * another process serves it.
+	 */
+	int (*serve)(const struct mesh_host *host, int port);
+	/** The next authenticated channel to the service; -EAGAIN if none. */
+	int (*serve_accept)(const struct mesh_host *host,
+			    struct mesh_ctrl **ctrl);
 };
 
 /**
@@ -201,6 +258,19 @@ struct mesh_ctrl {
 	 *  (with prefix_len and port); accepting side: NULL and 0. */
 	const struct mesh_addr *peer_addrs;
 	int npeer_addrs;
+};
+
+/**
+ * One device of another loaded module, for a module that layers over it
+ * (ABI 1.4).  module has every operation filled (none is NULL); pass mctx
+ * and dev to its connect and accept.
+ */
+struct mesh_leg {
+	const struct mesh_module *module;
+	void *mctx;
+	int dev;			/**< the module's own device index */
+	int rail;			/**< the NCCL device (rail) it serves */
+	const struct mesh_dev_props *props;
 };
 
 /**
@@ -269,6 +339,29 @@ struct mesh_module {
 	 * param_error per broken rule.
 	 */
 	int (*check)(const struct mesh_host *host);
+	/* ABI 1.4 */
+	/** Optional: the rails are built; layering services work from now. */
+	int (*start)(void *mctx);
+	/**
+	 * Optional: carry a connection to the listener of `handle` that no
+	 * other module on `rail` reaches (unreached says why).  Progress as
+	 * connect, in-progress state in *state.  The peer's core runs this
+	 * module's accept, with dev = the rail, on a channel the module
+	 * opened with dial.  -EHOSTUNREACH (logged) when it cannot.
+	 */
+	int (*route)(void *mctx, int rail, const void *handle,
+		     const char *unreached, void **state, void **send_comm);
+	/** Drop the state of a route that will not finish. */
+	void (*route_abandon)(void *mctx, void *state);
+	/**
+	 * Optional: 1 when the config sends connections to the listener of
+	 * `handle` through this module's route even where a rail member
+	 * would reach it (explicit routes: a default route that does not
+	 * forward), 0 otherwise.  Asked before any rail member.
+	 */
+	int (*routes_to)(void *mctx, int rail, const void *handle);
+	/** Optional: counters as text, e.g. bytes per leg. */
+	int (*report)(void *mctx, char *buf, size_t cap);
 };
 
 /** Nonzero when descriptor d (of any minor) has member m. */
@@ -279,5 +372,11 @@ struct mesh_module {
 #define MESH_MODULE_SIZE_1_0 offsetof(struct mesh_module, reach)
 /** Size of a module descriptor of ABI 1.2 (before check). */
 #define MESH_MODULE_SIZE_1_2 offsetof(struct mesh_module, check)
+/** Size of a module descriptor of ABI 1.3 (before start). */
+#define MESH_MODULE_SIZE_1_3 offsetof(struct mesh_module, start)
+
+/** Nonzero when host h (of any minor) offers service m. */
+#define MESH_HOST_HAS(h, m) \
+	((h)->size >= offsetof(struct mesh_host, m) + sizeof((h)->m))
 
 #endif
