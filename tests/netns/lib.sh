@@ -430,3 +430,191 @@ xdc_show_logs() {
 xdc_log_has() {
 	grep -Eq -- "$3" "$NETNS_TMP/$1.$2"
 }
+
+# ------------------------------------------------------------ bootstrap
+
+# netns_tcp_bridge FROM PORT TO TO_PORT: 127.0.0.1:PORT in namespace FROM
+# leads to 127.0.0.1:TO_PORT in namespace TO, through a unix socket in
+# NETNS_TMP.  For out-of-band channels (meshperf's bootstrap, NCCL's own in
+# a real job) between namespaces that the network under test must not
+# join by itself.  Both halves run until the cleanup.
+netns_tcp_bridge() {
+	local from=$1 port=$2 to=$3 to_port=$4 sock
+
+	sock=$NETNS_TMP/bridge-$from-$port.sock
+	# shellcheck disable=SC2016 # python, not shell
+	local py='
+import socket, sys, threading
+mode, lsn, dst = sys.argv[1:4]
+
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+if mode == "unix":
+    ls = socket.socket(socket.AF_UNIX)
+    ls.bind(lsn)
+    dial = lambda: socket.create_connection(("127.0.0.1", int(dst)))
+else:
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", int(lsn)))
+    def dial():
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(dst)
+        return s
+ls.listen(16)
+while True:
+    c, _ = ls.accept()
+    try:
+        d = dial()
+    except OSError:
+        c.close()
+        continue
+    for x, y in ((c, d), (d, c)):
+        threading.Thread(target=pump, args=(x, y), daemon=True).start()
+'
+	netns_spawn "$to" "$NETNS_TMP/bridge-$to-$to_port.log" \
+		python3 -c "$py" unix "$sock" "$to_port"
+	for _ in $(seq 100); do
+		[ -S "$sock" ] && break
+		sleep 0.05
+	done
+	[ -S "$sock" ] || netns_die "bridge to $to:$to_port did not start"
+	netns_spawn "$from" "$NETNS_TMP/bridge-$from-$port.log" \
+		python3 -c "$py" tcp "$port" "$sock"
+	netns_wait_listen "$from" "$port" 10 ||
+		netns_die "bridge in $from on port $port did not listen"
+}
+
+# ------------------------------------------------------ relay topology
+#
+# Two DCs that only their gateways join (relay scenario):
+#
+#   a0 10.0.0.11 --+                                        +-- b0 10.1.0.11
+#                  br0 g0 192.168.100.1 ==== 192.168.100.2 g1 br0
+#   a1 10.0.0.12 --+  10.0.0.1                      10.1.0.1  +-- b1 10.1.0.12
+#
+# The gateways do not forward (ip_forward=0): a host's default route leads
+# to its gateway and ends there, so only a relay on the gateways carries
+# traffic between the DCs.  From the link, each gateway's firewall takes
+# only replies and a port mapping, as a NAT router in front of it would:
+# RELAY_EXT_PORT to the relay port, and 50000-50009 to 40000-40009 (the
+# plugin's port range and meshperf's bootstrap).
+
+declare -gA RELAY_IP=([a0]=10.0.0.11 [a1]=10.0.0.12 [b0]=10.1.0.11
+		      [b1]=10.1.0.12 [g0]=10.0.0.1 [g1]=10.1.0.1)
+declare -gA RELAY_EXT=([g0]=192.168.100.1 [g1]=192.168.100.2)
+# shellcheck disable=SC2034 # for the scripts that source this
+declare -gA RELAY_GW=([a0]=g0 [a1]=g0 [b0]=g1 [b1]=g1)
+RELAY_PORT=29400	# relay.port in tests/netns/relay.conf
+RELAY_EXT_PORT=39400	# where the other gateway dials it
+
+# relay_gateway G DC_OCTET HOST...
+relay_gateway() {
+	local g=$1 dc=$2 ext=${RELAY_EXT[$1]} h k ports=()
+
+	shift 2
+	for h in "$@"; do
+		netns_veth "$h" "lan-$h" "$g" "p-$h"
+		ports+=("p-$h")
+		netns_addr "$h" "lan-$h" "${RELAY_IP[$h]}/24"
+		netns_route "$h" default "${RELAY_IP[$g]}"
+	done
+	netns_bridge "$g" br0 "${ports[@]}"
+	netns_addr "$g" br0 "${RELAY_IP[$g]}/24"
+	netns_addr "$g" ext "$ext/24"
+	nsx "$g" sysctl -qw net.ipv4.ip_forward=0
+
+	netns_ipt "$g" -t nat -A PREROUTING -i ext -p tcp -d "$ext" \
+		--dport "$RELAY_EXT_PORT" -j DNAT \
+		--to-destination "$ext:$RELAY_PORT"
+	for ((k = 0; k < 10; k++)); do
+		netns_ipt "$g" -t nat -A PREROUTING -i ext -p tcp -d "$ext" \
+			--dport $((50000 + k)) -j DNAT \
+			--to-destination "$ext:$((40000 + k))"
+	done
+	netns_ipt "$g" -A INPUT -i ext -m conntrack \
+		--ctstate ESTABLISHED,RELATED,DNAT -j ACCEPT
+	netns_ipt "$g" -A INPUT -i ext -p icmp -j ACCEPT
+	netns_ipt "$g" -A INPUT -i ext -j DROP
+}
+
+# relay_topology [RATE [DELAY]]: builds it; with RATE the link is shaped
+# in both directions (netns_shape).
+relay_topology() {
+	netns_add a0 a1 b0 b1 g0 g1
+	netns_veth g0 ext g1 ext
+	relay_gateway g0 0 a0 a1
+	relay_gateway g1 1 b0 b1
+	if [ -n "${1:-}" ]; then
+		netns_shape g0 ext "$1" "${2:-}"
+		netns_shape g1 ext "$1" "${2:-}"
+	fi
+}
+
+# Set by the caller: MESHPERF, MESHRELAY, PLUGIN, MODULE_DIR, CONF; extra
+# environment words in XDC_ENV (every process), XDC_SERVER_ENV and
+# XDC_CLIENT_ENV (meshperf), RELAY_ENV (meshrelay).
+RELAY_ENV=()
+
+# relay_meshrelay_start G: meshrelay on gateway G, logging to
+# $NETNS_TMP/meshrelay-G; waits until it serves.
+relay_meshrelay_start() {
+	local g=$1
+
+	netns_spawn "$g" "$NETNS_TMP/meshrelay-$g" env NCCL_MESH_HOSTNAME="$g" \
+		NCCL_MESH_RELAY_NAME="$g" NCCL_MESH_CONF="$CONF" \
+		NCCL_MESH_MODULE_PATH="$MODULE_DIR" NCCL_DEBUG=INFO \
+		"${XDC_ENV[@]}" "${RELAY_ENV[@]}" \
+		"$MESHRELAY" --config "$CONF"
+	netns_wait_listen "$g" "$RELAY_PORT" 15 || {
+		cat "$NETNS_TMP/meshrelay-$g" >&2
+		netns_die "meshrelay on $g does not serve port $RELAY_PORT"
+	}
+}
+
+# relay_meshperf_start SERVER CLIENT TAG BOOT_PORT [meshperf args...]: as
+# xdc_meshperf_start, but the bootstrap goes through a netns_tcp_bridge
+# on BOOT_PORT (one per concurrent run), so that only the plugin's own
+# connections use the network.  A client's BOOT_PORT always leads to the
+# same server host.
+declare -gA RELAY_BRIDGE=()
+relay_meshperf_start() {
+	local srv=$1 cli=$2 tag=$3 port=$4
+
+	shift 4
+	netns_spawn "$srv" "$NETNS_TMP/$tag.server" env \
+		NCCL_MESH_HOSTNAME="$srv" NCCL_MESH_RELAY_NAME="$srv" \
+		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR" \
+		NCCL_DEBUG=INFO \
+		"${XDC_ENV[@]}" "${XDC_SERVER_ENV[@]}" \
+		"$MESHPERF" --server --port "$port" --plugin "$PLUGIN" "$@"
+	XDC_SPID=$NETNS_LAST_PID
+	netns_wait_listen "$srv" "$port" 10 ||
+		netns_die "$tag: meshperf server in $srv did not listen"
+	case ${RELAY_BRIDGE[$cli:$port]:-} in
+	"") netns_tcp_bridge "$cli" "$port" "$srv" "$port"
+	    RELAY_BRIDGE[$cli:$port]=$srv ;;
+	"$srv") ;;
+	*) netns_die "$tag: bootstrap port $port of $cli leads to ${RELAY_BRIDGE[$cli:$port]}" ;;
+	esac
+	netns_spawn "$cli" "$NETNS_TMP/$tag.client" env \
+		NCCL_MESH_HOSTNAME="$cli" NCCL_MESH_RELAY_NAME="$cli" \
+		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR" \
+		NCCL_DEBUG=INFO \
+		"${XDC_ENV[@]}" "${XDC_CLIENT_ENV[@]}" \
+		"$MESHPERF" --client 127.0.0.1 --port "$port" \
+		--plugin "$PLUGIN" "$@"
+	XDC_CPID=$NETNS_LAST_PID
+}
