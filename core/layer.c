@@ -225,6 +225,26 @@ static int dial_progress(const struct mesh_host *host, struct mesh_ctrl *ctrl,
 	return err;
 }
 
+static int ctrl_flush(const struct mesh_host *host, struct mesh_ctrl *ctrl)
+{
+	(void)host;
+	return core_ctrl_flush((struct core_conn *)ctrl);
+}
+
+static int handle_addrs(const struct mesh_host *host, const void *handle,
+			struct mesh_addr *addrs, int max)
+{
+	struct core_handle h;
+	const char *bad;
+
+	(void)host;
+	if (core_handle_decode(handle, &h, &bad))
+		return -EINVAL;
+	for (int i = 0; i < h.naddrs && i < max; i++)
+		addrs[i] = h.addrs[i];
+	return h.naddrs < max ? h.naddrs : max;
+}
+
 static void ctrl_close(const struct mesh_host *host, struct mesh_ctrl *ctrl)
 {
 	(void)host;
@@ -291,6 +311,8 @@ void core_layer_host(struct mesh_host *host)
 	host->leg_of_rail = leg_of_rail;
 	host->dial = dial;
 	host->dial_progress = dial_progress;
+	host->ctrl_flush = ctrl_flush;
+	host->handle_addrs = handle_addrs;
 	host->ctrl_close = ctrl_close;
 	host->serve = serve;
 	host->serve_accept = serve_accept;

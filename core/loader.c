@@ -485,6 +485,15 @@ static void init_module(struct core_config *cfg, struct core_module *mod)
 	}
 	err = mod->desc->devices(mod->mctx, &mod->ndevs);
 	mod->in_init = false;
+	/* a layered module carries connections over the others' devices:
+	 * none of its own is its normal state */
+	if (!err && mod->ndevs == 0 && mod->has_route) {
+		mod->status = CORE_MODULE_READY;
+		CORE_INFO("module %s %s from %s: layered over the other "
+			  "modules", mod->name, mod->desc->version ?
+			  mod->desc->version : "", mod->path);
+		return;
+	}
 	if (err || mod->ndevs <= 0) {
 		if (err && !mod->nodev[0])
 			snprintf(mod->nodev, sizeof(mod->nodev),

@@ -22,8 +22,8 @@
  * 1.2: mesh_ctrl.peer_addrs/npeer_addrs, mesh_module.reach.
  * 1.3: parameter types PORT_RANGE, ADDR_LIST, PORT_MAP; mesh_host.param_error
  *      and mesh_host.no_devices; mesh_module.check.
- * 1.4: layering: struct mesh_leg, the mesh_host leg_*, dial*, ctrl_close
- *      and serve* services; mesh_module.start, route, route_abandon,
+ * 1.4: layering: struct mesh_leg, the mesh_host leg_*, dial*, ctrl_*,
+ *      handle_addrs and serve* services; mesh_module.start, route, route_abandon,
  *      routes_to and report.
  *
  * Optional members.  The core reads a descriptor member only when the
@@ -218,6 +218,12 @@ struct mesh_host {
 	/** 0 once connected, -EAGAIN before, else fails with why. */
 	int (*dial_progress)(const struct mesh_host *host,
 			     struct mesh_ctrl *ctrl, char *why, size_t cap);
+	/** 0 once everything queued on ctrl was written, -EAGAIN before. */
+	int (*ctrl_flush)(const struct mesh_host *host, struct mesh_ctrl *ctrl);
+	/** The addresses an NCCL listen handle advertises (at most max);
+	 *  their count, or -EINVAL for what is not a handle. */
+	int (*handle_addrs)(const struct mesh_host *host, const void *handle,
+			    struct mesh_addr *addrs, int max);
 	/** Closes a channel from dial or serve_accept, and its streams. */
 	void (*ctrl_close)(const struct mesh_host *host, struct mesh_ctrl *ctrl);
 	/**

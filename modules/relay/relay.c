@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The relay module: its parameters, its life, the origin's route and the
+ * destination's accept.  It has no device of its own: the core hands it
+ * the connections no rail member reaches (module.h, layering).
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netaddr.h"
+#include "relay_comm.h"
+#include "relay_hop.h"
+#include "relay_wire.h"
+
+const struct mesh_host *relay_host;
+
+int relay_serve_start(struct relay_ctx *x);
+void relay_serve_stop(struct relay_ctx *x);
+int relay_serve_report(struct relay_ctx *x, char *buf, size_t cap);
+
+static const struct mesh_param relay_params[] = {
+	{ "name", MESH_PARAM_STR, "", 0, 0,
+	  "This host's name among the relays; empty: the short hostname." },
+	{ "port", MESH_PARAM_INT, "29400", 1, 65535,
+	  "Port this host's relay serves (one process per host takes it)." },
+	{ "serve", MESH_PARAM_BOOL, "true", 0, 0,
+	  "Relay for others from this process when the port is free." },
+	{ "relays", MESH_PARAM_LIST, "", 0, 0,
+	  "Hosts that relay: \"NAME ADDR[:PORT] ...\" each." },
+	{ "members", MESH_PARAM_LIST, "", 0, 0,
+	  "The cluster, as ADDR or ADDR/PREFIX: the only destinations a relay forwards to." },
+	{ "routes", MESH_PARAM_LIST, "", 0, 0,
+	  "Explicit routes, \"PREFIX via NAME [NAME...]\": used even where a module claims to reach." },
+	{ "max_hops", MESH_PARAM_INT, "4", 1, RELAY_HOPS_MAX - 1,
+	  "Most relays one connection passes through." },
+	{ "chunk_size", MESH_PARAM_SIZE, "1M", 64 * 1024, 64 << 20,
+	  "Size of the pieces a message is forwarded in, and of each bounce buffer." },
+	{ "chunks", MESH_PARAM_INT, "8", 2, 256,
+	  "Bounce buffers per relayed connection at a relay (pieces in flight)." },
+	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, 1 << 20,
+	  "Messages up to this size travel inside their header (host memory only)." },
+	{ "timeout_ms", MESH_PARAM_INT, "30000", 100, 3600000,
+	  "Time one hop of a route may take to be set up." },
+	{ NULL, 0, NULL, 0, 0, NULL },
+};
+
+static int relay_check(const struct mesh_host *host)
+{
+	struct relay_conf c;
+	int err = relay_conf_read(host, &c, true);
+
+	relay_conf_free(&c);
+	return err;
+}
+
+static int relay_init(const struct mesh_host *host, void **mctx)
+{
+	struct relay_ctx *x = calloc(1, sizeof(*x));
+	int err;
+
+	if (!x)
+		return -ENOMEM;
+	relay_host = host;
+	err = relay_conf_read(host, &x->conf, false);
+	if (err) {
+		relay_conf_free(&x->conf);
+		free(x);
+		return err;
+	}
+	pthread_mutex_init(&x->lock, NULL);
+	*mctx = x;
+	return 0;
+}
+
+static void relay_fini(void *mctx)
+{
+	struct relay_ctx *x = mctx;
+
+	relay_serve_stop(x);
+	pthread_mutex_destroy(&x->lock);
+	relay_conf_free(&x->conf);
+	free(x);
+}
+
+static int relay_devices(void *mctx, int *ndev)
+{
+	(void)mctx;
+	*ndev = 0;	/* it carries connections over the others' */
+	return 0;
+}
+
+static int relay_get_properties(void *mctx, int dev,
+				struct mesh_dev_props *props)
+{
+	(void)mctx, (void)dev, (void)props;
+	return -ENODEV;
+}
+
+static int relay_start(void *mctx)
+{
+	struct relay_ctx *x = mctx;
+
+	return x->conf.serve ? relay_serve_start(x) : 0;
+}
+
+static int relay_report(void *mctx, char *buf, size_t cap)
+{
+	return relay_serve_report(mctx, buf, cap);
+}
+
+/* ---- the origin ---- */
+
+static void dest_text(const void *handle, char *buf, size_t cap)
+{
+	struct mesh_addr a[4];
+	int n = relay_host->handle_addrs(relay_host, handle, a, 4);
+
+	if (n > 0)
+		mesh_addr_str(&a[0], buf, cap);
+	else
+		snprintf(buf, cap, "?");
+}
+
+static int relay_routes_to(void *mctx, int rail, const void *handle)
+{
+	struct relay_ctx *x = mctx;
+	struct mesh_addr a[16];
+	int n = relay_host->handle_addrs(relay_host, handle, a, 16);
+
+	(void)rail;
+	return n > 0 && relay_conf_route(&x->conf, a, n) != NULL;
+}
+
+static struct relay_hop *route_begin(struct relay_ctx *x, const void *handle)
+{
+	struct relay_hop *h = malloc(sizeof(*h));
+	struct relay_msg *m = calloc(1, sizeof(*m));
+	const struct relay_route *r;
+	struct mesh_addr a[16];
+	int n = relay_host->handle_addrs(relay_host, handle, a, 16);
+
+	if (!h || !m) {
+		free(h);
+		free(m);
+		return NULL;
+	}
+	m->type = RELAY_MSG_REQ;
+	m->hops_left = x->conf.max_hops;
+	memcpy(m->handle, handle, RELAY_HANDLE_BYTES);
+	snprintf(m->origin, sizeof(m->origin), "%s", x->conf.name);
+	snprintf(m->visited[m->nvisited++], RELAY_NAME_MAX, "%s",
+		 x->conf.name);
+	r = n > 0 ? relay_conf_route(&x->conf, a, n) : NULL;
+	for (int i = 0; r && i < r->nvia; i++)
+		snprintf(m->path[m->npath++], RELAY_NAME_MAX, "%s", r->via[i]);
+	relay_hop_init(h, x, m);
+	/* the core asked because no member reaches it, or a route says
+	 * not to: no direct attempt from here */
+	h->direct_tried = true;
+	free(m);
+	return h;
+}
+
+static int relay_route(void *mctx, int rail, const void *handle,
+		       const char *unreached, void **state, void **send_comm)
+{
+	struct relay_ctx *x = mctx;
+	struct relay_hop *h = *state;
+	char dest[MESH_ADDR_STRLEN], route[RELAY_ROUTE_MAX + 8];
+	struct relay_comm *c;
+	int err;
+
+	(void)rail, (void)unreached;
+	*send_comm = NULL;
+	if (!h) {
+		h = route_begin(x, handle);
+		if (!h)
+			return -ENOMEM;
+		*state = h;
+	}
+	err = relay_hop_step(h);
+	if (err == -EAGAIN)
+		return 0;
+	dest_text(handle, dest, sizeof(dest));
+	if (err) {
+		MESH_WARN("connect to %s: no relay carries the connection: %s",
+			  dest, h->tried[0] ? h->tried :
+			  "'relays' lists no other relay");
+		relay_hop_free(h);
+		free(h);
+		*state = NULL;
+		return -EHOSTUNREACH;
+	}
+	snprintf(route, sizeof(route), "via %s", h->route);
+	c = relay_comm_new(x, &h->leg, h->comm, true, h->flags, dest, route);
+	if (!c) {
+		h->leg.module->close_send(h->comm);
+		err = -ENOMEM;
+	} else {
+		MESH_INFO("send comm %u to %s: %s", c->id, dest, route);
+	}
+	free(h);
+	*state = NULL;
+	*send_comm = c;
+	return err;
+}
+
+static void relay_route_abandon(void *mctx, void *state)
+{
+	(void)mctx;
+	if (state) {
+		relay_hop_free(state);
+		free(state);
+	}
+}
+
+static int relay_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
+			 void **send_comm)
+{
+	(void)mctx, (void)dev, (void)ctrl;
+	*send_comm = NULL;
+	return -EOPNOTSUPP;	/* relay has no rail of its own */
+}
+
+/* ---- the destination ---- */
+
+/*
+ * The destination's accept runs on the core's channel from the last relay;
+ * the leg's module runs its own accept on the same channel, so it gets a
+ * proxy whose module_state is its own.
+ */
+struct relay_accepting {
+	struct mesh_ctrl proxy;		/* first: the leg module's ctrl */
+	struct mesh_ctrl *outer;
+	bool ready_sent;
+	struct relay_msg last;
+	struct mesh_leg leg;
+};
+
+static struct relay_accepting *of_proxy(struct mesh_ctrl *p)
+{
+	return (struct relay_accepting *)p;
+}
+
+static int proxy_send(struct mesh_ctrl *p, const void *msg, size_t len)
+{
+	return of_proxy(p)->outer->send(of_proxy(p)->outer, msg, len);
+}
+
+static int proxy_recv(struct mesh_ctrl *p, void *buf, size_t cap)
+{
+	return of_proxy(p)->outer->recv(of_proxy(p)->outer, buf, cap);
+}
+
+static int proxy_stream(struct mesh_ctrl *p, int index, int *fd)
+{
+	return of_proxy(p)->outer->stream(of_proxy(p)->outer, index, fd);
+}
+
+static struct relay_accepting *accepting_new(struct mesh_ctrl *ctrl)
+{
+	struct relay_accepting *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->proxy = *ctrl;
+	a->proxy.send = proxy_send;
+	a->proxy.recv = proxy_recv;
+	a->proxy.stream = proxy_stream;
+	a->proxy.module_state = NULL;
+	a->outer = ctrl;
+	return a;
+}
+
+/* LAST from the last relay: which module the leg runs on. */
+static int read_last(struct relay_accepting *a, int rail)
+{
+	uint8_t buf[RELAY_MSG_MAX];
+	struct relay_msg ready = { .type = RELAY_MSG_READY };
+	const char *bad;
+	int n = a->outer->recv(a->outer, buf, sizeof(buf));
+
+	if (n == -EAGAIN)
+		return n;
+	bad = n < 0 ? "the channel failed" :
+		      relay_msg_decode(buf, (size_t)n, &a->last);
+	if (!bad && a->last.type != RELAY_MSG_LAST)
+		bad = "not the last leg's announcement";
+	if (bad) {
+		MESH_WARN("accept from %s: %s", a->outer->peer, bad);
+		return -EPROTO;
+	}
+	if (relay_host->leg_of_rail(relay_host, rail, a->last.leg, &a->leg)) {
+		MESH_WARN("accept from %s: this rail has no module '%s' for "
+			  "the last leg", a->outer->peer, a->last.leg);
+		return -ENOPROTOOPT;
+	}
+	/* small messages are copied out of the header by the CPU: only
+	 * where NCCL hands us host memory */
+	if (!(a->leg.props->ptr_support & MESH_PTR_CUDA))
+		ready.flags = RELAY_FLAG_INLINE;
+	n = a->outer->send(a->outer, buf, relay_msg_encode(&ready, buf));
+	if (!n)
+		a->ready_sent = true;
+	return n;
+}
+
+static int relay_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
+			void **recv_comm)
+{
+	struct relay_ctx *x = mctx;
+	struct relay_accepting *a = ctrl->module_state;
+	struct relay_comm *c;
+	void *lcomm = NULL;
+	int err;
+
+	*recv_comm = NULL;
+	if (!a) {
+		a = accepting_new(ctrl);
+		if (!a)
+			return -ENOMEM;
+		ctrl->module_state = a;
+	}
+	if (!a->ready_sent) {
+		err = read_last(a, dev);
+		if (err)
+			return err == -EAGAIN ? 0 : err;
+	}
+	err = a->leg.module->accept(a->leg.mctx, a->leg.dev, &a->proxy,
+				    &lcomm);
+	if (err || !lcomm)
+		return err == -EAGAIN ? 0 : err;
+	c = relay_comm_new(x, &a->leg, lcomm, false,
+			   a->leg.props->ptr_support & MESH_PTR_CUDA ? 0 :
+			   RELAY_FLAG_INLINE, a->last.origin, a->last.text);
+	if (!c) {
+		a->leg.module->close_recv(lcomm);
+		return -ENOMEM;
+	}
+	MESH_INFO("recv comm %u from %s: %s", c->id, a->last.origin,
+		  a->last.text);
+	free(a);
+	ctrl->module_state = NULL;
+	*recv_comm = c;
+	return 0;
+}
+
+static void relay_abandon(void *mctx, struct mesh_ctrl *ctrl)
+{
+	struct relay_accepting *a = ctrl->module_state;
+
+	(void)mctx;
+	if (!a)
+		return;
+	if (a->ready_sent)
+		a->leg.module->abandon(a->leg.mctx, &a->proxy);
+	free(a);
+	ctrl->module_state = NULL;
+}
+
+MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
+	.abi_version = MESH_MODULE_ABI_VERSION,
+	.size = sizeof(struct mesh_module),
+	.name = "relay",
+	.version = "1.0",
+	.params = relay_params,
+	.init = relay_init,
+	.fini = relay_fini,
+	.devices = relay_devices,
+	.get_properties = relay_get_properties,
+	.connect = relay_connect,
+	.accept = relay_accept,
+	.abandon = relay_abandon,
+	.reg_mr = relay_reg_mr,
+	.reg_mr_dmabuf = relay_reg_mr_dmabuf,
+	.dereg_mr = relay_dereg_mr,
+	.isend = relay_isend,
+	.irecv = relay_irecv,
+	.iflush = relay_iflush,
+	.close_send = relay_close_send,
+	.close_recv = relay_close_recv,
+	.check = relay_check,
+	.start = relay_start,
+	.route = relay_route,
+	.route_abandon = relay_route_abandon,
+	.routes_to = relay_routes_to,
+	.report = relay_report,
+};

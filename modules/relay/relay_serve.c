@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A relay: one thread per process that serves the relay port.  It takes
+ * requests from origins and other relays, sets up the leg onwards
+ * (relay_hop.c) before it accepts the leg in, then forwards every leg
+ * message from the one to the other through registered bounce buffers,
+ * several in flight, in order.
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#include "netaddr.h"
+#include "relay_hop.h"
+#include "relay_wire.h"
+
+struct relay_setup {
+	struct relay_setup *next;
+	struct mesh_ctrl *up;
+	struct relay_msg req;
+	int stage;
+	struct relay_hop hop;
+	bool hop_live;
+	struct mesh_leg up_leg;
+	void *up_comm;
+	char from[MESH_ADDR_STRLEN];
+	int64_t deadline_ns;
+};
+
+/* How long after the last data a relay keeps polling without sleeping. */
+#define RELAY_SPIN_NS 50000000
+
+enum { S_READ, S_HOP, S_ACCEPT, S_FLUSH, S_REFUSED, S_END };
+
+struct bounce {
+	void *req;
+	size_t size;
+};
+
+struct relay_pair {
+	struct relay_pair *next;
+	unsigned int id;
+	char desc[RELAY_ROUTE_MAX + 160];
+	struct mesh_leg in_leg, out_leg;
+	void *in_comm, *out_comm;
+	char *buf;
+	void *in_mh, *out_mh;
+	int nb;
+	size_t chunk;
+	struct bounce *b;
+	uint64_t rpost, rdone, spost, sdone;
+	bool in_closed, failed;
+	atomic_uint_fast64_t bytes, msgs;
+};
+
+/* ---- forwarding ---- */
+
+static void pair_free(struct relay_pair *p)
+{
+	if (p->in_mh)
+		p->in_leg.module->dereg_mr(p->in_comm, p->in_mh);
+	if (p->out_mh)
+		p->out_leg.module->dereg_mr(p->out_comm, p->out_mh);
+	if (p->in_comm)
+		p->in_leg.module->close_recv(p->in_comm);
+	if (p->out_comm)
+		p->out_leg.module->close_send(p->out_comm);
+	free(p->buf);
+	free(p->b);
+	free(p);
+}
+
+static struct relay_pair *pair_new(struct relay_ctx *x,
+				   struct relay_setup *s)
+{
+	struct relay_pair *p = calloc(1, sizeof(*p));
+	size_t len;
+
+	if (!p)
+		return NULL;
+	p->id = atomic_fetch_add(&x->next_id, 1);
+	p->in_leg = s->up_leg;
+	p->in_comm = s->up_comm;
+	p->out_leg = s->hop.leg;
+	p->out_comm = s->hop.comm;
+	s->up_comm = s->hop.comm = NULL;
+	p->nb = x->conf.chunks;
+	p->chunk = x->conf.chunk;
+	snprintf(p->desc, sizeof(p->desc), "%s from %s (%s) -> %s",
+		 s->req.origin, s->from, p->in_leg.module->name, s->hop.route);
+	len = p->chunk * (size_t)p->nb;
+	p->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+	p->b = calloc((size_t)p->nb, sizeof(*p->b));
+	if (!p->buf || !p->b ||
+	    p->in_leg.module->reg_mr(p->in_comm, p->buf, len, MESH_PTR_HOST,
+				     &p->in_mh) ||
+	    p->out_leg.module->reg_mr(p->out_comm, p->buf, len, MESH_PTR_HOST,
+				      &p->out_mh)) {
+		MESH_WARN("pair %u (%s): cannot set up %d bounce buffers of "
+			  "%zu bytes", p->id, p->desc, p->nb, p->chunk);
+		pair_free(p);
+		return NULL;
+	}
+	MESH_INFO("pair %u: forwarding %s", p->id, p->desc);
+	return p;
+}
+
+static int test_one(void *req, int *done, size_t *size)
+{
+	int sz = 0, err = ((struct mesh_request *)req)->test(req, done, &sz);
+
+	*size = (size_t)sz;
+	return err;
+}
+
+/* Moves what it can; 1 when anything moved, -1 once the pair is over. */
+static int pair_step(struct relay_pair *p)
+{
+	uint64_t before = p->rpost + p->rdone + p->spost + p->sdone;
+	int done, tag = RELAY_LEG_TAG, err;
+	size_t size;
+
+	while (!p->in_closed && p->rpost - p->sdone < (uint64_t)p->nb) {
+		struct bounce *b = &p->b[p->rpost % (uint64_t)p->nb];
+		void *dst = p->buf + (p->rpost % (uint64_t)p->nb) * p->chunk;
+
+		size = p->chunk;
+		err = p->in_leg.module->irecv(p->in_comm, 1, &dst, &size, &tag,
+					      &p->in_mh, &b->req);
+		if (err || !b->req) {
+			p->in_closed = err != 0;
+			break;
+		}
+		p->rpost++;
+	}
+	while (!p->in_closed && p->rdone < p->rpost) {
+		struct bounce *b = &p->b[p->rdone % (uint64_t)p->nb];
+
+		/* a failed receive is the origin side closing or gone:
+		 * what came is still forwarded, then the leg out closes */
+		if (test_one(b->req, &done, &size)) {
+			p->in_closed = true;
+			break;
+		}
+		if (!done)
+			break;
+		b->size = size;
+		p->rdone++;
+	}
+	while (!p->failed && p->spost < p->rdone) {
+		struct bounce *b = &p->b[p->spost % (uint64_t)p->nb];
+		void *src = p->buf + (p->spost % (uint64_t)p->nb) * p->chunk;
+
+		b->req = NULL;
+		err = p->out_leg.module->isend(p->out_comm, src, b->size,
+					       RELAY_LEG_TAG, p->out_mh,
+					       &b->req);
+		if (err)
+			p->failed = true;
+		if (err || !b->req)
+			break;
+		p->spost++;
+	}
+	while (!p->failed && p->sdone < p->spost) {
+		struct bounce *b = &p->b[p->sdone % (uint64_t)p->nb];
+
+		if (test_one(b->req, &done, &size)) {
+			p->failed = true;
+			break;
+		}
+		if (!done)
+			break;
+		atomic_fetch_add(&p->bytes, size);
+		atomic_fetch_add(&p->msgs, 1);
+		p->sdone++;
+	}
+	if (p->failed || (p->in_closed && p->sdone == p->rdone))
+		return -1;
+	return p->rpost + p->rdone + p->spost + p->sdone != before;
+}
+
+/* ---- setup ---- */
+
+static int respond(struct relay_setup *s, int status, uint32_t flags,
+		   const char *text)
+{
+	struct relay_msg m = { .type = RELAY_MSG_RESP, .status = status,
+			       .flags = flags };
+	uint8_t buf[RELAY_MSG_MAX];
+
+	snprintf(m.text, sizeof(m.text), "%s", text);
+	return s->up->send(s->up, buf, relay_msg_encode(&m, buf));
+}
+
+static void refuse(struct relay_ctx *x, struct relay_setup *s, int err,
+		   const char *why)
+{
+	MESH_WARN("refused to relay for %s (%s): %s", s->req.origin[0] ?
+		  s->req.origin : "?", s->from, why);
+	x->refused++;
+	respond(s, -err, 0, why);
+	s->stage = S_REFUSED;
+}
+
+/* The leg in: this host's device of the module the origin side chose. */
+static int up_leg(struct relay_setup *s)
+{
+	for (int r = 0; r < 64; r++)
+		if (!relay_host->leg_of_rail(relay_host, r, s->req.leg,
+					     &s->up_leg))
+			return 0;
+	return -ENOPROTOOPT;
+}
+
+static void read_request(struct relay_ctx *x, struct relay_setup *s)
+{
+	const struct relay_conf *c = &x->conf;
+	struct mesh_addr dest[16];
+	char why[256], a[MESH_ADDR_STRLEN];
+	const struct mesh_addr *out;
+	uint8_t buf[RELAY_MSG_MAX];
+	const char *bad;
+	int n = s->up->recv(s->up, buf, sizeof(buf)), nd;
+
+	if (n == -EAGAIN)
+		return;
+	bad = n < 0 ? "the channel failed" :
+		      relay_msg_decode(buf, (size_t)n, &s->req);
+	if (!bad && s->req.type != RELAY_MSG_REQ)
+		bad = "not a relay request";
+	if (bad) {
+		MESH_WARN("a request from %s: %s", s->from, bad);
+		s->stage = S_END;
+		return;
+	}
+	nd = relay_host->handle_addrs(relay_host, s->req.handle, dest, 16);
+	out = nd > 0 ? relay_conf_outsider(c, dest, nd) : NULL;
+	if (nd <= 0) {
+		refuse(x, s, -EINVAL, "the destination handle is not valid");
+	} else if (out) {
+		snprintf(why, sizeof(why), "destination %s is outside the "
+			 "cluster (relay.members)",
+			 mesh_addr_str(out, a, sizeof(a)));
+		refuse(x, s, -EACCES, why);
+	} else if (s->req.nvisited >= RELAY_HOPS_MAX ||
+		   s->req.hops_left < 0) {
+		refuse(x, s, -ELOOP, "the route is longer than the hop limit");
+	} else if (up_leg(s)) {
+		snprintf(why, sizeof(why), "%s has no module '%s'", c->name,
+			 s->req.leg);
+		refuse(x, s, -ENOPROTOOPT, why);
+	} else {
+		for (int i = 0; i < s->req.nvisited; i++)
+			if (!strcmp(s->req.visited[i], c->name)) {
+				refuse(x, s, -ELOOP, "the route loops back here");
+				return;
+			}
+		snprintf(s->req.visited[s->req.nvisited++], RELAY_NAME_MAX,
+			 "%s", c->name);
+		relay_hop_init(&s->hop, x, &s->req);
+		s->hop_live = true;
+		s->stage = S_HOP;
+	}
+}
+
+static void setup_step(struct relay_ctx *x, struct relay_setup *s)
+{
+	int err;
+
+	if (s->stage != S_END && relay_now_ns() > s->deadline_ns) {
+		MESH_WARN("setup for %s (%s) did not finish in time",
+			  s->req.origin, s->from);
+		s->stage = S_END;
+	}
+	switch (s->stage) {
+	case S_READ:
+		read_request(x, s);
+		break;
+	case S_HOP:
+		err = relay_hop_step(&s->hop);
+		if (err == -EAGAIN)
+			break;
+		if (err) {
+			refuse(x, s, err, s->hop.tried);
+			break;
+		}
+		respond(s, 0, s->hop.flags, s->hop.route);
+		s->stage = S_ACCEPT;
+		break;
+	case S_ACCEPT:
+		err = s->up_leg.module->accept(s->up_leg.mctx, s->up_leg.dev,
+					       s->up, &s->up_comm);
+		if (err && err != -EAGAIN) {
+			MESH_WARN("setup for %s (%s): %s did not accept the "
+				  "leg in", s->req.origin, s->from,
+				  s->up_leg.module->name);
+			s->stage = S_END;
+		} else if (s->up_comm) {
+			s->stage = S_FLUSH;
+		}
+		break;
+	case S_FLUSH:
+	case S_REFUSED:
+		err = relay_host->ctrl_flush(relay_host, s->up);
+		if (err == -EAGAIN)
+			break;
+		if (!err && s->stage == S_FLUSH) {
+			struct relay_pair *p = pair_new(x, s);
+
+			if (p) {
+				pthread_mutex_lock(&x->lock);
+				p->next = x->pairs;
+				x->pairs = p;
+				pthread_mutex_unlock(&x->lock);
+			}
+		}
+		s->stage = S_END;
+		break;
+	}
+}
+
+static void setup_free(struct relay_setup *s)
+{
+	if (s->up_comm)
+		s->up_leg.module->close_recv(s->up_comm);
+	else if (s->stage == S_ACCEPT)
+		s->up_leg.module->abandon(s->up_leg.mctx, s->up);
+	if (s->hop_live)
+		relay_hop_free(&s->hop);
+	relay_host->ctrl_close(relay_host, s->up);
+	free(s);
+}
+
+static void accept_new(struct relay_ctx *x)
+{
+	struct mesh_ctrl *ctrl;
+
+	while (relay_host->serve_accept(relay_host, &ctrl) == 0) {
+		struct relay_setup *s = calloc(1, sizeof(*s));
+
+		if (!s) {
+			relay_host->ctrl_close(relay_host, ctrl);
+			return;
+		}
+		s->up = ctrl;
+		mesh_addr_str(ctrl->remote, s->from, sizeof(s->from));
+		/* the whole route may take the timeout at every hop */
+		s->deadline_ns = relay_now_ns() +
+				 (int64_t)x->conf.timeout_ms * 2000000;
+		s->next = x->setups;
+		x->setups = s;
+	}
+}
+
+/* ---- the thread ---- */
+
+static int step_all(struct relay_ctx *x)
+{
+	struct relay_setup **sp = &x->setups;
+	struct relay_pair **pp = &x->pairs;
+	int busy = 0;
+
+	accept_new(x);
+	while (*sp) {
+		struct relay_setup *s = *sp;
+
+		setup_step(x, s);
+		if (s->stage == S_END) {
+			*sp = s->next;
+			setup_free(s);
+		} else {
+			sp = &s->next;
+		}
+	}
+	while (*pp) {
+		struct relay_pair *p = *pp;
+		int r = pair_step(p);
+
+		busy |= r > 0;
+		if (r < 0) {
+			MESH_INFO("pair %u: %s after %llu bytes in %llu "
+				  "messages (%s)", p->id, p->failed ?
+				  "the leg out failed" : "done",
+				  (unsigned long long)p->bytes,
+				  (unsigned long long)p->msgs, p->desc);
+			pthread_mutex_lock(&x->lock);
+			*pp = p->next;
+			x->pairs_done++;
+			x->bytes_done += p->bytes;
+			pthread_mutex_unlock(&x->lock);
+			pair_free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+	return busy || x->setups;
+}
+
+static void *serve_thread(void *arg)
+{
+	struct relay_ctx *x = arg;
+	int64_t busy_ns = 0, now;
+	long idle_ns = 0;
+
+	while (!atomic_load(&x->stop)) {
+		now = relay_now_ns();
+		if (step_all(x)) {
+			busy_ns = now;
+			idle_ns = 0;
+			continue;
+		}
+		/* a pair that moved data lately is likely to again soon
+		 * (a ping-pong, the next collective): keep looking, as
+		 * NCCL's proxy threads do; a quiet relay backs off to a
+		 * millisecond and costs nothing */
+		if (now - busy_ns < RELAY_SPIN_NS) {
+			sched_yield();
+			continue;
+		}
+		idle_ns = idle_ns ? idle_ns * 2 : 10000;
+		if (idle_ns > 1000000)
+			idle_ns = 1000000;
+		nanosleep(&(struct timespec){ 0, idle_ns }, NULL);
+	}
+	while (x->setups) {
+		struct relay_setup *s = x->setups;
+
+		x->setups = s->next;
+		setup_free(s);
+	}
+	while (x->pairs) {
+		struct relay_pair *p = x->pairs;
+
+		x->pairs = p->next;
+		pair_free(p);
+	}
+	return NULL;
+}
+
+int relay_serve_start(struct relay_ctx *x)
+{
+	int err = relay_host->serve(relay_host, x->conf.port);
+
+	if (err == -EADDRINUSE) {
+		MESH_INFO("port %d is served by another process on this host; "
+			  "this one relays nothing", x->conf.port);
+		return 0;
+	}
+	if (err) {
+		MESH_WARN("cannot serve port %d: %s", x->conf.port,
+			  strerror(-err));
+		return err;
+	}
+	err = -pthread_create(&x->thread, NULL, serve_thread, x);
+	if (err)
+		return err;
+	x->serving = true;
+	MESH_INFO("relay %s serves port %d", x->conf.name, x->conf.port);
+	return 0;
+}
+
+void relay_serve_stop(struct relay_ctx *x)
+{
+	if (!x->serving)
+		return;
+	atomic_store(&x->stop, true);
+	pthread_join(x->thread, NULL);
+	x->serving = false;
+}
+
+int relay_serve_report(struct relay_ctx *x, char *buf, size_t cap)
+{
+	size_t len = 0;
+	int n = 0;
+
+	pthread_mutex_lock(&x->lock);
+	for (struct relay_pair *p = x->pairs; p && len < cap; p = p->next, n++)
+		len += (size_t)snprintf(buf + len, cap - len,
+					"pair %u: %llu bytes, %llu messages: "
+					"%s\n", p->id,
+					(unsigned long long)p->bytes,
+					(unsigned long long)p->msgs, p->desc);
+	if (len < cap)
+		len += (size_t)snprintf(buf + len, cap - len,
+			"relay %s: %s port %d, %d pairs now, %llu done "
+			"(%llu bytes), %llu requests refused\n",
+			x->conf.name, x->serving ? "serving" : "not serving",
+			x->conf.port, n, (unsigned long long)x->pairs_done,
+			(unsigned long long)x->bytes_done,
+			(unsigned long long)x->refused);
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Setup messages on a relay's control channels (each one mesh_ctrl
+ * message), and the header that starts every relayed message on a leg.
+ *
+ *   REQ    origin or relay -> relay: carry this connection onwards
+ *   RESP   relay -> the side that asked: the route from here, or why not
+ *   LAST   last relay -> destination: the leg's module, the whole route
+ *   READY  destination -> last relay: what it takes (inline data or not)
+ *
+ * Integers travel in network byte order; strings are NUL-terminated
+ * inside their fields (a decoder refuses one that is not).
+ */
+#ifndef MESH_RELAY_WIRE_H
+#define MESH_RELAY_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relay.h"
+
+#define RELAY_MAGIC 0x524c5931u		/* "RLY1" */
+
+enum relay_msg_type {
+	RELAY_MSG_REQ = 1,
+	RELAY_MSG_RESP = 2,
+	RELAY_MSG_LAST = 3,
+	RELAY_MSG_READY = 4,
+};
+
+/* The destination takes small messages inside the header (host memory). */
+#define RELAY_FLAG_INLINE 0x1u
+
+struct relay_msg {
+	enum relay_msg_type type;
+	/* REQ */
+	int hops_left;
+	int nvisited, npath;
+	char visited[RELAY_HOPS_MAX][RELAY_NAME_MAX];
+	char path[RELAY_HOPS_MAX][RELAY_NAME_MAX];
+	uint8_t handle[RELAY_HANDLE_BYTES];
+	/* REQ, LAST: the leg's module and who asked first */
+	char leg[RELAY_NAME_MAX];
+	char origin[64];
+	/* RESP: 0 or a positive errno; READY, RESP: RELAY_FLAG_* */
+	int status;
+	uint32_t flags;
+	/* RESP: the route from the answering relay on, or why not;
+	 * LAST: the whole route */
+	char text[RELAY_ROUTE_MAX + 512];
+};
+
+#define RELAY_MSG_MAX 4096
+
+/* Encodes m into buf (RELAY_MSG_MAX bytes); returns the length. */
+size_t relay_msg_encode(const struct relay_msg *m, uint8_t *buf);
+/* Decodes; NULL when well-formed, else what is wrong. */
+const char *relay_msg_decode(const uint8_t *buf, size_t len,
+			     struct relay_msg *m);
+
+/* Starts every relayed message on a leg; `size` bytes follow inline
+ * (RELAY_HDR_INLINE) or as ceil(size / chunk) messages of their own. */
+struct relay_hdr {
+	uint32_t magic;
+	int32_t tag;
+	uint64_t size;
+	uint32_t flags;
+	uint32_t seq;		/* message number, to catch a lost one */
+	uint32_t chunk;		/* the sender's chunk size */
+	uint32_t pad;
+};
+#define RELAY_HDR_INLINE 0x1u
+
+#endif
