@@ -64,6 +64,21 @@ else
 	echo "ok: no relay module -> exit 2"
 fi
 
+# ---- the relay enabled, but no module file for it on the path
+cat >"$tmp/missing.conf" <<'EOF'
+version = 1;
+modules = [ "tcp-xdc", "relay" ];
+tcp-xdc: { ifname = "lo"; };
+EOF
+NCCL_MESH_MODULE_PATH=$modules/tcp-xdc run "$tmp/missing.conf"
+if [ "$rc" != 1 ] || ! grep -q "module relay: not found" "$tmp/err" ||
+   ! grep -qF "meshrelay: the relay module failed" "$tmp/err"; then
+	fail "relay module missing: want exit 1 and its reason, got exit $rc"
+	show
+else
+	echo "ok: relay module missing -> exit 1"
+fi
+
 # ---- a broken config: its file and line
 cat >"$tmp/broken.conf" <<'EOF'
 version = 1;

@@ -271,10 +271,10 @@ int main(int argc, char **argv)
 	if (!m) {
 		const struct core_module *r = failed_relay(st);
 
+		/* The core logged why the module failed. */
 		if (r)
-			fprintf(stderr, "meshrelay: the relay module did not "
-				"start: %s\n", r->reason[0] ? r->reason :
-				"(reason logged above)");
+			fprintf(stderr, "meshrelay: the relay module failed "
+				"(reason logged above)\n");
 		else
 			fprintf(stderr, "meshrelay: the relay module is not "
 				"enabled in %s (add \"relay\" to modules)\n",
