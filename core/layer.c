@@ -57,9 +57,12 @@ int core_layer_start(struct core_state *st)
 		err = m->desc->start(m->mctx);
 		/* a module that cannot start carries nothing; the others
 		 * still do (it said why) */
-		if (err)
-			CORE_WARN("module %s: start failed: %s", m->name,
-				  strerror(-err));
+		if (err) {
+			m->status = CORE_MODULE_FAILED;
+			snprintf(m->reason, sizeof(m->reason),
+				 "start failed: %s", strerror(-err));
+			CORE_WARN("module %s: %s", m->name, m->reason);
+		}
 	}
 	return 0;
 }

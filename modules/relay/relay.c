@@ -29,6 +29,8 @@ static const struct mesh_param relay_params[] = {
 	  "Port this host's relay serves (one process per host takes it)." },
 	{ "serve", MESH_PARAM_BOOL, "true", 0, 0,
 	  "Relay for others from this process when the port is free." },
+	{ "serve_required", MESH_PARAM_BOOL, "false", 0, 0,
+	  "Fail instead of relaying nothing when the port is taken (meshrelay sets it)." },
 	{ "relays", MESH_PARAM_LIST, "", 0, 0,
 	  "Hosts that relay: \"NAME ADDR[:PORT] ...\" each." },
 	{ "members", MESH_PARAM_LIST, "", 0, 0,

@@ -47,7 +47,7 @@ struct relay_route {
 struct relay_conf {
 	char name[RELAY_NAME_MAX];
 	int port;
-	bool serve;
+	bool serve, serve_required;
 	int npeers;
 	struct relay_peer *peers;
 	int nmembers;

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include "relay_comm.h"
 
+#include "relay_hop.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RELAY_HDR_MAGIC 0x524c4d31u	/* "RLM1" */
+/* How long a close waits for the leg to take its end marker. */
+#define RELAY_END_WAIT_NS 200000000
 
 static int relay_test(void *request, int *done, int *sizes);
 
@@ -28,7 +31,8 @@ struct relay_comm *relay_comm_new(struct relay_ctx *x,
 				  const char *peer, const char *route)
 {
 	struct relay_comm *c = calloc(1, sizeof(*c));
-	size_t nslots = is_send ? RELAY_REQS : RELAY_HDR_SLOTS, len;
+	/* send: a header slot per request and one for the end */
+	size_t nslots = is_send ? RELAY_REQS + 1 : RELAY_HDR_SLOTS, len;
 
 	if (!c)
 		return NULL;
@@ -290,10 +294,15 @@ static int take_header(struct relay_comm *c, struct relay_req *r)
 
 	memcpy(&h, s, sizeof(h));
 	if (h.magic != RELAY_HDR_MAGIC || h.seq != c->seq + 1 ||
-	    (!(h.flags & RELAY_HDR_INLINE) && !h.chunk)) {
+	    (!(h.flags & (RELAY_HDR_INLINE | RELAY_HDR_END)) && !h.chunk)) {
 		snprintf(what, sizeof(what), "message %u came with a broken "
 			 "header", c->seq + 1);
 		return comm_fail(c, -EPROTO, what);
+	}
+	if (h.flags & RELAY_HDR_END) {
+		c->ended = true;
+		c->hdr_used++;
+		return 0;
 	}
 	for (i = 0; i < r->n; i++)
 		if (!r->filled[i] && r->tags[i] == h.tag)
@@ -378,6 +387,18 @@ static int recv_progress(struct relay_comm *c)
 	}
 	if (err && err != -EAGAIN)
 		return err;
+	if (c->ended) {
+		/* an orderly close with nothing owed is no error; a
+		 * receive it leaves open is */
+		if (oldest_open(c) && c->hdr_used == c->hdr_have) {
+			char what[96];
+
+			snprintf(what, sizeof(what), "the peer closed before "
+				 "sending message %u", c->seq + 1);
+			return comm_fail(c, -ECONNRESET, what);
+		}
+		return 0;
+	}
 	if (!c->hdr_posted && !c->chunk_req && !last_has_chunks(c) &&
 	    c->hdr_have - c->hdr_used < RELAY_HDR_SLOTS) {
 		err = post_header_recv(c);
@@ -523,12 +544,42 @@ int relay_iflush(void *recv_comm, int n, void **data, int *sizes,
 				     request);
 }
 
+/*
+ * Tells the far end the connection ends here, behind everything sent:
+ * relays then close their legs as orderly, and a receive still open at
+ * the end fails there with that reason.  Waits a little for the leg to
+ * take it; a close never blocks for long.
+ */
+static void send_end(struct relay_comm *c)
+{
+	char *s = slot(c, RELAY_REQS, RELAY_REQS + 1);
+	struct relay_hdr h = { .magic = RELAY_HDR_MAGIC, .seq = c->seq + 1,
+			       .flags = RELAY_HDR_END };
+	int64_t until = relay_now_ns() + RELAY_END_WAIT_NS;
+	void *req = NULL;
+	int done = 0, size;
+
+	memcpy(s, &h, sizeof(h));
+	while (!c->err && !req && relay_now_ns() < until) {
+		if (c->leg.module->isend(c->lcomm, s, sizeof(h), RELAY_LEG_TAG,
+					 c->stage_mh, &req))
+			return;
+		if (!req)
+			ops_test(c);
+	}
+	while (req && !done && relay_now_ns() < until)
+		if (((struct mesh_request *)req)->test(req, &done, &size))
+			return;
+}
+
 static int comm_close(struct relay_comm *c)
 {
 	int err;
 
 	if (!c)
 		return 0;
+	if (c->is_send)
+		send_end(c);
 	MESH_INFO("%s comm %u %s %s closed after %llu bytes (route: %s)",
 		  c->is_send ? "send" : "recv", c->id,
 		  c->is_send ? "to" : "from", c->peer,

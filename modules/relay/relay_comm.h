@@ -74,6 +74,7 @@ struct relay_comm {
 	int chunk_buf;
 	size_t chunk_off, chunk_size;
 	uint64_t recv_head;		/* oldest receive not filled */
+	bool ended;			/* the sender closed (RELAY_HDR_END) */
 	uint64_t bytes;
 };
 

@@ -221,6 +221,7 @@ int relay_conf_read(const struct mesh_host *host, struct relay_conf *c,
 		    "digits, '-', '_', '.', at most 31)", c->name);
 	c->port = (int)host->param_int(host, "port");
 	c->serve = host->param_int(host, "serve") != 0;
+	c->serve_required = host->param_int(host, "serve_required") != 0;
 	c->max_hops = (int)host->param_int(host, "max_hops");
 	c->chunk = (size_t)host->param_int(host, "chunk_size");
 	c->chunks = (int)host->param_int(host, "chunks");

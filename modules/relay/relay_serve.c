@@ -54,7 +54,8 @@ struct relay_pair {
 	size_t chunk;
 	struct bounce *b;
 	uint64_t rpost, rdone, spost, sdone;
-	bool in_closed, failed;
+	uint64_t chunks_due;		/* data messages before a header */
+	bool in_closed, failed, ended;
 	atomic_uint_fast64_t bytes, msgs;
 };
 
@@ -118,6 +119,35 @@ static int test_one(void *req, int *done, size_t *size)
 	return err;
 }
 
+/*
+ * Follows the framing of what passes (a header, then its chunks) for one
+ * thing only: the origin's end marker (true), after which the leg in is
+ * over and the receives still posted on it are dropped, not failed.  The
+ * marker goes no further: closing the leg out tells the next hop, which
+ * then has no marker of its own to miss when its receiver closed first.
+ */
+static bool frame(struct relay_pair *p, const struct bounce *b,
+		  const char *data)
+{
+	struct relay_hdr h;
+
+	if (p->chunks_due) {
+		p->chunks_due--;
+		return false;
+	}
+	if (b->size < sizeof(h))
+		return false;
+	memcpy(&h, data, sizeof(h));
+	if (h.magic != RELAY_HDR_MAGIC)
+		return false;
+	if (h.flags & RELAY_HDR_END) {
+		p->ended = p->in_closed = true;
+		return true;
+	}
+	p->chunks_due = relay_hdr_chunks(&h);
+	return false;
+}
+
 /* Moves what it can; 1 when anything moved, -1 once the pair is over. */
 static int pair_step(struct relay_pair *p)
 {
@@ -150,6 +180,11 @@ static int pair_step(struct relay_pair *p)
 		if (!done)
 			break;
 		b->size = size;
+		/* the origin's end stays here: the leg out closes as
+		 * orderly once everything before it went on */
+		if (frame(p, b, p->buf + (p->rdone % (uint64_t)p->nb) *
+					     p->chunk))
+			break;
 		p->rdone++;
 	}
 	while (!p->failed && p->spost < p->rdone) {
@@ -385,7 +420,8 @@ static int step_all(struct relay_ctx *x)
 		if (r < 0) {
 			MESH_INFO("pair %u: %s after %llu bytes in %llu "
 				  "messages (%s)", p->id, p->failed ?
-				  "the leg out failed" : "done",
+				  "the leg out failed" : p->ended ?
+				  "closed by the origin" : "the leg in ended",
 				  (unsigned long long)p->bytes,
 				  (unsigned long long)p->msgs, p->desc);
 			pthread_mutex_lock(&x->lock);
@@ -446,16 +482,13 @@ int relay_serve_start(struct relay_ctx *x)
 {
 	int err = relay_host->serve(relay_host, x->conf.port);
 
-	if (err == -EADDRINUSE) {
+	if (err == -EADDRINUSE && !x->conf.serve_required) {
 		MESH_INFO("port %d is served by another process on this host; "
 			  "this one relays nothing", x->conf.port);
 		return 0;
 	}
-	if (err) {
-		MESH_WARN("cannot serve port %d: %s", x->conf.port,
-			  strerror(-err));
-		return err;
-	}
+	if (err)
+		return err;	/* the core says so, with the listener's why */
 	err = -pthread_create(&x->thread, NULL, serve_thread, x);
 	if (err)
 		return err;

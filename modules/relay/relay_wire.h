@@ -58,6 +58,8 @@ size_t relay_msg_encode(const struct relay_msg *m, uint8_t *buf);
 const char *relay_msg_decode(const uint8_t *buf, size_t len,
 			     struct relay_msg *m);
 
+#define RELAY_HDR_MAGIC 0x524c4d31u	/* "RLM1" */
+
 /* Starts every relayed message on a leg; `size` bytes follow inline
  * (RELAY_HDR_INLINE) or as ceil(size / chunk) messages of their own. */
 struct relay_hdr {
@@ -70,5 +72,15 @@ struct relay_hdr {
 	uint32_t pad;
 };
 #define RELAY_HDR_INLINE 0x1u
+/* The sender closed its comm: nothing follows on this connection. */
+#define RELAY_HDR_END 0x2u
+
+/* Leg messages of data that follow a header. */
+static inline uint64_t relay_hdr_chunks(const struct relay_hdr *h)
+{
+	if (h->flags & (RELAY_HDR_INLINE | RELAY_HDR_END) || !h->chunk)
+		return 0;
+	return (h->size + h->chunk - 1) / h->chunk;
+}
 
 #endif

@@ -248,6 +248,9 @@ int main(int argc, char **argv)
 		perror("meshrelay: setenv");
 		return 1;
 	}
+	/* a standalone relay that cannot take its port is a failure (so
+	 * that systemd retries), not a process that relays nothing */
+	setenv("NCCL_MESH_RELAY_SERVE_REQUIRED", "true", 0);
 	/* Blocked before init, so that every thread the core and the
 	 * modules start inherits the mask and only sigwait sees them. */
 	sigemptyset(&set);
