@@ -14,7 +14,8 @@
 # (one-way netem delay, e.g. 10ms; needs sch_netem), XDC_MTU (default
 # 1500), SECS (seconds per run, default 8), STREAMS and THREADS (tcp-xdc,
 # default 4 and 2, every process and leg), MSG_MIB (message size, default
-# 4), RELAY_BENCH_ENV (more VAR=value words for every process).
+# 4), RELAY_BENCH_ENV (more VAR=value words for every process),
+# PERF_ARGS (more meshperf arguments, e.g. "--window 8").
 set -euo pipefail
 
 build=$(realpath "${1:-build}")
@@ -70,8 +71,10 @@ median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # mbits SERVER CLIENT BOOT_PORT: Mbit/s of one meshperf run, client to
 # server; XDC_SERVER_ENV and XDC_CLIENT_ENV as the caller set them
 mbits() {
-	relay_meshperf_start "$1" "$2" mp "$3" --json --sizes "${msg_mib}M" \
-		--budget "$budget" --mem 512M --no-latency --timeout 60
+	# shellcheck disable=SC2086 # PERF_ARGS: words on purpose
+	relay_meshperf_start "$1" "$2" mp "$3" --json --verbose --sizes "${msg_mib}M" \
+		--budget "$budget" --mem 512M --no-latency --timeout 60 \
+		${PERF_ARGS:-}
 	xdc_meshperf_finish 120 || {
 		xdc_show_logs mp >&2
 		for g in g0 g1; do

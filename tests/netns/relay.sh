@@ -126,9 +126,15 @@ short=(--json --verbose --timeout 10 --sizes '0,4K' --budget 1M --mem 16M
 XDC_ENV=()
 XDC_SERVER_ENV=("$key")
 XDC_CLIENT_ENV=(NCCL_MESH_CONNECT_TIMEOUT_MS=5000)
+# refusals g0 logged: one line each, or counted in its rate-limited
+# summaries (once a second)
 refused_g0() {
-	grep -c "refused connection from ${RELAY_IP[a1]//./\\.}" \
-		"$NETNS_TMP/meshrelay-g0" || true
+	{
+		grep -c "refused connection from ${RELAY_IP[a1]//./\\.}" \
+			"$NETNS_TMP/meshrelay-g0" || true
+		{ grep -o 'refused [0-9]* more' "$NETNS_TMP/meshrelay-g0" ||
+			true; } | awk '{ n += $2 } END { print n + 0 }'
+	} | awk '{ n += $1 } END { print n }'
 }
 before=$(refused_g0)
 t0=$SECONDS
