@@ -251,6 +251,7 @@ int main(int argc, char **argv)
 	/* a standalone relay that cannot take its port is a failure (so
 	 * that systemd retries), not a process that relays nothing */
 	setenv("NCCL_MESH_RELAY_SERVE_REQUIRED", "true", 0);
+	setenv("NCCL_MESH_RELAY_SERVE", "true", 1);
 	/* Blocked before init, so that every thread the core and the
 	 * modules start inherits the mask and only sigwait sees them. */
 	sigemptyset(&set);
