@@ -466,7 +466,9 @@ static int connect_unreached(const struct core_rail *rail,
 			     struct mesh_connecting *cs)
 {
 	const char *why = cs->unreached;
-	bool listed = strncmp(why, "no module", 9) != 0;
+	/* the modules' refusals, or one sentence of the core's own */
+	bool listed = strncmp(why, "no module", 9) != 0 &&
+		      strncmp(why, "the config", 10) != 0;
 
 	cs->layer = core_layer_module(mesh_state);
 	if (cs->layer) {
@@ -502,7 +504,7 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 	if (cs->layer && cs->layer->desc->routes_to(cs->layer->mctx,
 						    rail->rail, handle))
 		snprintf(cs->unreached, sizeof(cs->unreached),
-			 "no module: the config routes the peer through %s",
+			 "the config routes the peer through %s",
 			 cs->layer->name);
 	else
 		cs->member = core_pick_member(mesh_state, rail, &h,

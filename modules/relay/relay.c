@@ -154,6 +154,7 @@ static struct relay_hop *route_begin(struct relay_ctx *x, const void *handle)
 	m->hops_left = x->conf.max_hops;
 	memcpy(m->handle, handle, RELAY_HANDLE_BYTES);
 	snprintf(m->origin, sizeof(m->origin), "%s", x->conf.name);
+	snprintf(m->text, sizeof(m->text), "%s", x->conf.name);
 	snprintf(m->visited[m->nvisited++], RELAY_NAME_MAX, "%s",
 		 x->conf.name);
 	r = n > 0 ? relay_conf_route(&x->conf, a, n) : NULL;

@@ -142,7 +142,11 @@ static int send_first(struct relay_hop *h)
 
 	snprintf(m.leg, sizeof(m.leg), "%s", h->leg.module->name);
 	if (h->direct) {
+		size_t len = strlen(m.text);
+
 		m.type = RELAY_MSG_LAST;
+		snprintf(m.text + len, sizeof(m.text) - len, " -(%s)-> here",
+			 m.leg);
 	} else {
 		m.type = RELAY_MSG_REQ;
 		m.hops_left--;

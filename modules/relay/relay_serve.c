@@ -261,6 +261,7 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 	uint8_t buf[RELAY_MSG_MAX];
 	const char *bad;
 	int n = s->up->recv(s->up, buf, sizeof(buf)), nd;
+	size_t len;
 
 	if (n == -EAGAIN)
 		return;
@@ -297,6 +298,10 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 			}
 		snprintf(s->req.visited[s->req.nvisited++], RELAY_NAME_MAX,
 			 "%s", c->name);
+		/* the route so far, for the destination's log line */
+		len = strlen(s->req.text);
+		snprintf(s->req.text + len, sizeof(s->req.text) - len,
+			 " -(%s)-> %s", s->req.leg, c->name);
 		relay_hop_init(&s->hop, x, &s->req);
 		s->hop_live = true;
 		s->stage = S_HOP;
