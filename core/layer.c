@@ -43,11 +43,16 @@ struct core_module *core_layer_module(const struct core_state *st)
 	return NULL;
 }
 
-int core_layer_start(struct core_state *st)
+void core_layer_bind(const struct core_state *st)
 {
 	pthread_mutex_lock(&layer_lock);
 	layer_state = st;
 	pthread_mutex_unlock(&layer_lock);
+}
+
+int core_layer_start(struct core_state *st)
+{
+	core_layer_bind(st);
 	for (int i = 0; i < st->nmodules; i++) {
 		struct core_module *m = &st->modules[i];
 		int err;

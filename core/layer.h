@@ -12,7 +12,9 @@
 
 /* Fills the layering members of a module's host (loader.c). */
 void core_layer_host(struct mesh_host *host);
-/* The services work on st from now; runs every module's start. */
+/* The services work on st from now (meshinfo: without start). */
+void core_layer_bind(const struct core_state *st);
+/* Binds st and runs every module's start. */
 int core_layer_start(struct core_state *st);
 /* The services stop working on st (before it is freed). */
 void core_layer_unbind(const struct core_state *st);

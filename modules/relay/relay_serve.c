@@ -511,9 +511,53 @@ void relay_serve_stop(struct relay_ctx *x)
 	x->serving = false;
 }
 
+/* The relays this host would use, each with the module and address that
+ * reach it or why none does, and the explicit routes. */
+static size_t report_routes(struct relay_ctx *x, char *buf, size_t cap)
+{
+	const struct relay_conf *c = &x->conf;
+	size_t len = 0;
+
+#define ADD(...) do { if (len < cap) len += (size_t)snprintf(buf + len, \
+		cap - len, __VA_ARGS__); } while (0)
+	ADD("relay %s: port %d, max_hops %d, %d members, chunk %zu x %d\n",
+	    c->name, c->port, c->max_hops, c->nmembers, c->chunk, c->chunks);
+	for (int i = 0; i < c->npeers; i++) {
+		const struct relay_peer *p = &c->peers[i];
+		struct mesh_leg leg;
+		char why[512], a[MESH_ADDR_STRLEN];
+
+		if (!strcmp(p->name, c->name)) {
+			ADD("  via %s: this host\n", p->name);
+			continue;
+		}
+		if (relay_host->leg_to_addrs(relay_host, -1, p->addrs,
+					     p->naddrs, &leg, why, sizeof(why)))
+			ADD("  via %s: unreachable from here: %s\n", p->name,
+			    why);
+		else
+			ADD("  via %s: %s on rail %d, dialing %s%s\n", p->name,
+			    leg.module->name, leg.rail,
+			    mesh_addr_str(&p->addrs[0], a, sizeof(a)),
+			    p->naddrs > 1 ? " (and more)" : "");
+	}
+	for (int i = 0; i < c->nroutes; i++) {
+		const struct relay_route *r = &c->routes[i];
+		char a[MESH_ADDR_STRLEN];
+
+		ADD("  route %s/%u via", mesh_addr_str(&r->prefix, a, sizeof(a)),
+		    r->prefix.prefix_len);
+		for (int v = 0; v < r->nvia; v++)
+			ADD(" %s", r->via[v]);
+		ADD("\n");
+	}
+#undef ADD
+	return len;
+}
+
 int relay_serve_report(struct relay_ctx *x, char *buf, size_t cap)
 {
-	size_t len = 0;
+	size_t len = report_routes(x, buf, cap);
 	int n = 0;
 
 	pthread_mutex_lock(&x->lock);

@@ -14,6 +14,8 @@
 
 #include "log.h"
 #include "meshinfo.h"
+
+#include "layer.h"
 #include "netaddr.h"
 
 enum meshinfo_mode {
@@ -118,15 +120,35 @@ const struct core_scope *meshinfo_scope(const struct meshinfo *mi, int i)
 
 const char *meshinfo_path_module(const struct meshinfo *mi,
 				 const struct core_rail *rail,
-				 enum core_path_class cls)
+				 enum core_path_class cls, const char **class)
 {
 	const char *const *names;
 	int n = core_path_preference(mi->st->cfg, cls, &names);
+	const struct core_module *layer = core_layer_module(mi->st);
 
+	*class = core_path_class_name(cls);
 	for (int i = 0; i < n; i++)
 		if (core_rail_member(rail, names[i]))
 			return names[i];
-	return NULL;
+	/* what no member serves, the layered module (relay) carries */
+	if (layer)
+		*class = "relayed";
+	return layer ? layer->name : NULL;
+}
+
+/* The layered module's view (relay: the relays and routes from here). */
+char *meshinfo_layer_report(const struct meshinfo *mi)
+{
+	const struct core_module *m = core_layer_module(mi->st);
+	size_t cap = 16384;
+	char *buf;
+
+	if (!m || !(buf = calloc(1, cap)))
+		return NULL;
+	core_layer_bind(mi->st);
+	m->desc->report(m->mctx, buf, cap);
+	core_layer_unbind(mi->st);
+	return buf;
 }
 
 int meshinfo_ncolumns(const struct meshinfo *mi)

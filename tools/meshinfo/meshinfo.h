@@ -46,10 +46,13 @@ void meshinfo_strv_free(struct meshinfo_strv *v);
  */
 const struct core_scope *meshinfo_scope(const struct meshinfo *mi, int i);
 
-/* The module the preference list picks among the rail's members, or NULL. */
+/* The module the preference list picks among the rail's members, else
+ * the layered module (class "relayed"), or NULL; *class names the path. */
 const char *meshinfo_path_module(const struct meshinfo *mi,
 				 const struct core_rail *rail,
-				 enum core_path_class cls);
+				 enum core_path_class cls, const char **class);
+/* The layered module's report (malloc'd), NULL when none is loaded. */
+char *meshinfo_layer_report(const struct meshinfo *mi);
 
 /*
  * Columns of the path matrix: every dc the config mentions times this

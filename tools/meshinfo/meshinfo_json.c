@@ -4,6 +4,7 @@
  * for scripts and cluster preflight checks.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "meshinfo.h"
@@ -230,11 +231,13 @@ static void print_path_row(struct json *j, const struct meshinfo *mi,
 		uint64_t fid = meshinfo_column_fabric_id(mi, c);
 		enum core_path_class cls = core_path_class(r->fabric_id, fid,
 							   max_rails);
+		const char *class, *module = meshinfo_path_module(mi, r, cls,
+								  &class);
 
 		json_open(j, NULL, '{');
 		json_u64(j, "fabric_id", fid);
-		json_str(j, "class", core_path_class_name(cls));
-		json_str(j, "module", meshinfo_path_module(mi, r, cls));
+		json_str(j, "class", class);
+		json_str(j, "module", module);
 		json_close(j, '}');
 	}
 	json_close(j, ']');
@@ -312,7 +315,7 @@ void meshinfo_print_json(FILE *out, const struct meshinfo *mi)
 	const struct core_state *st = mi->st;
 	struct json j = { .out = out };
 	const struct core_scope *scope;
-	char abi[32];
+	char abi[32], *report;
 
 	snprintf(abi, sizeof(abi), "%d.%d", MESH_MODULE_ABI_MAJOR,
 		 MESH_MODULE_ABI_MINOR);
@@ -327,6 +330,10 @@ void meshinfo_print_json(FILE *out, const struct meshinfo *mi)
 	print_modules(&j, st);
 	print_rails(&j, st);
 	print_paths(&j, mi);
+	report = meshinfo_layer_report(mi);
+	if (report)
+		json_str(&j, "relay_report", report);
+	free(report);
 	json_open(&j, "effective_config", '[');
 	for (int i = 0; (scope = meshinfo_scope(mi, i)); i++)
 		print_scope(&j, scope);

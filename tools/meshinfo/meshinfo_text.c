@@ -4,6 +4,7 @@
  * '#', so a report pasted into a config file is inert.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "meshinfo.h"
@@ -118,10 +119,9 @@ static void cell_text(const struct meshinfo *mi, const struct core_rail *r,
 	uint64_t fid = meshinfo_column_fabric_id(mi, col);
 	enum core_path_class cls = core_path_class(r->fabric_id, fid,
 						   mi->st->max_rails);
-	const char *module = meshinfo_path_module(mi, r, cls);
+	const char *class, *module = meshinfo_path_module(mi, r, cls, &class);
 
-	snprintf(buf, len, "%s %s", core_path_class_name(cls),
-		 module ? module : "-");
+	snprintf(buf, len, "%s %s", class, module ? module : "-");
 }
 
 static int column_width(const struct meshinfo *mi, int col)
@@ -275,6 +275,16 @@ static void print_status(FILE *out, const struct meshinfo *mi, int nerr)
 	fprintf(out, "\n");
 }
 
+static void print_layer(FILE *out, const struct meshinfo *mi)
+{
+	char *report = meshinfo_layer_report(mi);
+
+	if (!report)
+		return;
+	fprintf(out, "#\n# routes through relays from this host\n%s", report);
+	free(report);
+}
+
 void meshinfo_print_text(FILE *out, const struct meshinfo *mi)
 {
 	const char *const *errs, *const *warns;
@@ -285,6 +295,7 @@ void meshinfo_print_text(FILE *out, const struct meshinfo *mi)
 	print_modules(out, mi);
 	print_rails(out, mi);
 	print_paths(out, mi);
+	print_layer(out, mi);
 	print_config(out, mi);
 	print_messages(out, "errors", "error", errs, nerr, NULL);
 	print_messages(out, "warnings", "warning", warns, nwarn,
