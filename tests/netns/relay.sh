@@ -52,7 +52,7 @@ fail_with_logs() {
 # a0's default route ends at g0, which does not forward
 for target in "${RELAY_IP[b0]}" "${RELAY_IP[g1]}" "${RELAY_EXT[g1]}"; do
 	# shellcheck disable=SC2016 # expanded by the inner bash
-	if nsx a0 timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/40009"' \
+	if nsx a0 timeout 1 bash -c 'exec 3<>"/dev/tcp/$0/40009"' \
 		"$target" 2>/dev/null; then
 		netns_die "a0 reached $target:40009 without a relay"
 	fi
@@ -63,7 +63,7 @@ XDC_ENV=("$key")
 relay_meshrelay_start g0
 relay_meshrelay_start g1
 
-args=(--json --verbose --timeout 20 --sizes '0,8,4K,1M,8M' --budget 16M
+args=(--json --verbose --timeout 20 --sizes '0,8,4K,1M,4M' --budget 8M
       --mem 64M --iters 50 --lat-max 4K)
 nsizes=5
 
@@ -78,11 +78,14 @@ check_pair() {
 		xdc_log_has "$tag" "$side" '"event":"summary".*"status":"ok"' ||
 			fail_with_logs "$tag" "$tag: $side summary missing or not ok"
 	done
-	# each side sends: the client its data, the server the replies
+	# each side sends (the client its data, the server the replies)
+	# through its own gateway, then the other one
 	for side in client server; do
 		if [ "$side" = client ]; then g=${RELAY_GW[$cli]}; else g=${RELAY_GW[$srv]}; fi
-		xdc_log_has "$tag" "$side" "INFO .*relay: send comm .* via $g " ||
-			fail_with_logs "$tag" "$tag: the $side's log names no route via $g"
+		re="INFO .*relay: send comm .*: via $g \\(tcp-xdc [^)]*\\) -> "
+		re+="g$((1 - ${g#g})) \\(tcp-xdc [^)]*:$RELAY_EXT_PORT\\) -> destination"
+		xdc_log_has "$tag" "$side" "$re" ||
+			fail_with_logs "$tag" "$tag: the $side's log names no route via $g and the other gateway"
 	done
 	echo "PASS $tag: $(grep -ho "relay: send comm .*" \
 		"$NETNS_TMP/$tag.client" | head -n1)"
