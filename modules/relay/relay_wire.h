@@ -80,7 +80,7 @@ static inline uint64_t relay_hdr_chunks(const struct relay_hdr *h)
 {
 	if (h->flags & (RELAY_HDR_INLINE | RELAY_HDR_END) || !h->chunk)
 		return 0;
-	return (h->size + h->chunk - 1) / h->chunk;
+	return h->size / h->chunk + (h->size % h->chunk != 0);
 }
 
 #endif

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target for what the relay module reads from its control
+ * channels (REQ, RESP, LAST, READY) and the headers of relayed messages.
+ * Any input: no crash, no sanitizer report, and
+ *  - an accepted message has a known type, hop counts within the limit, a
+ *    status that is an errno, every string NUL-terminated in its field,
+ *    and encodes back to bytes that decode to the same message;
+ *  - a message header never announces more chunks than its size can fill.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "relay_wire.h"
+
+#include "fuzz_util.h"
+
+static void check_msg(const uint8_t *data, size_t size)
+{
+	static uint8_t buf[RELAY_MSG_MAX];
+	static struct relay_msg m, again;
+	size_t len;
+
+	if (relay_msg_decode(data, size, &m))
+		return;
+	REQUIRE(m.type >= RELAY_MSG_REQ && m.type <= RELAY_MSG_READY);
+	REQUIRE(m.nvisited <= RELAY_HOPS_MAX && m.npath <= RELAY_HOPS_MAX);
+	REQUIRE(m.hops_left <= RELAY_HOPS_MAX);
+	REQUIRE(m.status >= 0 && m.status <= 4095);
+	REQUIRE(memchr(m.leg, '\0', sizeof(m.leg)));
+	REQUIRE(memchr(m.origin, '\0', sizeof(m.origin)));
+	REQUIRE(memchr(m.text, '\0', sizeof(m.text)));
+	for (int i = 0; i < RELAY_HOPS_MAX; i++)
+		REQUIRE(memchr(m.visited[i], '\0', RELAY_NAME_MAX) &&
+			memchr(m.path[i], '\0', RELAY_NAME_MAX));
+	len = relay_msg_encode(&m, buf);
+	REQUIRE(len == size && len <= RELAY_MSG_MAX);
+	REQUIRE(!relay_msg_decode(buf, len, &again));
+	REQUIRE(again.type == m.type && again.hops_left == m.hops_left &&
+		again.status == m.status && again.flags == m.flags &&
+		!memcmp(again.handle, m.handle, sizeof(m.handle)) &&
+		!strcmp(again.text, m.text) && !strcmp(again.leg, m.leg));
+}
+
+static void check_hdr(const uint8_t *data, size_t size)
+{
+	struct relay_hdr h;
+	uint64_t n;
+
+	if (size < sizeof(h))
+		return;
+	memcpy(&h, data, sizeof(h));
+	n = relay_hdr_chunks(&h);
+	if (!n)
+		return;
+	/* the last chunk holds at least a byte, none runs past the size */
+	REQUIRE(h.chunk);
+	REQUIRE((__uint128_t)(n - 1) * h.chunk < h.size);
+	REQUIRE((__uint128_t)n * h.chunk >= h.size);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	check_msg(data, size);
+	check_hdr(data, size);
+	return 0;
+}
