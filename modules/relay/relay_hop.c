@@ -254,8 +254,12 @@ int relay_hop_step(struct relay_hop *h)
 	while (h->stage != HOP_DONE) {
 		err = stage_step(h);
 		if (err == -EAGAIN && relay_now_ns() > h->deadline_ns) {
-			note(h, "%s: no answer within %d ms", target(h),
-			     h->x->conf.timeout_ms);
+			char a[MESH_ADDR_STRLEN] = "";
+
+			if (h->peer)
+				mesh_addr_str(&h->peer->addrs[0], a, sizeof(a));
+			note(h, "%s%s%s: no answer within %d ms", target(h),
+			     a[0] ? " at " : "", a, h->x->conf.timeout_ms);
 			err = -ETIMEDOUT;
 		}
 		if (err == -EAGAIN)

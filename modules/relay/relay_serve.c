@@ -56,6 +56,7 @@ struct relay_pair {
 	uint64_t rpost, rdone, spost, sdone;
 	uint64_t chunks_due;		/* data messages before a header */
 	bool in_closed, failed, ended;
+	bool out_direct;		/* the leg out reaches the destination */
 	atomic_uint_fast64_t bytes, msgs;
 };
 
@@ -89,6 +90,7 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 	p->in_comm = s->up_comm;
 	p->out_leg = s->hop.leg;
 	p->out_comm = s->hop.comm;
+	p->out_direct = s->hop.direct;
 	s->up_comm = s->hop.comm = NULL;
 	p->nb = x->conf.chunks;
 	p->chunk = x->conf.chunk;
@@ -123,8 +125,8 @@ static int test_one(void *req, int *done, size_t *size)
  * Follows the framing of what passes (a header, then its chunks) for one
  * thing only: the origin's end marker (true), after which the leg in is
  * over and the receives still posted on it are dropped, not failed.  The
- * marker goes no further: closing the leg out tells the next hop, which
- * then has no marker of its own to miss when its receiver closed first.
+ * last relay keeps the marker: closing the leg out tells the destination,
+ * which then has no marker to miss when its receiver closed first.
  */
 static bool frame(struct relay_pair *p, const struct bounce *b,
 		  const char *data)
@@ -180,11 +182,14 @@ static int pair_step(struct relay_pair *p)
 		if (!done)
 			break;
 		b->size = size;
-		/* the origin's end stays here: the leg out closes as
+		/* the origin's end goes on to the next relay, and stops
+		 * at the last one: the leg to the destination closes as
 		 * orderly once everything before it went on */
 		if (frame(p, b, p->buf + (p->rdone % (uint64_t)p->nb) *
-					     p->chunk))
+					     p->chunk)) {
+			p->rdone += !p->out_direct;
 			break;
+		}
 		p->rdone++;
 	}
 	while (!p->failed && p->spost < p->rdone) {
@@ -252,6 +257,25 @@ static int up_leg(struct relay_setup *s)
 	return -ENOPROTOOPT;
 }
 
+/* A request that names no path takes this relay's own explicit route
+ * for the destination (a gateway's "the other DC via its gateway"), less
+ * the relays it already passed. */
+static void own_route(const struct relay_conf *c, struct relay_msg *req,
+		      const struct mesh_addr *dest, int nd)
+{
+	const struct relay_route *r = relay_conf_route(c, dest, nd);
+
+	for (int v = 0; r && v < r->nvia && req->npath < RELAY_HOPS_MAX; v++) {
+		bool seen = false;
+
+		for (int i = 0; i < req->nvisited; i++)
+			seen |= !strcmp(req->visited[i], r->via[v]);
+		if (!seen)
+			snprintf(req->path[req->npath++], RELAY_NAME_MAX, "%s",
+				 r->via[v]);
+	}
+}
+
 static void read_request(struct relay_ctx *x, struct relay_setup *s)
 {
 	const struct relay_conf *c = &x->conf;
@@ -298,6 +322,8 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 			}
 		snprintf(s->req.visited[s->req.nvisited++], RELAY_NAME_MAX,
 			 "%s", c->name);
+		if (!s->req.npath)
+			own_route(c, &s->req, dest, nd);
 		/* the route so far, for the destination's log line */
 		len = strlen(s->req.text);
 		snprintf(s->req.text + len, sizeof(s->req.text) - len,

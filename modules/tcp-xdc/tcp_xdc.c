@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tcp_xdc.h"
 
@@ -167,6 +169,45 @@ static int tcp_xdc_get_properties(void *mctx, int dev,
 }
 
 /* Host memory needs no registration; the handle only has to be non-NULL. */
+/*
+ * Whether the kernel has a route to one of the peer's addresses: a peer
+ * behind a link this host lacks (a gateway's other side) is refused at
+ * once, so the core can hand it to relay, instead of failing to dial it
+ * until the timeout.  A route is no promise that the peer answers.
+ */
+static int tcp_xdc_reach(void *mctx, int dev, const struct mesh_addr *peer,
+			 int npeer, char *why, size_t cap)
+{
+	char addr[MESH_ADDR_STRLEN];
+	size_t len = 0;
+	int first_err = 0;
+
+	(void)mctx, (void)dev;
+	for (int i = 0; i < npeer; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = mesh_addr_to_sockaddr(&peer[i], &ss);
+		int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		int err = fd < 0 ? errno :
+			  connect(fd, (struct sockaddr *)&ss, sl) ? errno : 0;
+
+		if (fd >= 0)
+			close(fd);
+		if (!err || fd < 0)
+			return 0;	/* routed, or cannot tell: try it */
+		if (!first_err)
+			first_err = err;
+		if (len < cap)
+			len += (size_t)snprintf(why + len, cap - len, "%s%s",
+				len ? ", " : "no route to ",
+				mesh_addr_str(&peer[i], addr, sizeof(addr)));
+	}
+	if (!npeer)
+		return 0;
+	if (len < cap)
+		snprintf(why + len, cap - len, " (%s)", strerror(first_err));
+	return -EHOSTUNREACH;
+}
+
 static int tcp_xdc_reg_mr(void *comm, void *data, size_t size, int type,
 			  void **mhandle)
 {
@@ -210,4 +251,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.close_send = tcp_xdc_close_send,
 	.close_recv = tcp_xdc_close_recv,
 	.check = tcp_xdc_check,
+	.reach = tcp_xdc_reach,
 };

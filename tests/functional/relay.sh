@@ -1,0 +1,164 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Relayed connections on loopback, each process its own host: meshrelays
+# r1 (127.0.0.2) and r2 (127.0.0.5), a meshperf server that advertises
+# 127.0.0.3 and a client routed by the config.
+#   two-hop     route 127.0.0.3 via r1 r2: data verified both ways, and
+#               each relay's log shows its pair
+#   outsider    r1 keeps only 127.0.0.2/32 in the cluster: the client's
+#               connect fails fast naming r1's refusal, r1 logs it
+#   dead-relay  the only relay is not running: connect fails naming it
+#   relay-dies  r1 is killed during a transfer: both ends fail, in time
+#
+# usage: relay.sh BUILD_DIR [CASE...]
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "$1" && pwd)
+shift
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(two-hop outsider dead-relay relay-dies)
+meshperf=$build/tools/meshperf/meshperf
+meshrelay=$build/tools/meshrelay/meshrelay
+plugin=$build/core/libnccl-net-mesh.so
+[ -x "$meshrelay" ] && [ -e "$build/modules/relay/mesh-relay.so" ] || {
+	echo "SKIP: relay or meshrelay not built"
+	exit 77
+}
+export NCCL_MESH_CONF=$here/relay.conf
+export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc:$build/modules/relay
+tmp=$(mktemp -d)
+pids=()
+failures=0
+
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill -9 "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+
+P1=$(free_port 127.0.0.2)
+P2=$(free_port 127.0.0.5)
+RELAYS="r1 127.0.0.2:$P1,r2 127.0.0.5:$P2"
+
+# relay NAME PORT [VAR=VALUE...]: a meshrelay in the background
+relay() {
+	local name=$1 port=$2
+	shift 2
+	env NCCL_DEBUG=INFO NCCL_MESH_RELAY_NAME="$name" \
+		NCCL_MESH_RELAY_PORT="$port" NCCL_MESH_RELAY_RELAYS="$RELAYS" \
+		"$@" "$meshrelay" >"$tmp/$name.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$port" | grep -q . && return 0
+		sleep 0.1
+	done
+	echo "relay $name did not listen on $port"
+	cat "$tmp/$name.log"
+	return 1
+}
+
+# pair ROUTES [meshperf args...]: server at 127.0.0.3, client routed;
+# sets rc (the client's exit) and leaves server.log, client.log
+pair() {
+	local routes=$1
+	shift
+	rm -f "$tmp/port"
+	env NCCL_MESH_RELAY_NAME=d NCCL_MESH_RELAY_RELAYS="$RELAYS" \
+		NCCL_MESH_ADVERTISE_ADDRS=127.0.0.3 \
+		NCCL_MESH_ADVERTISE_LOCAL=false \
+		timeout 120 "$meshperf" --server --port 0 --port-file "$tmp/port" \
+		--plugin "$plugin" -v >"$tmp/server.log" 2>&1 &
+	local server=$!
+	pids+=($server)
+	for _ in $(seq 100); do
+		[ -s "$tmp/port" ] && break
+		sleep 0.1
+	done
+	env NCCL_MESH_RELAY_NAME=c NCCL_MESH_RELAY_RELAYS="$RELAYS" \
+		NCCL_MESH_RELAY_ROUTES="$routes" \
+		timeout 100 "$meshperf" --client 127.0.0.1 --port "$(cat "$tmp/port")" \
+		--plugin "$plugin" -v "$@" >"$tmp/client.log" 2>&1
+	rc=$?
+	wait "$server" 2>/dev/null
+	server_rc=$?
+}
+
+check() {
+	local name=$1 ok=$2 what=$3
+
+	if [ "$ok" -eq 0 ]; then
+		echo "PASS: $name: $what"
+	else
+		echo "FAIL: $name: $what"
+		for f in "$tmp"/*.log; do
+			echo "---- $(basename "$f") ----"
+			grep -a -v "^\[" "$f" | tail -n 25
+		done
+		failures=$((failures + 1))
+	fi
+}
+
+stop_relays() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	pids=()
+}
+
+case_two_hop() {
+	relay r1 "$P1" && relay r2 "$P2" || return 1
+	pair "127.0.0.3 via r1 r2" --sizes 0,8,4K,100K,3M --iters 50 --bidir
+	[ $rc -eq 0 ] && [ $server_rc -eq 0 ] &&
+		! grep -aq WARN "$tmp"/*.log &&
+		grep -aq "via r1 (tcp-xdc 127.0.0.2:$P1) -> r2 (tcp-xdc 127.0.0.5:$P2) -> destination" "$tmp/client.log" &&
+		grep -aq "pair .*: forwarding .* -> r2 " "$tmp/r1.log" &&
+		grep -aq "pair .*: forwarding .* -> destination" "$tmp/r2.log" &&
+		grep -aq "recv comm .* from c: c -(tcp-xdc)-> r1 -(tcp-xdc)-> r2 -(tcp-xdc)-> here" "$tmp/server.log"
+	check two-hop $? "verified both ways through r1 and r2, each names the route, no WARN"
+	stop_relays
+}
+
+case_outsider() {
+	relay r1 "$P1" NCCL_MESH_RELAY_MEMBERS=127.0.0.2/32 || return 1
+	local t0=$SECONDS
+	pair "127.0.0.3 via r1" --sizes 8 --iters 5
+	[ $rc -ne 0 ] && [ $((SECONDS - t0)) -lt 30 ] &&
+		grep -aq "no relay carries the connection: r1: refused: destination 127.0.0.3:[0-9]* is outside the cluster" "$tmp/client.log" &&
+		grep -aq "refused to relay for c .*outside the cluster" "$tmp/r1.log"
+	check outsider $? "a destination outside relay.members is refused, both sides say so"
+	stop_relays
+}
+
+case_dead_relay() {
+	local t0=$SECONDS
+	pair "127.0.0.3 via r1" --sizes 8 --iters 5
+	[ $rc -ne 0 ] && [ $((SECONDS - t0)) -lt 30 ] &&
+		grep -aq "no relay carries the connection: r1 at 127.0.0.2:$P1" "$tmp/client.log"
+	check dead-relay $? "a relay that does not answer is named with its address"
+}
+
+case_relay_dies() {
+	relay r1 "$P1" || return 1
+	local victim=${pids[-1]} t0=$SECONDS
+	( sleep 4; kill -9 "$victim" ) &
+	pair "127.0.0.3 via r1" --sizes 64M --iters 100000 --budget 64G --no-latency
+	[ $rc -ne 0 ] && [ $((SECONDS - t0)) -lt 60 ] &&
+		grep -aq "relay.*the leg failed (route: via r1" "$tmp/client.log"
+	check relay-dies $? "a relay killed mid-transfer fails the sender naming the route, in $((SECONDS - t0)) s"
+	stop_relays
+}
+
+for c in "${cases[@]}"; do
+	"case_${c//-/_}" || check "$c" 1 "set-up failed"
+done
+[ $failures -eq 0 ] || exit 1
