@@ -49,6 +49,7 @@ EXIT_ROUTE = 5
 RELAYED = (0, 2)                  # the pair without a direct path
 VIA = 1                           # whose process relays it
 DEFAULT_SIZES = "1K,100K,1M,10M,64M"
+MAX_ITERS = 9
 ALLTOALL_MOD = (1 << 31) - 1
 
 log = ar.log
@@ -156,6 +157,23 @@ class AllToAll:
         return elapsed / iters, failed == 0
 
 
+def linger_for_relayed(rank, logfile, seconds=30.0):
+    """The relaying rank stays until the relayed ranks have closed their
+    communicators, so that their closes run over a live relay and not
+    into a process that already left."""
+    done = os.path.join(os.path.dirname(logfile), "closed-rank%d")
+    if rank != VIA:
+        open(done % rank, "w").close()
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(os.path.exists(done % r) for r in RELAYED):
+            return
+        time.sleep(0.1)
+    log("rank %d: the relayed ranks did not close within %ds; leaving" %
+        (rank, seconds))
+
+
 def record(op, algo, nbytes, t, ok, iters, busbw_factor, moved=None):
     """nbytes: the size asked for; moved: bytes per rank per call (the
     nccl-tests convention for algbw), nbytes unless given."""
@@ -214,6 +232,7 @@ def worker_main(args):
         if rank == 0:
             ar.emit(records[-1], out)
     dist.destroy_process_group()
+    linger_for_relayed(rank, args.log)
     failed = [r for r in records if not r["ok"]]
     if rank == 0:
         ar.emit({"summary": True, "algo": args.algo, "net_used": net,
@@ -231,9 +250,13 @@ def worker_main(args):
 
 # ------------------------------------------------------------ log checks --
 
-# NCCL: "Channel 00/0 : 2[0] -> 0[0] [send] via NET/Mesh/0"
-NCCL_CONN_RE = re.compile(r"Channel \d+/\d+ : (\d+)\[[^]]*\] -> (\d+)\[[^]]*\]"
-                          r" \[(send|receive)\] via NET/Mesh")
+# NCCL: "Channel 00/0 : 2[0] -> 0[0] [send] via NET/Mesh/0"; the number
+# after the slash is the connection index: 0 for the collectives' rings
+# and trees, 1 for point-to-point (all-to-all), "via NET/Mesh/0/Shared"
+NCCL_CONN_RE = re.compile(r"Channel \d+/(\d+) : (\d+)\[[^]]*\] -> "
+                          r"(\d+)\[[^]]*\] \[(?:send|receive)\] "
+                          r"via NET/Mesh")
+CONN_KINDS = {0: "collective", 1: "point-to-point"}
 # ours, at the origin: "NET/Mesh/relay: send comm 3 to 127.0.0.12:4711: via r1 ..."
 OUR_SEND_RE = re.compile(r"NET/Mesh/relay: send comm \d+ to "
                          r"(127\.0\.0\.\d+):\d+: via (\S+)")
@@ -304,19 +327,22 @@ def check_route_logs(logs):
         elif pairs:
             fails.append("rank %d relayed, only rank %d should: %s" %
                          (rank, VIA, pairs[0][1].strip()))
-    # NCCL's own view: connections between ranks 0 and 2 over NET/Mesh
+    # NCCL's own view: connections between ranks 0 and 2 over NET/Mesh,
+    # for the all-reduce (ring or tree) and for the all-to-all
     for rank in RELAYED:
-        conns = [(int(m.group(1)), int(m.group(2)), m.group(3), l)
-                 for l in lines[rank] for m in [NCCL_CONN_RE.search(l)] if m]
-        mine = [c for c in conns if set(c[:2]) == set(RELAYED)]
-        if not mine:
-            fails.append("rank %d: NCCL's log shows no NET/Mesh connection "
-                         "between ranks %d and %d (%d others)" %
-                         (rank, a, b, len(conns)))
-        else:
-            log("rank %d, NCCL's (%d connections with rank %d), e.g.: %s" %
-                (rank, len(mine), a + b - rank,
-                 mine[0][3].split("NCCL INFO ", 1)[-1]))
+        conns = [(int(m.group(1)), l) for l in lines[rank]
+                 for m in [NCCL_CONN_RE.search(l)]
+                 if m and {int(m.group(2)), int(m.group(3))} == set(RELAYED)]
+        for index, kind in sorted(CONN_KINDS.items()):
+            mine = [l for i, l in conns if i == index]
+            if not mine:
+                fails.append("rank %d: NCCL's log shows no %s NET/Mesh "
+                             "connection between ranks %d and %d" %
+                             (rank, kind, a, b))
+            else:
+                log("rank %d, NCCL's (%d %s connections with rank %d), "
+                    "e.g.: %s" % (rank, len(mine), kind, a + b - rank,
+                                  mine[0].split("NCCL INFO ", 1)[-1]))
     return fails
 
 
@@ -417,7 +443,9 @@ def launcher_main(args):
     logs = [os.path.join(logdir, "nccl-%s-rank%d.log" % (args.algo.lower(),
                                                          r))
             for r in range(WORLD)]
-    for path in logs + ([args.out] if args.out else []):
+    closed = [os.path.join(logdir, "closed-rank%d" % r)
+              for r in range(WORLD)]
+    for path in logs + closed + ([args.out] if args.out else []):
         if os.path.exists(path):
             os.unlink(path)
     log("relay test: NCCL_ALGO=%s ranks=%d sizes=%s iters=%d timeout=%ds, "
@@ -567,9 +595,10 @@ def parse_args(argv):
         args.conf = os.path.abspath(args.conf)
     if args.check_only and not args.meshinfo:
         p.error("--check-only needs --meshinfo")
-    # all-reduce values double per call (allreduce.py's Bench)
-    if not 1 <= args.iters <= ar.MAX_ITERS or args.warmup < 0:
-        p.error("--iters must be 1..%d, --warmup >= 0" % ar.MAX_ITERS)
+    # allreduce.py's Bench runs the calls in place: the values triple
+    # per call with three ranks, and float32 holds 6 * 251 * 3^8 exactly
+    if not 1 <= args.iters <= MAX_ITERS or args.warmup < 0:
+        p.error("--iters must be 1..%d, --warmup >= 0" % MAX_ITERS)
     if args.algo not in ("Ring", "Tree"):
         p.error("--algo must be Ring or Tree")
     if args.worker and (args.rank not in range(WORLD) or not args.log):

@@ -136,17 +136,23 @@ mps_note="off (--no-mps)"
 mps_ours=0
 mps_pipe=
 
+mps_running() {
+	echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1
+}
+
 stop_mps() {
 	[ $mps_ours -eq 1 ] || return 0
 	mps_ours=0
 	echo quit | nvidia-cuda-mps-control
 	for _ in $(seq 100); do
-		[ -e "$mps_pipe/control" ] || break
+		mps_running || break
 		sleep 0.1
 	done
-	[ -e "$mps_pipe/control" ] &&
+	if mps_running; then
 		echo "relay.sh: warning: MPS did not stop ($mps_pipe)" >&2
-	rm -rf "$mps_pipe"
+	else
+		rm -rf "$mps_pipe"
+	fi
 }
 trap stop_mps EXIT
 trap 'exit 130' INT
@@ -229,8 +235,10 @@ done
 stop_mps
 if [ -n "${CUDA_MPS_LOG_DIRECTORY:-}" ] &&
    [ -f "$CUDA_MPS_LOG_DIRECTORY/control.log" ]; then
-	clients=$(grep -c 'New client' "$CUDA_MPS_LOG_DIRECTORY/control.log")
-	mps_note="$mps_note; $clients client connections"
+	# the GPU check and every rank: 1 + 3 per run when all went through
+	clients=$(grep -o 'NEW CLIENT [0-9]*' \
+		"$CUDA_MPS_LOG_DIRECTORY/control.log" | sort -u | wc -l)
+	mps_note="$mps_note; $clients client processes connected"
 fi
 
 echo
