@@ -157,21 +157,23 @@ class AllToAll:
         return elapsed / iters, failed == 0
 
 
-def linger_for_relayed(rank, logfile, seconds=30.0):
-    """The relaying rank stays until the relayed ranks have closed their
-    communicators, so that their closes run over a live relay and not
-    into a process that already left."""
+def close_in_order(dist, rank, logfile, seconds=30.0):
+    """The relayed ranks close first, the relaying rank after them, so
+    that their connections end over a live relay (and its log says how
+    each ended) rather than into a process already gone."""
     done = os.path.join(os.path.dirname(logfile), "closed-rank%d")
     if rank != VIA:
+        dist.destroy_process_group()
         open(done % rank, "w").close()
         return
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(os.path.exists(done % r) for r in RELAYED):
-            return
+    while not all(os.path.exists(done % r) for r in RELAYED):
+        if time.monotonic() > deadline:
+            log("rank %d: the relayed ranks did not close within %ds" %
+                (rank, seconds))
+            break
         time.sleep(0.1)
-    log("rank %d: the relayed ranks did not close within %ds; leaving" %
-        (rank, seconds))
+    dist.destroy_process_group()
 
 
 def record(op, algo, nbytes, t, ok, iters, busbw_factor, moved=None):
@@ -231,8 +233,7 @@ def worker_main(args):
                               nbytes * WORLD))
         if rank == 0:
             ar.emit(records[-1], out)
-    dist.destroy_process_group()
-    linger_for_relayed(rank, args.log)
+    close_in_order(dist, rank, args.log)
     failed = [r for r in records if not r["ok"]]
     if rank == 0:
         ar.emit({"summary": True, "algo": args.algo, "net_used": net,
@@ -262,7 +263,11 @@ OUR_SEND_RE = re.compile(r"NET/Mesh/relay: send comm \d+ to "
                          r"(127\.0\.0\.\d+):\d+: via (\S+)")
 OUR_RECV_RE = re.compile(r"NET/Mesh/relay: recv comm \d+ from (\S+): ")
 # ours, at the relay: "NET/Mesh/relay: pair 0: forwarding r0 from ..."
-OUR_PAIR_RE = re.compile(r"NET/Mesh/relay: pair \d+: forwarding (\S+) from ")
+OUR_PAIR_RE = re.compile(r"NET/Mesh/relay: pair (\d+): forwarding (\S+) from ")
+# "NET/Mesh/relay: pair 0: closed by the origin after 367972752 bytes in ..."
+OUR_PAIR_END_RE = re.compile(r"NET/Mesh/relay: pair (\d+): (.*?) after "
+                             r"(\d+) bytes")
+OUR_WARN_RE = re.compile(r"NCCL WARN NET/Mesh")
 SERVES_RE = re.compile(r"NET/Mesh/relay: relay (\S+) serves port (\d+)")
 
 
@@ -272,6 +277,28 @@ def read_lines(path):
             return [l.rstrip("\n") for l in f]
     except OSError:
         return []
+
+
+def check_pair_ends(rank, lines):
+    """Every pair the relay forwarded ended because its origin closed it
+    (not a failed or broken leg)."""
+    started = [m.group(1) for l in lines for m in [OUR_PAIR_RE.search(l)]
+               if m]
+    ends = {m.group(1): (m.group(2), int(m.group(3)), l) for l in lines
+            for m in [OUR_PAIR_END_RE.search(l)] if m}
+    fails = []
+    for pid in started:
+        if pid not in ends:
+            fails.append("rank %d: relay pair %s never ended" % (rank, pid))
+        elif ends[pid][0] != "closed by the origin":
+            fails.append("rank %d: %s" % (rank, ends[pid][2].strip()))
+    if started:
+        log("rank %d, ours: %d pairs relayed %d bytes, %d closed by their "
+            "origin" % (rank, len(started),
+                        sum(e[1] for e in ends.values()),
+                        sum(e[0] == "closed by the origin"
+                            for e in ends.values())))
+    return fails
 
 
 def check_route_logs(logs):
@@ -312,9 +339,14 @@ def check_route_logs(logs):
             else:
                 log("rank %d, ours (%d relayed recv comms), e.g.: %s" %
                     (rank, len(recvs), recvs[0].split("NET/Mesh/", 1)[-1]))
-        pairs = [(m.group(1), l) for l in lines[rank]
+        warns = [l for l in lines[rank] if OUR_WARN_RE.search(l)]
+        if warns:
+            fails.append("rank %d: %d warnings from the plugin, the first: "
+                         "%s" % (rank, len(warns), warns[0].strip()))
+        pairs = [(m.group(2), l) for l in lines[rank]
                  for m in [OUR_PAIR_RE.search(l)] if m]
         if rank == VIA:
+            fails += check_pair_ends(rank, lines[rank])
             for origin in ("r%d" % a, "r%d" % b):
                 mine = [l for o, l in pairs if o == origin]
                 if not mine:

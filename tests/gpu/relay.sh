@@ -171,7 +171,7 @@ print("%s, %d visible" % (torch.cuda.get_device_name(0),
 if [ $use_mps -eq 1 ]; then
 	if ! command -v nvidia-cuda-mps-control >/dev/null; then
 		mps_note="off (nvidia-cuda-mps-control not found)"
-	elif [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+	elif mps_running; then
 		# someone else's daemon: use it, and leave it running
 		mps_note="on (a daemon already running, left as is)"
 	else
