@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "layer.h"
 #include "state.h"
 
 struct tmp_files {
@@ -363,7 +364,8 @@ static void test_params(const struct tmp_files *t)
 static void test_ops(const struct tmp_files *t)
 {
 	static const char *const ready[] = { "nofini2", "noabandon",
-		"nodmabuf", "noreach", "nocheck", "abi12", "abi10", "good" };
+		"nodmabuf", "noreach", "nocheck", "abi12", "abi10", "abi13",
+		"good" };
 	const struct expect refused[] = {
 		{ "noisend", CORE_MODULE_FAILED, { "mesh-noisend.so",
 		  "lacks the required operation isend" }, 1 },
@@ -380,10 +382,11 @@ static void test_ops(const struct tmp_files *t)
 		   "modules = [ \"nofini\", \"nofini2\", \"noabandon\",\n"
 		   "  \"nodmabuf\", \"noreach\", \"nocheck\", \"abi12\",\n"
 		   "  \"abi10\", \"noisend\", \"shortdesc\", \"nodevwhy\",\n"
-		   "  \"good\" ];\n"
+		   "  \"abi13\", \"good\" ];\n"
 		   "rails = [ \"nofini2/fake0+noabandon/fake0+nodmabuf/fake0+"
 		   "noreach/fake0\",\n"
-		   "  \"nocheck/fake0+abi12/fake0+abi10/fake0+good/fake0\" ];\n");
+		   "  \"nocheck/fake0+abi12/fake0+abi10/fake0+good/fake0\",\n"
+		   "  \"abi13/fake0\" ];\n");
 	st = build_capturing(t, &logtext);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		check_module(st, logtext, &refused[i]);
@@ -402,8 +405,10 @@ static void test_ops(const struct tmp_files *t)
 		CHECK(d->size == sizeof(struct mesh_module), "%s: size %u",
 		      ready[i], d->size);
 		CHECK(d->fini && d->abandon && d->reg_mr_dmabuf && d->iflush &&
-		      d->reach && d->check, "%s: an operation is NULL",
-		      ready[i]);
+		      d->reach && d->check && d->start && d->route &&
+		      d->route_abandon && d->routes_to && d->report,
+		      "%s: an operation is NULL", ready[i]);
+		CHECK(!m->has_route, "%s: a route past its size", ready[i]);
 		d->abandon(m->mctx, NULL);
 		CHECK(d->iflush(NULL, 1, NULL, NULL, NULL, &req) == 0 &&
 		      req == NULL, "%s: iflush", ready[i]);
@@ -419,9 +424,16 @@ static void test_ops(const struct tmp_files *t)
 	}
 	CHECK(core_config_errors(st->cfg, NULL) == 0,
 	      "a config error: the poisoned check past the size was read?");
-	CHECK(st->usable && st->nrails == 2 && st->rails[0].nmembers == 4 &&
-	      st->rails[1].nmembers == 4,
-	      "two rails of four members from the modules that loaded");
+	CHECK(st->usable && st->nrails == 3 && st->rails[0].nmembers == 4 &&
+	      st->rails[1].nmembers == 4 && st->rails[2].nmembers == 1,
+	      "three rails of 4, 4 and 1 members from the modules that loaded");
+	/* start past an ABI 1.3 descriptor's size is never called: the
+	 * poisoned one would fail the module */
+	core_layer_start(st);
+	CHECK(find_module(st, "abi13")->status == CORE_MODULE_READY &&
+	      !core_layer_module(st), "abi13: a start or route past its size "
+	      "was used");
+	core_layer_unbind(st);
 	core_state_free(st);
 	free(logtext);
 }

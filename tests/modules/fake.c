@@ -14,6 +14,8 @@
  *                   REACH, CHECK (optional) or ISEND (required)
  *   FAKE_POISON_CHECK  check always fails: for a descriptor whose size
  *                   ends before check, which the core must not read
+ *   FAKE_POISON_LAYER  start fails and route aborts: for a descriptor
+ *                   whose size ends before them (ABI 1.3)
  *
  * A working instance has two devices, fake0 and fake1, on 127.0.0.1, and
  * two parameters, `level` and `max_level`, with the rule level <= max_level
@@ -244,6 +246,22 @@ static int fake_reach(void *mctx, int dev, const struct mesh_addr *peer,
 #define fake_reach NULL
 #endif
 
+#ifdef FAKE_POISON_LAYER
+static int poison_start(void *mctx)
+{
+	(void)mctx;
+	return -EIO;
+}
+
+static int poison_route(void *mctx, int rail, const void *handle,
+			const char *unreached, void **state, void **send_comm)
+{
+	(void)mctx, (void)rail, (void)handle, (void)unreached, (void)state;
+	(void)send_comm;
+	abort();
+}
+#endif
+
 MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.abi_version = FAKE_ABI,
 	.size = FAKE_SIZE,
@@ -267,4 +285,8 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.close_recv = fake_close,
 	.reach = fake_reach,
 	.check = fake_check,
+#ifdef FAKE_POISON_LAYER
+	.start = poison_start,
+	.route = poison_route,
+#endif
 };
