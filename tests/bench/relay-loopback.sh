@@ -46,7 +46,10 @@ export NCCL_MESH_CONF=$work/bench.conf
 export NCCL_MESH_MODULE_PATH=$b/modules/tcp-xdc:$b/modules/relay
 NCCL_DEBUG=INFO NCCL_MESH_RELAY_NAME=r1 "$b/tools/meshrelay/meshrelay" >"$work/relay.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do ss -Htln "sport = :$port" | grep -q . && break; sleep 0.1; done
+for _ in $(seq 100); do
+	python3 -c 'import socket,sys; socket.create_connection(("127.0.0.2", int(sys.argv[1])), 1)' "$port" 2>/dev/null && break
+	sleep 0.1
+done
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
