@@ -39,7 +39,7 @@ static const struct mesh_param relay_params[] = {
 	  "Explicit routes, \"PREFIX via NAME [NAME...]\": used even where a module claims to reach." },
 	{ "max_hops", MESH_PARAM_INT, "4", 1, RELAY_HOPS_MAX - 1,
 	  "Most relays one connection passes through." },
-	{ "chunk_size", MESH_PARAM_SIZE, "1M", 64 * 1024, 64 << 20,
+	{ "chunk_size", MESH_PARAM_SIZE, "4M", 64 * 1024, 64 << 20,
 	  "Size of the pieces a message is forwarded in, and of each bounce buffer." },
 	{ "chunks", MESH_PARAM_INT, "8", 2, 256,
 	  "Bounce buffers per relayed connection at a relay (pieces in flight)." },
