@@ -9,6 +9,9 @@
 #   tests/rxe/net.sh down
 #   tests/rxe/net.sh status     "mode=netns nodes=N", then devices and ports
 #   tests/rxe/net.sh probe      RC ping-pong over link 1-2, data checked
+#   tests/rxe/net.sh ring [N]   N nodes (3..9, default 4) in a ring: node i
+#                               cabled to i+1 and node N to node 1 only
+#   tests/rxe/net.sh line [N]   the same without the cable N-1 (a line)
 #
 # Node i is namespace rxn<i>.  Link i-j (i < j) is subnet 10.77.<i><j>.0/24:
 # veth v<i><j> with 10.77.<i><j>.<i> in rxn<i> and v<j><i> with
@@ -18,6 +21,12 @@
 # MTU 4500 gives RoCE an active MTU of 4096.  RDMA netns mode "shared":
 # every device is visible in every namespace, its packets go through its
 # netdev's namespace, so processes choose devices by name.
+#
+# A ring or a line has the cables of its shape only (same names and
+# subnets as the full mesh), so rdma-mesh finds no cable between nodes that
+# are not neighbours, plus a management network for bootstrap TCP that no
+# RDMA device sits on: namespace rxnm holds bridge br0, node i is on it as
+# m<i> with 10.88.0.<i>/24.
 
 # shellcheck source=tests/rxe/lib.sh
 declare -F rxe_gid_index >/dev/null ||
@@ -90,6 +99,11 @@ rxnet_nodes() {
 	cat "$RXNET_STATE/nodes" 2>/dev/null || echo 0
 }
 
+# rxnet_shape: full (rxnet_up), ring or line (rxnet_shaped).
+rxnet_shape() {
+	cat "$RXNET_STATE/shape" 2>/dev/null || echo full
+}
+
 # rxnet_up N: a fresh mesh of N nodes (an older one is removed first).
 rxnet_up() {
 	local n=${1:-3} i j devs=()
@@ -144,7 +158,69 @@ rxnet_down() {
 		done
 		ip netns del "rxn$i" 2>/dev/null || true
 	done
-	rm -f "$RXNET_STATE/nodes"
+	if rxnet_ns_exists rxnm; then
+		ip netns del rxnm 2>/dev/null || true
+	fi
+	rm -f "$RXNET_STATE/nodes" "$RXNET_STATE/shape"
+}
+
+# rxnet_cables SHAPE N: the cables of that shape, "I J" per line, I < J.
+rxnet_cables() {
+	local i
+
+	for ((i = 1; i < $2; i++)); do
+		echo "$i $((i + 1))"
+	done
+	[ "$1" = ring ] && echo "1 $2"
+	return 0
+}
+
+# rxnet_mgmt N: the management network (bridge br0 in namespace rxnm, m<i>
+# with 10.88.0.<i>/24 in rxn<i>): bootstrap TCP between any two nodes.
+rxnet_mgmt() {
+	local i
+
+	rxnet_add_ns rxnm && ip -n rxnm link add br0 type bridge &&
+		ip -n rxnm link set br0 up || return 1
+	for ((i = 1; i <= $1; i++)); do
+		if ! { ip link add "m$i" netns "rxn$i" type veth peer name "b$i" \
+			       netns rxnm &&
+		       ip -n rxnm link set "b$i" master br0 up &&
+		       ip -n "rxn$i" addr add "10.88.0.$i/24" dev "m$i" &&
+		       ip -n "rxn$i" link set "m$i" up; }; then
+			echo "management link of node $i: cannot set up m$i"
+			return 1
+		fi
+	done
+}
+
+# rxnet_shaped SHAPE N: a fresh ring or line of N nodes (an older mesh is
+# removed first) with its management network.
+rxnet_shaped() {
+	local shape=$1 n=${2:-4} i j devs=()
+
+	case $shape/$n in
+	ring/[3-9] | line/[2-9]) ;;
+	*) echo "rxnet_shaped: a ring of 3 to 9 nodes or a line of 2 to 9"
+	   return 1 ;;
+	esac
+	rxnet_down
+	if [ ! -d /sys/module/rdma_rxe ] && ! modprobe rdma_rxe; then
+		echo "no rdma_rxe in this kernel"
+		return 1
+	fi
+	rdma system set netns shared 2>/dev/null || true
+	mkdir -p "$RXNET_STATE"
+	echo "$n" >"$RXNET_STATE/nodes"
+	echo "$shape" >"$RXNET_STATE/shape"
+	for ((i = 1; i <= n; i++)); do
+		rxnet_add_ns "rxn$i" || return 1
+	done
+	while read -r i j; do
+		rxnet_link "$i" "$j" "10.77.$i$j" || return 1
+		devs+=("rxe$i$j" "rxe$j$i")
+	done < <(rxnet_cables "$shape" "$n")
+	rxnet_mgmt "$n" && rxnet_wait_active "${devs[@]}"
 }
 
 rxnet_status() {
@@ -153,6 +229,7 @@ rxnet_status() {
 	n=$(rxnet_nodes)
 	[ "$n" -gt 0 ] || { echo "no mesh"; return 1; }
 	echo "mode=netns nodes=$n"
+	[ "$(rxnet_shape)" = full ] || echo "shape=$(rxnet_shape)"
 	rdma link show | grep -E '^link rxe[1-9][1-9]/' || true
 	for ((i = 1; i <= n; i++)); do
 		ip -n "rxn$i" -br -4 addr show | sed "s/^/rxn$i /" | grep -v ' lo '
@@ -198,6 +275,8 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	down) rxnet_down ;;
 	status) rxnet_status ;;
 	probe) rxnet_probe ;;
-	*) echo "usage: $0 up [N] | down | status | probe" >&2; exit 2 ;;
+	ring|line) rxnet_shaped "$1" "${2:-4}" ;;
+	*) echo "usage: $0 up [N] | ring [N] | line [N] | down | status | probe" >&2
+	   exit 2 ;;
 	esac
 fi

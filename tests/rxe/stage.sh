@@ -19,7 +19,11 @@
 #      (tests/rxe/errors.sh): an oversize send, a work completion error
 #      from a stale rkey, and a refused RoCE v1 / v2 GID mix, each of
 #      which must make both processes fail cleanly and quickly.
-#   2. two datacenters (two hosts each, rxe inside a DC, only a routed TCP
+#   2. rdma-mesh (tests/rxe/mesh.sh): a triangle, a node with one cable,
+#      two cables between two nodes; relay over rdma-mesh (tests/rxe/relay.sh):
+#      a ring of four whose diagonal pairs go through a neighbour, a line of
+#      four whose ends go through two relays, a relay killed mid-transfer.
+#   3. two datacenters (two hosts each, rxe inside a DC, only a routed TCP
 #      link between them): meshinfo per host, then meshperf over every host
 #      pair, with the plugin's per-connection lines showing ib-fabric for
 #      same-DC pairs and tcp-xdc for cross-DC pairs.
@@ -41,6 +45,8 @@ src=$(cd "$here/../.." && pwd)
 . "$here/errors.sh"
 # shellcheck source=tests/rxe/mesh.sh
 . "$here/mesh.sh"
+# shellcheck source=tests/rxe/relay.sh
+. "$here/relay.sh"
 # shellcheck source=tests/rxe/close.sh
 [ -e "$here/close.sh" ] && . "$here/close.sh"
 # shellcheck source=tests/rxe/conformance.sh
@@ -485,7 +491,10 @@ main() {
 	fi
 	check "mesh down" 60 check_mesh_down || true
 
-	[ "$MOD" = ib-fabric ] && mesh_run_checks
+	if [ "$MOD" = ib-fabric ]; then
+		mesh_run_checks
+		relay_run_checks
+	fi
 
 	if check "two-DC topology" 90 check_dc_topology; then
 		check "two-DC reachability (no fabric route across)" 90 check_dc_reach || true

@@ -1,0 +1,219 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Benchmark (not a test; needs root and the rxe lab): relay over rdma-mesh
+# on the Soft-RoCE ring of four (tests/rxe/relay.sh, relay-ring.conf), one
+# meshrelay per node, in one boot of the lab's guest.  A direct neighbour
+# pair (node 1 -> node 2, one cable) against a relayed diagonal pair
+# (node 1 -> node 3, through node 2, which the bench config names for both
+# directions so that one relay carries each run):
+#
+#   calibration: the direct pair unshaped, CAL_ROUNDS runs: what the
+#                guest's emulated CPUs carry, since unshaped rxe is bound
+#                by them, not by any link.
+#   shaped:      every cable shaped with tc tbf on both its ends to RATE
+#                (default: a quarter of the calibration's median, so the
+#                links and not the CPUs are the bottleneck even where a
+#                relayed byte costs the CPUs twice, once per leg); then
+#                ROUNDS alternating runs of direct and relayed bandwidth
+#                (MSG messages) and 8-byte ping-pong latency.
+#
+# Bars (issue 11): relayed bandwidth >= 0.85x direct; relayed 8-byte
+# latency <= 2.5x direct.  Medians of the same boot are compared: emulated
+# rxe varies by about 30% from run to run.
+#
+#   tests/bench/rxe-relay.sh [BUILD_DIR] [ROUNDS]
+#
+# Environment: RATE (tc rate, e.g. 100mbit; default auto), MSG (default
+# 4M), BW_MIB (MiB per bandwidth run, default 64), LAT_ITERS (default
+# 1000), CAL_ROUNDS (default 3).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+
+# --------------------------------------------------------------- host
+
+host_main() {
+	local build rel rounds lab libs lib
+
+	build=$(cd "${1:-build}" && pwd)
+	rounds=${2:-5}
+	case $build/ in
+	"$src"/*) rel=${build#"$src"/} ;;
+	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
+	esac
+	lab=$src/tests/rxe/lab/guest
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
+	if ! [ -e "$build/modules/rdma-mesh/mesh-rdma-mesh.so" ] ||
+	   ! [ -x "$build/tools/meshrelay/meshrelay" ]; then
+		echo "no rdma-mesh module or meshrelay in $build" >&2
+		exit 2
+	fi
+	"$lab" deps
+	"$lab" image >/dev/null
+	libs=$build/rxe-libs
+	rm -rf "$libs"
+	mkdir -p "$libs"
+	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
+		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
+		cp -L "$lib" "$libs/"
+	done
+	"$lab" run -t 2400 -- \
+		"env RATE=${RATE:-auto} MSG=${MSG:-4M} BW_MIB=${BW_MIB:-64} \
+LAT_ITERS=${LAT_ITERS:-1000} CAL_ROUNDS=${CAL_ROUNDS:-3} \
+bash tests/bench/rxe-relay.sh --in-guest '$rel' $rounds"
+}
+
+# -------------------------------------------------------------- guest
+
+size_bytes() {
+	local n=${1%[KkMmGg]}
+
+	case ${1: -1} in
+	K|k) echo $((n << 10)) ;;
+	M|m) echo $((n << 20)) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# run TAG I J FIELD [args]: one meshperf run, node I -> node J, over the
+# management network; prints FIELD of the result.  A run from 1 to 3
+# must be relayed through n2, one from 1 to 2 must not be.
+run() {
+	local tag=$1 i=$2 j=$3 field=$4 rc=0 size
+
+	shift 4
+	size=$(size_bytes "${*: -1}")
+	RUNS=$((RUNS + 1))
+	tag=$tag-$RUNS
+	relay_pair_start "$tag" "$i" "$j" $((19000 + RUNS % 500)) \
+		--abi 12 --timeout 120 "$@" >&2 || return 1
+	mesh_finish "$tag" 600 || rc=$?
+	if [ "$rc" -ne 0 ] || ! mp_check "$tag" 1 >&2; then
+		mp_show_logs "$tag" >&2
+		return 1
+	fi
+	if [ "$j" = 3 ]; then
+		relay_expect "$tag" client send ": via n2 " >&2 || return 1
+	else
+		relay_none "$tag" >&2 || return 1
+	fi
+	mp_field "$tag" "$size" "$field"
+}
+
+bw() {
+	run "bw$1$2" "$1" "$2" gbits_per_s --no-latency --iters "$ITERS" \
+		--budget "$((ITERS * BYTES))" --mem 64M --sizes "$MSG"
+}
+
+lat() {
+	run "lat$1$2" "$1" "$2" lat_us --iters "$LAT_ITERS" --lat-max 8 \
+		--budget 1M --sizes 8
+}
+
+# shape_all RATE: tbf on both ends of every cable, its queue deeper than
+# what rxe keeps in flight, so it delays and never drops.
+shape_all() {
+	local i j
+
+	while read -r i j; do
+		ip netns exec "rxn$i" tc qdisc replace dev "v$i$j" root tbf \
+			rate "$1" burst 256kb limit 16mb
+		ip netns exec "rxn$j" tc qdisc replace dev "v$j$i" root tbf \
+			rate "$1" burst 256kb limit 16mb
+	done < <(rxnet_cables ring 4)
+}
+
+# verdict NAME DIRECT_FILE RELAYED_FILE BAR UNIT higher|lower
+verdict() {
+	awk -v name="$1" -v d="$(median <"$2")" -v r="$(median <"$3")" \
+	    -v bar="$4" -v unit="$5" -v way="$6" 'BEGIN {
+		ok = way == "higher" ? r >= bar * d : r <= bar * d
+		printf "  %-22s direct %9.3f %s  relayed %9.3f %s  ratio %.2f (bar %s %.2f: %s)\n",
+			name, d, unit, r, unit, r / d, way == "higher" ? ">=" : "<=",
+			bar, ok ? "holds" : "MISSED"
+	}'
+}
+
+guest_main() {
+	local build=$1 rounds=$2 r v cal rate
+
+	case $build in
+	/*) BUILD=$build ;;
+	*) BUILD=$src/$build ;;
+	esac
+	MESHPERF=$BUILD/tools/meshperf/meshperf
+	PLUGIN=$BUILD/core/libnccl-net-mesh.so
+	LOGDIR=$(mktemp -d)
+	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
+		export LD_LIBRARY_PATH=$BUILD/rxe-libs
+	fi
+	export BUILD MESHPERF PLUGIN LOGDIR
+	BYTES=$(size_bytes "$MSG")
+	ITERS=$(((BW_MIB << 20) / BYTES))
+	[ "$ITERS" -ge 8 ] || ITERS=8
+	RUNS=0
+	trap 'rxe_cleanup; rxnet_down; rm -rf "$LOGDIR"' EXIT
+	relay_topology_ensure ring
+	relay_use ring
+	# n1 and n3 route through n2 both ways; the QP timeout is raised to
+	# 18 (1 s) so a shaped queue's delay does not count as a lost packet
+	RELAY_CONF=$LOGDIR/bench.conf
+	sed -e 's/^  qps_per_conn = .*/&\n  timeout = 18;/' \
+	    -e 's/{ match = "n1"; relay: { name = "n1";/& routes = [ "10.77.34.3 via n2" ];/' \
+	    -e 's/{ match = "n3"; relay: { name = "n3";/& routes = [ "10.77.14.1 via n2" ];/' \
+		"$src/tests/rxe/relay-ring.conf" >"$RELAY_CONF"
+	MESH_CONF=$RELAY_CONF
+	relay_start bench >&2
+
+	echo "calibration: direct pair n1 -> n2 unshaped, $MSG messages, $ITERS per run"
+	for ((r = 1; r <= CAL_ROUNDS; r++)); do
+		v=$(bw 1 2)
+		echo "$v" >>"$LOGDIR/cal.direct"
+		echo "  round $r direct  $v Gb/s"
+	done
+	v=$(bw 1 3)
+	echo "  unshaped relayed n1 -> n2 -> n3: $v Gb/s (the CPUs carry each byte twice)"
+	cal=$(median <"$LOGDIR/cal.direct")
+	rate=$RATE
+	if [ "$rate" = auto ]; then
+		rate=$(awk -v c="$cal" 'BEGIN { r = int(c * 1000 / 4 / 10) * 10; print (r < 10 ? 10 : r) "mbit" }')
+	fi
+	echo "the guest's CPUs carry about $cal Gb/s on one unshaped pair;" \
+		"every cable is shaped to $rate (tc tbf, both ends), below that"
+	shape_all "$rate"
+
+	echo "shaped: $rounds rounds, $MSG messages ($ITERS per run), latency $LAT_ITERS round trips of 8 B"
+	for ((r = 1; r <= rounds; r++)); do
+		v=$(bw 1 2)
+		echo "$v" >>"$LOGDIR/bw.direct"
+		echo "  round $r bandwidth direct  $v Gb/s"
+		v=$(bw 1 3)
+		echo "$v" >>"$LOGDIR/bw.relayed"
+		echo "  round $r bandwidth relayed $v Gb/s"
+		v=$(lat 1 2)
+		echo "$v" >>"$LOGDIR/lat.direct"
+		echo "  round $r latency   direct  $v us"
+		v=$(lat 1 3)
+		echo "$v" >>"$LOGDIR/lat.relayed"
+		echo "  round $r latency   relayed $v us"
+	done
+	ip netns exec rxn2 tc -s qdisc show dev v23 | sed 's/^/  v23 (n2 -> n3): /'
+	echo "relay n2's pairs:"
+	relay_pairs bench 2 | sed 's/^/  /'
+	echo "medians of $rounds rounds (same boot), links at $rate:"
+	verdict "bandwidth $MSG" "$LOGDIR/bw.direct" "$LOGDIR/bw.relayed" \
+		0.85 Gb/s higher
+	verdict "latency 8 B" "$LOGDIR/lat.direct" "$LOGDIR/lat.relayed" \
+		2.5 us lower
+}
+
+if [ "${1:-}" = --in-guest ]; then
+	# shellcheck source=tests/rxe/lib.sh
+	. "$src/tests/rxe/lib.sh"
+	# shellcheck source=tests/rxe/relay.sh
+	. "$src/tests/rxe/relay.sh"
+	guest_main "$2" "${3:-5}"
+else
+	host_main "$@"
+fi
