@@ -68,9 +68,10 @@ uint32_t ctrl_refusal_status(enum ctrl_refusal why);
 /*
  * Rate limit of a listener's refusal log: a storm must not flood NCCL's
  * log.  The first refusal after a quiet interval is logged on its own;
- * later ones are counted by reason and summarised once per interval.
+ * later ones are counted by reason and summarised once per interval, so a
+ * storm of any length leaves well under a line a second.
  */
-#define CTRL_REFUSAL_LOG_INTERVAL_NS 1000000000ll
+#define CTRL_REFUSAL_LOG_INTERVAL_NS 5000000000ll
 
 struct ctrl_refusal_log {
 	int64_t next_ns;	/* no line before this */

@@ -161,7 +161,7 @@ echo "figures: setup_after_storm_s=$setup refusal_lines=$lines" \
 
 awk -v s="$setup" -v m="$STORM_SETUP_MAX_S" 'BEGIN { exit !(s <= m) }' ||
 	fail_with_logs "setup took $setup s after the storm (bar $STORM_SETUP_MAX_S s)"
-# about one line a second: the first refusal, then a summary per second
+# at most a line a second: the first refusal, then a summary per interval
 [ "$lines" -le $(( ${storm_s%.*} + 3 )) ] ||
 	fail_with_logs "$lines refusal lines in $storm_s s"
 [ "$counted" -ge $(( opened / 2 )) ] ||
