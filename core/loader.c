@@ -574,13 +574,18 @@ int core_loader_inspect(struct core_config *cfg, const char *name,
 
 void core_loader_unload(struct core_module *mods, int nmods)
 {
-	for (int i = nmods - 1; mods && i >= 0; i--) {
-		if (mods[i].mctx)
-			mods[i].desc->fini(mods[i].mctx);
-		/* Called after NCCL closed every comm: nothing points into
-		 * the module any more. */
-		if (mods[i].dl)
-			dlclose(mods[i].dl);
-	}
+	/* layered modules first: a relay's thread drives the others'
+	 * comms until its fini stops it */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = nmods - 1; mods && i >= 0; i--) {
+			if (mods[i].has_route != !pass)
+				continue;
+			if (mods[i].mctx)
+				mods[i].desc->fini(mods[i].mctx);
+			/* Called after NCCL closed every comm: nothing
+			 * points into the module any more. */
+			if (mods[i].dl)
+				dlclose(mods[i].dl);
+		}
 	free(mods);
 }
