@@ -400,10 +400,11 @@ static int recv_progress(struct relay_comm *c)
 		/* an orderly close with nothing owed is no error; a
 		 * receive it leaves open is */
 		if (oldest_open(c) && c->hdr_used == c->hdr_have) {
-			char what[96];
+			char what[160];
 
-			snprintf(what, sizeof(what), "the peer closed before "
-				 "sending message %u", c->seq + 1);
+			snprintf(what, sizeof(what), "the connection ended "
+				 "(the peer or a relay on the route closed or "
+				 "failed) before message %u came", c->seq + 1);
 			return comm_fail(c, -ECONNRESET, what);
 		}
 		return 0;
