@@ -45,17 +45,33 @@ void relay_hop_init(struct relay_hop *h, struct relay_ctx *x,
 			h->cand[h->ncand++] = (int)(p - c->peers);
 		return;
 	}
-	/* every other relay, starting at a different one each time, so
-	 * that the connections of a pair with two relays spread */
-	unsigned start = atomic_fetch_add(&x->next_pick, 1);
+	/* every other relay: those this host reaches first, starting at a
+	 * different one each time, so that the connections of a pair with
+	 * two relays (a ring: both neighbours) spread evenly; then the
+	 * others, so that the reason each is unreachable is noted */
+	int reach[64], nreach = 0, far[64], nfar = 0;
+	unsigned start;
 
-	for (int k = 0; k < c->npeers && h->ncand < 64; k++) {
-		int i = (int)((start + (unsigned)k) % (unsigned)c->npeers);
+	for (int i = 0; i < c->npeers && nreach + nfar < 64; i++) {
+		struct mesh_leg leg;
+		char why[8];
 
-		if (strcmp(c->peers[i].name, c->name) &&
-		    !visited(req, c->peers[i].name))
-			h->cand[h->ncand++] = i;
+		if (!strcmp(c->peers[i].name, c->name) ||
+		    visited(req, c->peers[i].name))
+			continue;
+		if (relay_host->leg_to_addrs(relay_host, -1, c->peers[i].addrs,
+					     c->peers[i].naddrs, &leg, why,
+					     sizeof(why)))
+			far[nfar++] = i;
+		else
+			reach[nreach++] = i;
 	}
+	start = atomic_fetch_add(&x->next_pick, 1);
+	for (int k = 0; k < nreach; k++)
+		h->cand[h->ncand++] = reach[(start + (unsigned)k) %
+					    (unsigned)nreach];
+	for (int k = 0; k < nfar; k++)
+		h->cand[h->ncand++] = far[k];
 }
 
 __attribute__((format(printf, 2, 3)))
