@@ -618,3 +618,80 @@ relay_meshperf_start() {
 		--plugin "$PLUGIN" "$@"
 	XDC_CPID=$NETNS_LAST_PID
 }
+
+# ----------------------------------------------------- cluster topology
+#
+# xdc_topology with N hosts in each DC (meshinfo --cluster scenarios):
+# a1..aN behind ra, b1..bN behind rb, host k at 10.<dc>.0.(10+k), its
+# router forwarding XDC_NPORTS external ports from 50000 + (k-1) *
+# XDC_NPORTS to 40000.. (a1, a2, b1 and b2 keep xdc_topology's facts).
+# The inter-DC link is shaped to XDC_RATE unless it is empty.  The hosts'
+# names are left in XDC_HOSTS, DC A's first.
+xdc_cluster_topology() {
+	local n=$1 k a=() b=()
+
+	[ "$n" -ge 1 ] && [ "$n" -le 9 ] ||
+		netns_die "xdc_cluster_topology: 1..9 hosts per DC, not $n"
+	for ((k = 1; k <= n; k++)); do
+		a+=("a$k")
+		b+=("b$k")
+		XDC_IP[a$k]=10.1.0.$((10 + k))
+		XDC_IP[b$k]=10.2.0.$((10 + k))
+		XDC_ROUTER[a$k]=ra
+		XDC_ROUTER[b$k]=rb
+		XDC_FWD_BASE[a$k]=$((50000 + (k - 1) * XDC_NPORTS))
+		XDC_FWD_BASE[b$k]=$((50000 + (k - 1) * XDC_NPORTS))
+	done
+	XDC_HOSTS=("${a[@]}" "${b[@]}")
+	netns_add "${XDC_HOSTS[@]}" ra rb
+	netns_veth ra ext rb ext
+	xdc_router ra 1 "${XDC_EXT[ra]}" "${XDC_EXT[rb]}" "${a[@]}"
+	xdc_router rb 2 "${XDC_EXT[rb]}" "${XDC_EXT[ra]}" "${b[@]}"
+	if [ -n "$XDC_RATE" ]; then
+		netns_shape ra ext "$XDC_RATE" "$XDC_DELAY"
+		netns_shape rb ext "$XDC_RATE" "$XDC_DELAY"
+	fi
+}
+
+# netns_shape_split NS IF RATE [DEST DEST_RATE]...: egress of IF limited
+# to RATE, except packets to address DEST, which get a token bucket of
+# their own at DEST_RATE: one cable of a host made slower than its others.
+# An htb with unlimited classes only sorts the packets (prio is not in
+# every kernel); token buckets as in netns_shape do the shaping.
+netns_shape_split() {
+	local name=$1 dev=$2 rate=$3 band=2
+
+	shift 3
+	nsx "$name" tc qdisc add dev "$dev" root handle 1: htb default 1
+	netns_tbf_class "$name" "$dev" 1:1 "$rate"
+	while [ $# -ge 2 ]; do
+		netns_tbf_class "$name" "$dev" "1:$band" "$2"
+		nsx "$name" tc filter add dev "$dev" parent 1: protocol ip \
+			prio 1 u32 match ip dst "$1/32" flowid "1:$band"
+		band=$((band + 1))
+		shift 2
+	done
+}
+
+# netns_tbf_class NS IF CLASSID RATE: an unlimited htb class with a token
+# bucket at RATE under it.
+netns_tbf_class() {
+	local bits burst
+
+	nsx "$1" tc class add dev "$2" parent 1: classid "$3" htb \
+		rate 100gbit quantum 60000
+	bits=$(tc_rate_bits "$4")
+	burst=$(( bits / 8 / 1000 ))
+	[ "$burst" -ge 65536 ] || burst=65536
+	nsx "$1" tc qdisc add dev "$2" parent "$3" tbf rate "$4" \
+		burst "$burst" latency 50ms
+}
+
+# netns_block A B: every packet between hosts A and B (XDC_IP) dropped in
+# both hosts, both directions, so a connection between them times out.
+netns_block() {
+	netns_ipt "$1" -A OUTPUT -d "${XDC_IP[$2]}" -j DROP
+	netns_ipt "$1" -A INPUT -s "${XDC_IP[$2]}" -j DROP
+	netns_ipt "$2" -A OUTPUT -d "${XDC_IP[$1]}" -j DROP
+	netns_ipt "$2" -A INPUT -s "${XDC_IP[$1]}" -j DROP
+}
