@@ -67,7 +67,7 @@ void meshinfo_strv_free(struct meshinfo_strv *v)
  * "NET/Mesh: x" -> "x", "NET/Mesh/tcp-xdc: x" -> "tcp-xdc: x": the tag
  * tells NCCL's log apart from NCCL's own lines, here it is noise.
  */
-static const char *without_tag(const char *line)
+const char *meshinfo_untagged(const char *line)
 {
 	static const char tag[] = "NET/Mesh";
 	size_t n = strlen(tag);
@@ -99,7 +99,7 @@ static void capture_log(ncclDebugLogLevel level, unsigned long flags,
 	len = strlen(buf);
 	while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
 		buf[--len] = '\0';
-	if (len && meshinfo_strv_add(&logged_warnings, without_tag(buf)))
+	if (len && meshinfo_strv_add(&logged_warnings, meshinfo_untagged(buf)))
 		fprintf(stderr, "meshinfo: out of memory keeping a log line\n");
 }
 
@@ -474,6 +474,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: meshinfo [--json] [--config FILE] [-v]\n"
 		"       meshinfo --check FILE [--json]\n"
+		"       meshinfo --cluster ... (meshinfo --cluster --help)\n"
 		"\n"
 		"Shows what the nccl-mesh NCCL plugin would do on this host:\n"
 		"modules, rails, fabricIds, path classes and the effective\n"
@@ -572,7 +573,13 @@ int main(int argc, char **argv)
 {
 	struct meshinfo_opts opts = { .mode = MODE_REPORT };
 	struct meshinfo mi = { 0 };
-	int status = parse_args(argc, argv, &opts);
+	int status;
+
+	/* --cluster is a mode of its own, with its own options */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--cluster"))
+			return meshinfo_cluster_main(argc, argv);
+	status = parse_args(argc, argv, &opts);
 
 	if (status >= 0)
 		return status;

@@ -68,6 +68,30 @@ const char *meshinfo_addr_text(const struct mesh_addr *a, char *buf,
 /* "file:line: kind: what" when msg starts with a location. */
 void meshinfo_print_diagnostic(FILE *out, const char *kind, const char *msg);
 
+/* The JSON writer of meshinfo_json.c, pretty-printing: it only has to
+ * remember where commas go.  Keys are NULL inside arrays. */
+#define JSON_DEPTH_MAX 16
+struct json {
+	FILE *out;
+	int depth;
+	bool has_items[JSON_DEPTH_MAX];
+};
+
+void json_string(FILE *out, const char *text);
+void json_key(struct json *j, const char *key);
+void json_open(struct json *j, const char *key, char bracket);
+void json_close(struct json *j, char bracket);
+void json_str(struct json *j, const char *key, const char *value);
+void json_int(struct json *j, const char *key, long long value);
+void json_u64(struct json *j, const char *key, uint64_t value);
+void json_bool(struct json *j, const char *key, bool value);
+
+/* "NET/Mesh: x" -> "x", "NET/Mesh/tcp-xdc: x" -> "tcp-xdc: x". */
+const char *meshinfo_untagged(const char *line);
+
+/* meshinfo --cluster (cluster.c): argv as given to main. */
+int meshinfo_cluster_main(int argc, char **argv);
+
 void meshinfo_print_text(FILE *out, const struct meshinfo *mi);
 void meshinfo_print_json(FILE *out, const struct meshinfo *mi);
 void meshinfo_print_check_json(FILE *out, const struct meshinfo *mi,

@@ -9,15 +9,6 @@
 
 #include "meshinfo.h"
 
-#define JSON_DEPTH_MAX 16
-
-/* A pretty-printing writer: it only has to remember where commas go. */
-struct json {
-	FILE *out;
-	int depth;
-	bool has_items[JSON_DEPTH_MAX];
-};
-
 /* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
 static int utf8_length(const unsigned char *s)
 {
@@ -56,7 +47,7 @@ static int utf8_length(const unsigned char *s)
  * that is not part of valid UTF-8 becomes U+FFFD so the document still
  * parses.
  */
-static void json_string(FILE *out, const char *text)
+void json_string(FILE *out, const char *text)
 {
 	const unsigned char *s = (const unsigned char *)text;
 
@@ -91,7 +82,7 @@ static void json_indent(struct json *j)
 }
 
 /* Starts one member of the current container; key NULL in arrays. */
-static void json_key(struct json *j, const char *key)
+void json_key(struct json *j, const char *key)
 {
 	if (j->depth > 0) {
 		if (j->has_items[j->depth])
@@ -105,7 +96,7 @@ static void json_key(struct json *j, const char *key)
 	}
 }
 
-static void json_open(struct json *j, const char *key, char bracket)
+void json_open(struct json *j, const char *key, char bracket)
 {
 	json_key(j, key);
 	fputc(bracket, j->out);
@@ -113,7 +104,7 @@ static void json_open(struct json *j, const char *key, char bracket)
 	j->has_items[j->depth] = false;
 }
 
-static void json_close(struct json *j, char bracket)
+void json_close(struct json *j, char bracket)
 {
 	bool had_items = j->has_items[j->depth];
 
@@ -123,7 +114,7 @@ static void json_close(struct json *j, char bracket)
 	fputc(bracket, j->out);
 }
 
-static void json_str(struct json *j, const char *key, const char *value)
+void json_str(struct json *j, const char *key, const char *value)
 {
 	json_key(j, key);
 	if (value)
@@ -132,19 +123,19 @@ static void json_str(struct json *j, const char *key, const char *value)
 		fputs("null", j->out);
 }
 
-static void json_int(struct json *j, const char *key, long long value)
+void json_int(struct json *j, const char *key, long long value)
 {
 	json_key(j, key);
 	fprintf(j->out, "%lld", value);
 }
 
-static void json_u64(struct json *j, const char *key, uint64_t value)
+void json_u64(struct json *j, const char *key, uint64_t value)
 {
 	json_key(j, key);
 	fprintf(j->out, "%" PRIu64, value);
 }
 
-static void json_bool(struct json *j, const char *key, bool value)
+void json_bool(struct json *j, const char *key, bool value)
 {
 	json_key(j, key);
 	fputs(value ? "true" : "false", j->out);

@@ -1,0 +1,836 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meshinfo --cluster: the command line, this host's facts (config and
+ * plugin hashes, dc, rails), the plugin's logger, and rank 0's schedule:
+ * every rail, every pair, one at a time, each step bounded.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "config.h"
+#include "meshinfo.h"
+
+#define CL_PLUGIN_FILE "libnccl-net-mesh.so"
+#define CL_DEFAULT_CONNECT_MS "5000"
+
+static int cl_rank = -1;
+static int cl_verbose;
+
+/* ---- logging: the plugin's lines kept while a step runs ---- */
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *cap_buf;
+static size_t cap_len, cap_size;
+static bool capturing;
+
+void cl_log_capture(bool on)
+{
+	pthread_mutex_lock(&cap_lock);
+	if (on)
+		cap_len = 0;
+	if (cap_buf)
+		cap_buf[cap_len] = '\0';
+	capturing = on;
+	pthread_mutex_unlock(&cap_lock);
+}
+
+const char *cl_log_lines(void)
+{
+	return cap_buf ? cap_buf : "";
+}
+
+static void cap_add(char level, const char *text)
+{
+	size_t n = strlen(text) + 4;
+
+	pthread_mutex_lock(&cap_lock);
+	if (capturing && cap_len + n > cap_size) {
+		size_t size = (cap_size ? cap_size * 2 : 16384) + n;
+		char *b = realloc(cap_buf, size);
+
+		if (b) {
+			cap_buf = b;
+			cap_size = size;
+		}
+	}
+	if (capturing && cap_len + n <= cap_size)
+		cap_len += (size_t)snprintf(cap_buf + cap_len,
+					    cap_size - cap_len, "%c %s\n",
+					    level, text);
+	pthread_mutex_unlock(&cap_lock);
+}
+
+static void say(const char *level, const char *msg)
+{
+	fprintf(stderr, "meshinfo[%d] %s %s\n", cl_rank, level, msg);
+}
+
+static void vlog(char level, const char *name, bool print, const char *fmt,
+		 va_list ap)
+{
+	char msg[2048];
+	size_t len;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	for (char *p = msg; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	len = strlen(msg);
+	while (len && msg[len - 1] == ' ')
+		msg[--len] = '\0';
+	cap_add(level, meshinfo_untagged(msg));
+	if (print)
+		say(name, msg);
+}
+
+/* The logger handed to the plugin: NCCL_DEBUG has no say, every INFO
+ * line reaches us, and the report carries what matters. */
+void perf_logger(ncclDebugLogLevel level, unsigned long flags,
+		 const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)flags, (void)file, (void)line;
+	if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO)
+		return;
+	va_start(ap, fmt);
+	/* a WARN outside a step (init, config) is not in any report */
+	vlog(level == NCCL_LOG_WARN ? 'W' : 'I',
+	     level == NCCL_LOG_WARN ? "WARN" : "INFO",
+	     cl_verbose > 1 || (level == NCCL_LOG_WARN && (cl_verbose ||
+							     !capturing)),
+	     fmt, ap);
+	va_end(ap);
+}
+
+void perf_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog('W', "ERROR", true, fmt, ap);
+	va_end(ap);
+}
+
+void perf_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog('W', "WARN", true, fmt, ap);
+	va_end(ap);
+}
+
+void perf_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog('I', "INFO", cl_verbose > 0, fmt, ap);
+	va_end(ap);
+}
+
+double perf_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Every step is bounded by its own timeouts, no watchdog is armed. */
+void perf_watchdog_kick(void)
+{
+}
+
+/* ---- hashes ---- */
+
+static void hex(const unsigned char *md, unsigned n, char out[CL_SHA_HEX])
+{
+	for (unsigned i = 0; i < n && i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+void cl_sha256_hex(const void *data, size_t len, char out[CL_SHA_HEX])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned n = 0;
+
+	out[0] = '\0';
+	if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL))
+		hex(md, n, out);
+}
+
+int cl_sha256_file(const char *path, char out[CL_SHA_HEX])
+{
+	unsigned char md[EVP_MAX_MD_SIZE], buf[65536];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	FILE *f = fopen(path, "rb");
+	unsigned n = 0;
+	size_t got;
+	int ok;
+
+	out[0] = '\0';
+	ok = f && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	while (ok && (got = fread(buf, 1, sizeof(buf), f)) > 0)
+		ok = EVP_DigestUpdate(ctx, buf, got);
+	ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &n);
+	if (ok)
+		hex(md, n, out);
+	if (f)
+		fclose(f);
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
+/* ---- this host ---- */
+
+/* The plugin of the build or installation this meshinfo belongs to. */
+static const char *default_plugin(char *buf, size_t cap)
+{
+	static const char *const rel[] = {
+		"/../../core/" CL_PLUGIN_FILE,		/* build tree */
+		"/../" MESHINFO_LIBDIR "/" CL_PLUGIN_FILE,	/* installed */
+	};
+	const char *env = getenv("NCCL_NET_PLUGIN");
+	char exe[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash)
+			*slash = '\0';
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			int len = snprintf(buf, cap, "%s%s", exe, rel[i]);
+
+			if (len > 0 && (size_t)len < cap && !access(buf, R_OK))
+				return buf;
+		}
+	}
+	return CL_PLUGIN_FILE;
+}
+
+/* Host name, dc, config hash, and what the core's config says about the
+ * connect timeout and fabricIds. */
+static int host_facts(struct cl_host *me, int *connect_ms,
+		      uint64_t *max_rails)
+{
+	struct core_config *cfg;
+	const struct core_scope *core;
+	const char *path;
+
+	if (core_config_open(NULL, &cfg))
+		return -ENOMEM;
+	core = core_config_core(cfg);
+	snprintf(me->host, sizeof(me->host), "%s", core_config_hostname(cfg));
+	me->dc = (uint64_t)core_scope_get(core, "dc")->num;
+	*max_rails = (uint64_t)core_scope_get(core, "max_rails")->num;
+	*connect_ms = (int)core_scope_get(core, "connect_timeout_ms")->num;
+	path = core_config_path(cfg);
+	snprintf(me->config_path, sizeof(me->config_path), "%s", path);
+	if (path[0] == MESHINFO_EMBEDDED_PREFIX)
+		cl_sha256_hex(core_default_config, strlen(core_default_config),
+			      me->config_sha);
+	else
+		cl_sha256_file(path, me->config_sha);
+	core_config_free(cfg);
+	return 0;
+}
+
+static int start_host(const struct cl_opts *o, struct cl_node *n,
+		      struct cl_host *me)
+{
+	char buf[PATH_MAX];
+	uint64_t max_rails = 1;
+
+	memset(me, 0, sizeof(*me));
+	me->rank = o->rank;
+	/* the plugin reads the same config; a firewalled pair must cost
+	 * seconds, not the default minute, unless the user says so */
+	if (o->config)
+		setenv("NCCL_MESH_CONF", o->config, 1);
+	setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", CL_DEFAULT_CONNECT_MS, 0);
+	if (host_facts(me, &n->connect_timeout_ms, &max_rails))
+		return -ENOMEM;
+	if (cl_node_start(n, o->plugin ? o->plugin :
+			  default_plugin(buf, sizeof(buf)), me))
+		return 0;	/* said in me->error: the report shows it */
+	if (me->plugin_path[0]) {
+		char real[PATH_MAX];
+
+		/* "bin/../lib/x.so" and its link name one file: the same */
+		if (realpath(me->plugin_path, real))
+			snprintf(me->plugin_path, sizeof(me->plugin_path),
+				 "%.*s", CL_PATH_MAX - 1, real);
+		cl_sha256_file(me->plugin_path, me->plugin_sha);
+	}
+	for (int r = 0; r < me->nrails; r++)
+		me->rails[r].fabric_id = core_fabric_id(me->dc, max_rails,
+							(uint64_t)r);
+	return 0;
+}
+
+/* ---- rank 0: the schedule ---- */
+
+struct coord {
+	const struct cl_opts *o;
+	struct cl_node *node;
+	int *fds;
+	struct cl_report *r;
+};
+
+static int step_timeout(const struct coord *c, int kind)
+{
+	int connect = 2 * c->node->connect_timeout_ms / 1000 + 15;
+
+	switch (kind) {
+	case CL_CMD_CONNECT:
+		return connect;
+	case CL_CMD_BURST:
+		return 4 * (int)c->o->burst_ms / 1000 + 30;
+	default:
+		return 30;
+	}
+}
+
+static void lose(struct coord *c, int rank)
+{
+	struct cl_host *h = &c->r->hosts[rank];
+
+	if (h->lost)
+		return;
+	h->lost = true;
+	if (c->fds[rank] >= 0)
+		close(c->fds[rank]);
+	c->fds[rank] = -1;
+	if (!h->error[0])
+		snprintf(h->error, sizeof(h->error),
+			 "its control connection to rank 0 failed");
+}
+
+/* CONNECT between two other hosts: each one's note goes to the other. */
+static void forward_notes(struct coord *c, const int rk[2])
+{
+	bool done[2] = { false, false };
+	double deadline = perf_now() + step_timeout(c, CL_CMD_CONNECT);
+
+	while ((!done[0] || !done[1]) && perf_now() < deadline) {
+		struct pollfd p[2];
+		uint32_t v;
+
+		for (int k = 0; k < 2; k++) {
+			p[k].fd = done[k] ? -1 : c->fds[rk[k]];
+			p[k].events = POLLIN;
+			p[k].revents = 0;
+		}
+		if (poll(p, 2, 200) <= 0)
+			continue;
+		for (int k = 0; k < 2; k++) {
+			if (!p[k].revents)
+				continue;
+			done[k] = true;
+			if (oob_recv_msg(c->fds[rk[k]], PERF_MSG_BARRIER, &v,
+					 sizeof(v), 5)) {
+				lose(c, rk[k]);
+				v = htobe32(CL_NOTE_FAILED);
+			}
+			if (c->fds[rk[!k]] >= 0)
+				oob_send_msg(c->fds[rk[!k]], PERF_MSG_BARRIER,
+					     &v, sizeof(v), 5);
+		}
+	}
+}
+
+/* One command to both hosts of a pair, rank 0 running its own part. */
+static void step(struct coord *c, const int rk[2], struct cl_cmd cmd[2],
+		 struct cl_step s[2])
+{
+	int kind = cmd[0].kind, local = -1;
+
+	for (int k = 0; k < 2; k++) {
+		memset(&s[k], 0, sizeof(s[k]));
+		s[k].rc = -EPIPE;
+		if (rk[k] == 0)
+			local = k;
+		else if (c->fds[rk[k]] < 0 ||
+			 cl_send_cmd(c->fds[rk[k]], &cmd[k], 10))
+			lose(c, rk[k]);
+	}
+	if (local >= 0)
+		cl_exec(c->node, &cmd[local], &s[local], c->fds[rk[!local]],
+			c->fds[rk[!local]]);
+	else if (kind == CL_CMD_CONNECT)
+		forward_notes(c, rk);
+	for (int k = 0; k < 2; k++)
+		if (k != local && c->fds[rk[k]] >= 0 &&
+		    cl_recv_step(c->fds[rk[k]], &s[k], step_timeout(c, kind)))
+			lose(c, rk[k]);
+}
+
+static struct cl_pair *pair_at(struct cl_report *r, int rail, int from,
+			       int to)
+{
+	int n = r->nhosts;
+
+	return &r->pairs[((size_t)rail * n + from) * n + to];
+}
+
+static void fail(struct cl_pair *p, const char *why)
+{
+	p->ok = false;
+	p->gbps = p->lat_us = -1;
+	if (!p->reason[0])
+		snprintf(p->reason, sizeof(p->reason), "%s", why);
+	p->error = cl_classify(p->reason);
+}
+
+static void simple_cmds(struct cl_cmd cmd[2], int kind, int rail,
+			const int rk[2])
+{
+	for (int k = 0; k < 2; k++)
+		cmd[k] = (struct cl_cmd){ .kind = kind, .rail = rail,
+					  .peer = rk[!k] };
+}
+
+/* A burst from rk[dir] to rk[!dir]; seconds, or < 0 on failure. */
+static double burst(struct coord *c, const int rk[2], int rail, int dir,
+		    uint64_t size, uint64_t iters)
+{
+	struct cl_cmd cmd[2];
+	struct cl_step s[2];
+
+	simple_cmds(cmd, CL_CMD_BURST, rail, rk);
+	for (int k = 0; k < 2; k++) {
+		cmd[k].sender = rk[dir];
+		cmd[k].size = size;
+		cmd[k].iters = iters;
+	}
+	step(c, rk, cmd, s);
+	if (s[0].rc || s[1].rc)
+		return -1;
+	/* as meshperf: the slower side's clock */
+	return s[0].elapsed > s[1].elapsed ? s[0].elapsed : s[1].elapsed;
+}
+
+/* A short probe sizes the burst so a slow link stays within --burst-ms. */
+static void measure(struct coord *c, const int rk[2], int rail, int dir,
+		    struct cl_pair *p)
+{
+	const struct cl_opts *o = c->o;
+	uint64_t probe = o->msg_bytes < (1 << 20) ? o->msg_bytes : 1 << 20;
+	uint64_t size = o->msg_bytes, iters, bytes;
+	double t = burst(c, rk, rail, dir, probe, 4), rate;
+
+	if (t > 0) {
+		rate = 4.0 * probe / t;
+		bytes = o->burst_bytes;
+		if (rate * o->burst_ms / 1000 < (double)bytes)
+			bytes = (uint64_t)(rate * o->burst_ms / 1000);
+		if (bytes < 2 * size)
+			size = (bytes / 2 + 4095) / 4096 * 4096;
+		if (size < 65536)
+			size = 65536;
+		iters = bytes / size < 2 ? 2 : bytes / size;
+		t = burst(c, rk, rail, dir, size, iters);
+		if (t > 0)
+			p->gbps = 8.0 * size * iters / t / 1e9;
+	}
+	if (t <= 0)
+		fail(p, "connected, but the burst failed (the host's stderr says why)");
+}
+
+static void latency(struct coord *c, const int rk[2], int rail)
+{
+	struct cl_cmd cmd[2];
+	struct cl_step s[2];
+	double net;
+
+	simple_cmds(cmd, CL_CMD_PINGPONG, rail, rk);
+	cmd[0].sender = cmd[1].sender = rk[0];
+	cmd[0].iters = cmd[1].iters = c->o->lat_iters;
+	step(c, rk, cmd, s);
+	if (s[0].rc || s[1].rc || !c->o->lat_iters)
+		return;
+	net = s[0].elapsed - s[0].overhead - s[1].overhead;
+	net = (net > 0 ? net : 0) / c->o->lat_iters / 2 * 1e6;
+	pair_at(c->r, rail, rk[0], rk[1])->lat_us = net;
+	pair_at(c->r, rail, rk[1], rk[0])->lat_us = net;
+}
+
+/* Who cannot take part in a pair on this rail, and why ("" if both can). */
+static bool unable(struct coord *c, const int rk[2], int rail, char *why,
+		   size_t cap)
+{
+	for (int k = 0; k < 2; k++) {
+		const struct cl_host *h = &c->r->hosts[rk[k]];
+
+		if (h->error[0] || h->lost)
+			snprintf(why, cap, "host %s (rank %d): %.500s", h->host,
+				 rk[k], h->error[0] ? h->error : "lost");
+		else if (rail >= h->nrails)
+			snprintf(why, cap, "host %s (rank %d) has no rail %d",
+				 h->host, rk[k], rail);
+		else
+			continue;
+		return true;
+	}
+	return false;
+}
+
+static void connect_pair(struct coord *c, const int rk[2], int rail)
+{
+	struct cl_pair *p[2] = { pair_at(c->r, rail, rk[0], rk[1]),
+				 pair_at(c->r, rail, rk[1], rk[0]) };
+	struct cl_cmd cmd[2];
+	struct cl_step s[2];
+	char why[CL_REASON_MAX];
+
+	if (unable(c, rk, rail, why, sizeof(why))) {
+		fail(p[0], why);
+		fail(p[1], why);
+		return;
+	}
+	simple_cmds(cmd, CL_CMD_LISTEN, rail, rk);
+	step(c, rk, cmd, s);
+	if (s[0].rc || s[1].rc) {
+		snprintf(why, sizeof(why), "listen failed on host %s",
+			 c->r->hosts[rk[s[0].rc ? 0 : 1]].host);
+		fail(p[0], why);
+		fail(p[1], why);
+		return;
+	}
+	simple_cmds(cmd, CL_CMD_CONNECT, rail, rk);
+	memcpy(cmd[0].handle, s[1].handle, sizeof(cmd[0].handle));
+	memcpy(cmd[1].handle, s[0].handle, sizeof(cmd[1].handle));
+	step(c, rk, cmd, s);
+	for (int k = 0; k < 2; k++) {
+		const struct cl_step *from = &s[k], *to = &s[!k];
+		int rail_ = p[k]->rail, f = p[k]->from, t = p[k]->to;
+
+		*p[k] = from->path;
+		p[k]->rail = rail_, p[k]->from = f, p[k]->to = t;
+		p[k]->gbps = p[k]->lat_us = -1;
+		p[k]->ok = from->send_ok && to->recv_ok && !from->rc &&
+			   !to->rc;
+		if (p[k]->ok)
+			continue;
+		if (from->send_ok && !to->recv_reason[0])
+			snprintf(p[k]->reason, sizeof(p[k]->reason),
+				 "%s", from->rc == -EPIPE ? "a host was lost" :
+				 "the connection never reached the peer's accept");
+		else if (from->send_ok)
+			snprintf(p[k]->reason, sizeof(p[k]->reason), "%s",
+				 to->recv_reason);
+		fail(p[k], "");
+	}
+	for (int k = 0; k < 2; k++)
+		if (p[k]->ok)
+			measure(c, k ? (int[2]){ rk[1], rk[0] } : rk, rail, 0,
+				p[k]);
+	if (p[0]->ok && p[1]->ok)
+		latency(c, rk, rail);
+	simple_cmds(cmd, CL_CMD_CLOSE, rail, rk);
+	step(c, rk, cmd, s);
+}
+
+static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
+		     struct cl_host *me)
+{
+	struct cl_report r = { .nhosts = o->size };
+	struct coord c = { o, n, fds, &r };
+	double t0 = perf_now();
+	int status = 0, nh = o->size;
+
+	r.hosts = calloc((size_t)nh, sizeof(*r.hosts));
+	if (!r.hosts)
+		return 2;
+	r.hosts[0] = *me;
+	for (int k = 1; k < nh; k++)
+		if (cl_recv_host(fds[k], &r.hosts[k], (int)o->timeout_s)) {
+			r.hosts[k].rank = k;
+			snprintf(r.hosts[k].host, sizeof(r.hosts[k].host),
+				 "rank%d", k);
+			lose(&c, k);
+		}
+	for (int k = 0; k < nh; k++)
+		if (r.hosts[k].nrails > r.nrails)
+			r.nrails = r.hosts[k].nrails;
+	r.npairs = r.nrails * nh * nh;
+	r.pairs = calloc((size_t)r.npairs + 1, sizeof(*r.pairs));
+	if (!r.pairs) {
+		cl_report_free(&r);
+		return 2;
+	}
+	for (int rail = 0; rail < r.nrails; rail++)
+		for (int i = 0; i < nh; i++)
+			for (int j = 0; j < nh; j++) {
+				struct cl_pair *p = pair_at(&r, rail, i, j);
+
+				p->rail = rail, p->from = i, p->to = j;
+				p->gbps = p->lat_us = -1;
+			}
+	for (int rail = 0; rail < r.nrails; rail++)
+		for (int i = 0; i < nh; i++)
+			for (int j = i + 1; j < nh; j++)
+				connect_pair(&c, (int[2]){ i, j }, rail);
+	for (int i = 0; i < r.npairs; i++)
+		if (r.pairs[i].from != r.pairs[i].to && !r.pairs[i].ok)
+			status = 1;
+	if (!r.nrails)
+		status = 1;	/* no rail anywhere: nothing connects */
+	for (int k = 1; k < nh; k++) {
+		struct cl_cmd done = { .kind = CL_CMD_DONE, .status = status };
+
+		if (fds[k] >= 0)
+			cl_send_cmd(fds[k], &done, 5);
+	}
+	r.elapsed_s = perf_now() - t0;
+	cl_find(&r);
+	/* with --json -, stdout is the document's alone */
+	cl_print_text(o->json && !strcmp(o->json, "-") ? stderr : stdout, &r);
+	if (cl_write_outputs(o, &r))
+		status = 2;
+	cl_report_free(&r);
+	return status;
+}
+
+/* Other ranks: our facts to rank 0, then its commands until DONE. */
+static int run_member(const struct cl_opts *o, struct cl_node *n, int fd,
+		      const struct cl_host *me)
+{
+	struct cl_cmd cmd;
+	struct cl_step s;
+
+	if (cl_send_host(fd, me, (int)o->timeout_s))
+		return 2;
+	/* rank 0 may be busy with other pairs for a long while */
+	while (!cl_recv_cmd(fd, &cmd, 24 * 3600)) {
+		cl_exec(n, &cmd, &s, fd, fd);
+		if (cmd.kind == CL_CMD_DONE)
+			return cmd.status;
+		if (cl_send_step(fd, &s, 30))
+			break;
+	}
+	fprintf(stderr, "meshinfo[%d]: lost rank 0 before the end\n", o->rank);
+	return 2;
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"Usage: meshinfo --cluster [--rendezvous HOST:PORT --rank R --size N]\n"
+"                [--plugin LIB] [--json FILE|-] [--dot FILE] [--svg FILE]\n"
+"                [--png FILE] [--burst-ms MS] [--burst-bytes SIZE]\n"
+"                [--lat-iters N] [--timeout S] [--config FILE] [-v]\n"
+"\n"
+"One process per host connects every pair of hosts through the plugin,\n"
+"on every rail, and rank 0 reports each pair's path, bandwidth and\n"
+"latency, what looks wrong, and the NCCL environment for the job.\n"
+"Without --rendezvous, the launcher's variables say where rank 0 is:\n"
+"MASTER_ADDR/MASTER_PORT with RANK/WORLD_SIZE (torchrun), SLURM_PROCID/\n"
+"SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE.\n"
+"\n"
+"Exit status: 0 every pair connected, 1 a pair did not, 2 bad usage or\n"
+"the rendezvous failed.\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	int shift = 0;
+
+	if (end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	}
+	if (*end == 'i' && shift)
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end || !v || v > (1ULL << 40) >> shift)
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_rdv(const char *s, struct cl_opts *o)
+{
+	static char host[256];
+	const char *colon = strrchr(s, ':');
+	unsigned port;
+
+	if (!colon || colon == s || parse_uint(colon + 1, 1, 65535, &port))
+		return -EINVAL;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - s), s);
+	/* "[::1]:29500" */
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	o->rdv_host = host;
+	o->rdv_port = (int)port;
+	return 0;
+}
+
+static int parse_opt(int c, const char *arg, struct cl_opts *o)
+{
+	unsigned v;
+
+	switch (c) {
+	case 'r':
+		return parse_rdv(arg, o);
+	case 'R':
+		if (parse_uint(arg, 0, 1 << 24, &v))
+			return -EINVAL;
+		o->rank = (int)v;
+		return 0;
+	case 'N':
+		if (parse_uint(arg, 1, 1 << 24, &v))
+			return -EINVAL;
+		o->size = (int)v;
+		return 0;
+	case 'P': o->plugin = arg; return 0;
+	case 'c': o->config = arg; return 0;
+	case 'j': o->json = arg; return 0;
+	case 'd': o->dot = arg; return 0;
+	case 's': o->svg = arg; return 0;
+	case 'p': o->png = arg; return 0;
+	case 'b': return parse_uint(arg, 1, 600000, &o->burst_ms);
+	case 'B': return parse_size(arg, &o->burst_bytes);
+	case 'l': return parse_uint(arg, 0, 1000000, &o->lat_iters);
+	case 't': return parse_uint(arg, 1, 86400, &o->timeout_s);
+	case 'v': o->verbose++; return 0;
+	}
+	return -EINVAL;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct cl_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "cluster", no_argument, NULL, 'C' },
+		{ "rendezvous", required_argument, NULL, 'r' },
+		{ "rank", required_argument, NULL, 'R' },
+		{ "size", required_argument, NULL, 'N' },
+		{ "plugin", required_argument, NULL, 'P' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "dot", required_argument, NULL, 'd' },
+		{ "svg", required_argument, NULL, 's' },
+		{ "png", required_argument, NULL, 'p' },
+		{ "burst-ms", required_argument, NULL, 'b' },
+		{ "burst-bytes", required_argument, NULL, 'B' },
+		{ "lat-iters", required_argument, NULL, 'l' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+		if (c == 'C')
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == ':' || c == '?') {
+			fprintf(stderr, "meshinfo: %s '%s'\n",
+				c == ':' ? "missing value for" : "unknown option",
+				argv[optind - 1]);
+			usage(stderr);
+			return 2;
+		}
+		if (parse_opt(c, optarg, o)) {
+			fprintf(stderr, "meshinfo: invalid value for %s: '%s'\n",
+				argv[optind - 1], optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "meshinfo: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	return cl_rdv_resolve(o) ? 2 : -1;
+}
+
+int meshinfo_cluster_main(int argc, char **argv)
+{
+	struct cl_opts o = {
+		.rank = -1, .size = -1, .burst_ms = 500,
+		.burst_bytes = 64ULL << 20, .msg_bytes = 4ULL << 20,
+		.lat_iters = 200, .timeout_s = 60,
+	};
+	struct cl_node node = { .o = &o };
+	struct cl_host me;
+	int status = parse_args(argc, argv, &o), *fds;
+
+	if (status >= 0)
+		return status;
+	cl_rank = o.rank;
+	/* a peer or dot that dies must fail a write, not end us */
+	signal(SIGPIPE, SIG_IGN);
+	cl_verbose = o.verbose;
+	node.rank = o.rank;
+	if (o.msg_bytes > o.burst_bytes)
+		o.msg_bytes = o.burst_bytes;
+	fds = calloc((size_t)o.size, sizeof(*fds));
+	if (!fds || start_host(&o, &node, &me)) {
+		fprintf(stderr, "meshinfo: out of memory\n");
+		free(fds);
+		return 2;
+	}
+	if (me.error[0])
+		say("WARN", me.error);
+	if (cl_rdv_connect(&o, fds))
+		status = 2;
+	else if (o.rank == 0)
+		status = run_rank0(&o, &node, fds, &me);
+	else
+		status = run_member(&o, &node, fds[0], &me);
+	for (int k = 0; k < o.size; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	free(fds);
+	cl_node_stop(&node);
+	free(cap_buf);
+	return status;
+}

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meshinfo --cluster: one process per host connects every pair of hosts
+ * through the plugin, as NCCL would, on every rail, measures each pair and
+ * reports the matrix, findings and a picture.
+ *
+ * cluster.c       command line, this host's facts, the run of rank 0
+ * cluster_rdv.c   rendezvous (environment or arguments), the star of
+ *                 control sockets around rank 0 and its messages
+ * cluster_pair.c  one step of one pair on this host: listen, connect,
+ *                 burst, ping-pong, close; the plugin's log lines
+ * cluster_find.c  findings and the NCCL environment
+ * cluster_out.c   text, JSON, DOT, and SVG/PNG through Graphviz
+ */
+#ifndef MESHINFO_CLUSTER_H
+#define MESHINFO_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "meshperf.h"
+
+#define CL_MAX_RAILS 16
+#define CL_MAX_RELAYS 8
+#define CL_NAME_MAX 64
+#define CL_ADDR_MAX 72
+#define CL_PATH_MAX 512
+#define CL_REASON_MAX 768
+#define CL_SHA_HEX 65
+/* Every control message has one size: the bootstrap reads exact lengths. */
+#define CL_MSG_BYTES 8192
+#define CL_PORT_SLURM 29510
+
+struct cl_opts {
+	const char *rdv_host;
+	int rdv_port;		/* 0: not given */
+	int rank, size;		/* -1: not given */
+	const char *plugin;	/* NULL: the one of this build or install */
+	const char *config;
+	const char *json, *dot, *svg, *png;
+	unsigned burst_ms;
+	uint64_t burst_bytes;
+	uint64_t msg_bytes;
+	unsigned lat_iters;
+	unsigned timeout_s;	/* rendezvous and any control wait */
+	int verbose;
+};
+
+struct cl_rail {
+	char name[CL_NAME_MAX];
+	int speed_mbps;
+	uint64_t fabric_id;
+};
+
+/* What each host tells rank 0 about itself. */
+struct cl_host {
+	int rank;
+	char host[CL_NAME_MAX];
+	uint64_t dc;
+	char config_path[CL_PATH_MAX];
+	char config_sha[CL_SHA_HEX];
+	char plugin_path[CL_PATH_MAX];
+	char plugin_sha[CL_SHA_HEX];
+	char net_name[CL_NAME_MAX];	/* the plugin's own name: "Mesh" */
+	char error[CL_REASON_MAX];	/* the plugin did not start: why */
+	int nrails;
+	struct cl_rail rails[CL_MAX_RAILS];
+	bool lost;		/* its control connection failed mid-run */
+};
+
+/* One rail and ordered pair, as measured. */
+struct cl_pair {
+	int rail, from, to;
+	bool ok;
+	char cls[16];		/* same-DC, cross-DC, relayed */
+	char module[CL_NAME_MAX];
+	char local[CL_ADDR_MAX], remote[CL_ADDR_MAX];
+	int nrelays;
+	char relays[CL_MAX_RELAYS][CL_NAME_MAX];
+	char relay_addrs[CL_MAX_RELAYS][CL_ADDR_MAX];
+	double gbps;		/* < 0: not measured */
+	double lat_us;		/* < 0: not measured */
+	const char *error;	/* failure class, NULL when ok */
+	char reason[CL_REASON_MAX];
+};
+
+struct cl_finding {
+	const char *kind;
+	int rail, from, to;	/* -1: not about one rail or pair */
+	int nhosts;
+	int *hosts;
+	char text[1024];
+};
+
+struct cl_report {
+	int nhosts;
+	struct cl_host *hosts;
+	int nrails;		/* the most rails of any host */
+	int npairs;
+	struct cl_pair *pairs;
+	int nfindings;
+	struct cl_finding *findings;
+	int nenv;
+	char env[8][2][CL_PATH_MAX];
+	double elapsed_s;
+};
+
+/* ---- messages (cluster_rdv.c) ---- */
+
+enum cl_cmd_kind {
+	CL_CMD_LISTEN = 1,
+	CL_CMD_CONNECT,
+	CL_CMD_BURST,
+	CL_CMD_PINGPONG,
+	CL_CMD_CLOSE,
+	CL_CMD_DONE,
+};
+
+/* An order from rank 0 to one host, about its pair with `peer`. */
+struct cl_cmd {
+	int kind;
+	int rail, peer;
+	int status;		/* DONE: the exit status */
+	int sender;		/* BURST: who sends; PINGPONG: who starts */
+	uint64_t size, iters;
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];	/* CONNECT: the peer's */
+};
+
+/* A host's answer to one command. */
+struct cl_step {
+	int rc;			/* 0 or negative errno */
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];	/* LISTEN */
+	/* CONNECT: this host's connect to the peer and accept from it */
+	bool send_ok, recv_ok;
+	struct cl_pair path;	/* this host's connect: what it logged */
+	char recv_reason[CL_REASON_MAX];
+	double elapsed, overhead;	/* BURST, PINGPONG */
+};
+
+/* A connect's early word to the peer: it finished, well or not. */
+#define CL_NOTE_OK 1u
+#define CL_NOTE_FAILED 2u
+
+int cl_send_cmd(int fd, const struct cl_cmd *c, int timeout_s);
+int cl_recv_cmd(int fd, struct cl_cmd *c, int timeout_s);
+int cl_send_step(int fd, const struct cl_step *s, int timeout_s);
+int cl_recv_step(int fd, struct cl_step *s, int timeout_s);
+int cl_send_host(int fd, const struct cl_host *h, int timeout_s);
+int cl_recv_host(int fd, struct cl_host *h, int timeout_s);
+
+/* Rendezvous: fills rdv host/port, rank and size from the arguments or
+ * the launcher's environment; 0, or -EINVAL after saying what is missing. */
+int cl_rdv_resolve(struct cl_opts *o);
+/* Rank 0: fds[k] for k = 1..size-1 (fds[0] = -1); others: fds[0] = the
+ * socket to rank 0.  0 or negative errno, said on stderr. */
+int cl_rdv_connect(const struct cl_opts *o, int *fds);
+
+/* ---- this host's plugin and the steps (cluster_pair.c) ---- */
+
+struct cl_node {
+	const struct cl_opts *o;
+	int rank;
+	struct perf_net net;
+	bool net_up;
+	int ndev;
+	int connect_timeout_ms;
+	/* the pair under way */
+	void *listen, *send, *recv;
+	struct perf_dir sdir, rdir;
+	int rail, peer;
+};
+
+int cl_node_start(struct cl_node *n, const char *plugin, struct cl_host *me);
+void cl_node_stop(struct cl_node *n);
+/* Runs one command; note_fd carries the CONNECT notes to and from the
+ * peer (through rank 0, or the peer's own socket on rank 0), and oob_fd
+ * is watched for a dead peer during transfers. */
+void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
+	     int note_fd, int oob_fd);
+
+/* The plugin's log lines, kept while a step runs (cluster.c). */
+void cl_log_capture(bool on);
+/* The captured lines, each ending in '\n' (valid until the next capture). */
+const char *cl_log_lines(void);
+
+/* Reads our INFO and WARN lines into the pair: path or failure. */
+void cl_parse_connect(const char *lines, int rail, struct cl_pair *p);
+/* The failure class of a plugin's line: "refused", "timed out", ... */
+const char *cl_classify(const char *reason);
+
+/* ---- findings and outputs ---- */
+
+void cl_find(struct cl_report *r);
+void cl_report_free(struct cl_report *r);
+void cl_print_text(FILE *out, const struct cl_report *r);
+void cl_print_json(FILE *out, const struct cl_report *r);
+void cl_print_dot(FILE *out, const struct cl_report *r);
+/* --json/--dot/--svg/--png; 0, or 2 when one could not be written. */
+int cl_write_outputs(const struct cl_opts *o, const struct cl_report *r);
+
+/* ---- shared ---- */
+
+void cl_sha256_hex(const void *data, size_t len, char out[CL_SHA_HEX]);
+int cl_sha256_file(const char *path, char out[CL_SHA_HEX]);
+int meshinfo_cluster_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the measured matrix says is wrong: pairs that do not connect, one
+ * way or both, a pair far slower than the others of its path class,
+ * hosts whose config or plugin differ from rank 0's, rails whose reported
+ * speed disagrees with what was measured.  And the NCCL environment a job
+ * on these hosts needs.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+
+/* Below this share of its class's median a pair is degraded. */
+#define CL_DEGRADED 0.5
+/* Directions apart by more than this factor are asymmetric. */
+#define CL_ASYMMETRIC 2.0
+/* A rail's reported speed more than this factor above the measure. */
+#define CL_SPEED_HIGH 4.0
+/* Measurement noise allowed above a reported speed. */
+#define CL_SPEED_SLACK 1.05
+
+static const struct cl_pair *at(const struct cl_report *r, int rail, int i,
+				int j)
+{
+	return &r->pairs[((size_t)rail * r->nhosts + i) * r->nhosts + j];
+}
+
+static struct cl_finding *add(struct cl_report *r, const char *kind,
+			      int rail, int from, int to, const char *fmt,
+			      ...) __attribute__((format(printf, 6, 7)));
+
+static struct cl_finding *add(struct cl_report *r, const char *kind,
+			      int rail, int from, int to, const char *fmt,
+			      ...)
+{
+	struct cl_finding *f = realloc(r->findings, (r->nfindings + 1) *
+						    sizeof(*f));
+	va_list ap;
+
+	if (!f)
+		return NULL;
+	r->findings = f;
+	f += r->nfindings++;
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->rail = rail, f->from = from, f->to = to;
+	va_start(ap, fmt);
+	vsnprintf(f->text, sizeof(f->text), fmt, ap);
+	va_end(ap);
+	if (from >= 0 && (f->hosts = malloc(2 * sizeof(int)))) {
+		f->hosts[0] = from;
+		f->hosts[1] = to;
+		f->nhosts = 2;
+	}
+	return f;
+}
+
+static void add_host(struct cl_finding *f, int rank)
+{
+	int *h = f ? realloc(f->hosts, (f->nhosts + 1) * sizeof(*h)) : NULL;
+
+	if (h) {
+		f->hosts = h;
+		h[f->nhosts++] = rank;
+	}
+}
+
+static const char *name(const struct cl_report *r, int rank)
+{
+	return r->hosts[rank].host;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median bandwidth of the rail's connected pairs of a class; 0: none. */
+static double median(const struct cl_report *r, int rail, const char *cls)
+{
+	int n = r->nhosts, m = 0;
+	double *v = malloc((size_t)n * n * sizeof(*v)), med;
+
+	if (!v)
+		return 0;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			const struct cl_pair *p = at(r, rail, i, j);
+
+			if (i != j && p->ok && p->gbps >= 0 &&
+			    !strcmp(p->cls, cls))
+				v[m++] = p->gbps;
+		}
+	qsort(v, (size_t)m, sizeof(*v), cmp_dbl);
+	med = !m ? 0 : m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+	free(v);
+	return med;
+}
+
+static bool degraded(const struct cl_report *r, const struct cl_pair *p)
+{
+	double med = p->ok && p->gbps >= 0 ? median(r, p->rail, p->cls) : 0;
+
+	return med > 0 && p->gbps < CL_DEGRADED * med;
+}
+
+static void find_pair(struct cl_report *r, int rail, int i, int j)
+{
+	const struct cl_pair *a = at(r, rail, i, j), *b = at(r, rail, j, i);
+	const char *x = name(r, i), *y = name(r, j);
+	bool da = degraded(r, a), db = degraded(r, b);
+
+	if (!a->ok && !b->ok) {
+		add(r, "unreachable", rail, i, j,
+		    "rail %d: %s <-> %s do not connect: %s -> %s %s (%s)%s%s%s",
+		    rail, x, y, x, y, a->error, a->reason,
+		    strcmp(a->reason, b->reason) ? "; the other way " : "",
+		    strcmp(a->reason, b->reason) ? b->error : "",
+		    strcmp(a->reason, b->reason) ? "" : "; the same the other way");
+	} else if (!a->ok || !b->ok) {
+		const struct cl_pair *bad = a->ok ? b : a;
+
+		add(r, "asymmetric", rail, bad->from, bad->to,
+		    "rail %d: %s -> %s connects, %s -> %s does not: %s (%s)",
+		    rail, name(r, bad->to), name(r, bad->from),
+		    name(r, bad->from), name(r, bad->to), bad->error,
+		    bad->reason);
+	} else if (da || db) {
+		const struct cl_pair *slow = da ? a : b;
+
+		add(r, "degraded", rail, slow->from, slow->to,
+		    "rail %d: %s -> %s %.2f Gb/s%s, below %.0f%% of the %s median %.2f Gb/s",
+		    rail, name(r, slow->from), name(r, slow->to), slow->gbps,
+		    da && db ? " (and the other way)" : "",
+		    CL_DEGRADED * 100, slow->cls, median(r, rail, slow->cls));
+	} else if (a->gbps > 0 && b->gbps > 0 &&
+		   (a->gbps > CL_ASYMMETRIC * b->gbps ||
+		    b->gbps > CL_ASYMMETRIC * a->gbps)) {
+		const struct cl_pair *slow = a->gbps < b->gbps ? a : b;
+		const struct cl_pair *fast = slow == a ? b : a;
+
+		add(r, "asymmetric", rail, slow->from, slow->to,
+		    "rail %d: %s -> %s %.2f Gb/s but %.2f Gb/s the other way",
+		    rail, name(r, slow->from), name(r, slow->to), slow->gbps,
+		    fast->gbps);
+	}
+}
+
+/* Hosts whose hash differs from rank 0's, in one finding. */
+static void find_differs(struct cl_report *r, const char *kind,
+			 size_t offset, const char *what)
+{
+	const char *ref = (const char *)&r->hosts[0] + offset;
+	struct cl_finding *f = NULL;
+
+	for (int k = 1; k < r->nhosts; k++) {
+		const char *h = (const char *)&r->hosts[k] + offset;
+
+		if (!h[0] || !ref[0] || !strcmp(h, ref))
+			continue;
+		if (!f)
+			f = add(r, kind, -1, -1, -1,
+				"%s differs from rank 0's (%s, sha256 %.12s):",
+				what, r->hosts[0].host, ref);
+		if (!f)
+			return;
+		add_host(f, k);
+		snprintf(f->text + strlen(f->text),
+			 sizeof(f->text) - strlen(f->text), " %s (%.12s)",
+			 name(r, k), h);
+	}
+}
+
+/* The best bandwidth measured on a rail with the host at either end. */
+static double best_of(const struct cl_report *r, int rail, int h)
+{
+	double best = 0;
+
+	for (int k = 0; k < r->nhosts; k++) {
+		if (k == h)
+			continue;
+		if (at(r, rail, h, k)->gbps > best)
+			best = at(r, rail, h, k)->gbps;
+		if (at(r, rail, k, h)->gbps > best)
+			best = at(r, rail, k, h)->gbps;
+	}
+	return best;
+}
+
+static void find_rail_speed(struct cl_report *r, int rail)
+{
+	struct cl_finding *low = NULL, *high = NULL;
+	double best_all = 0;
+
+	for (int h = 0; h < r->nhosts; h++)
+		if (best_of(r, rail, h) > best_all)
+			best_all = best_of(r, rail, h);
+	for (int h = 0; h < r->nhosts; h++) {
+		const struct cl_host *x = &r->hosts[h];
+		double best = best_of(r, rail, h);
+		double told = rail < x->nrails ?
+			x->rails[rail].speed_mbps / 1000.0 : 0;
+		struct cl_finding **f;
+
+		if (best <= 0 || told <= 0)
+			continue;
+		if (told * CL_SPEED_SLACK < best)
+			f = &low;
+		else if (told > CL_SPEED_HIGH * best)
+			f = &high;
+		else
+			continue;
+		if (!*f)
+			*f = add(r, "rail-speed", rail, -1, -1,
+				 "rail %d: the speed told to NCCL is %s what was measured (best %.2f Gb/s):",
+				 rail, f == &low ? "below" : "more than 4x",
+				 best_all);
+		if (!*f)
+			return;
+		add_host(*f, h);
+		snprintf((*f)->text + strlen((*f)->text),
+			 sizeof((*f)->text) - strlen((*f)->text),
+			 " %s %s %.1f Gb/s (measured %.2f)", name(r, h),
+			 x->rails[rail].name, told, best);
+	}
+}
+
+static void set_env(struct cl_report *r, const char *k, const char *v)
+{
+	if (r->nenv >= 8 || !v || !*v)
+		return;
+	snprintf(r->env[r->nenv][0], CL_PATH_MAX, "%s", k);
+	snprintf(r->env[r->nenv][1], CL_PATH_MAX, "%s", v);
+	r->nenv++;
+}
+
+/* What a job on these hosts sets, as rank 0 ran it; nothing secret. */
+static void find_env(struct cl_report *r)
+{
+	const struct cl_host *h0 = &r->hosts[0];
+	bool same_plugin = h0->plugin_path[0] != '\0';
+
+	for (int k = 1; k < r->nhosts; k++)
+		same_plugin &= !strcmp(r->hosts[k].plugin_path,
+				       h0->plugin_path);
+	set_env(r, "NCCL_NET", h0->net_name[0] ? h0->net_name : "Mesh");
+	set_env(r, "NCCL_NET_PLUGIN", same_plugin ? h0->plugin_path : "mesh");
+	if (h0->config_path[0] != '<' &&
+	    strcmp(h0->config_path, "/etc/nccl-mesh.conf"))
+		set_env(r, "NCCL_MESH_CONF", h0->config_path);
+	set_env(r, "NCCL_MESH_MODULE_PATH", getenv("NCCL_MESH_MODULE_PATH"));
+	set_env(r, "NCCL_MESH_AUTH_KEY_FILE",
+		getenv("NCCL_MESH_AUTH_KEY_FILE"));
+}
+
+void cl_find(struct cl_report *r)
+{
+	for (int rail = 0; rail < r->nrails; rail++)
+		for (int i = 0; i < r->nhosts; i++)
+			for (int j = i + 1; j < r->nhosts; j++)
+				find_pair(r, rail, i, j);
+	find_differs(r, "config-differs", offsetof(struct cl_host, config_sha),
+		     "the config");
+	find_differs(r, "plugin-differs", offsetof(struct cl_host, plugin_sha),
+		     "the plugin library");
+	for (int rail = 0; rail < r->nrails; rail++)
+		find_rail_speed(r, rail);
+	find_env(r);
+}
+
+void cl_report_free(struct cl_report *r)
+{
+	for (int i = 0; i < r->nfindings; i++)
+		free(r->findings[i].hosts);
+	free(r->findings);
+	free(r->pairs);
+	free(r->hosts);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One host's side of one pair: the plugin driven through meshperf's ABI
+ * adapters and benchmark, as NCCL's proxy drives it.  Each command of
+ * rank 0 is one bounded step; the plugin's own log lines, captured while a
+ * connect runs, say which path it took or why it failed.
+ */
+#include <dlfcn.h>
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+
+/* What NCCL would pass as the communicator's hash: the same on every rank. */
+#define CL_COMM_ID 0x6d657368696e666fULL
+/* Bytes of buffers per direction: bounds the window of a burst. */
+#define CL_BURST_MEM (32ULL << 20)
+/* A transfer that moves nothing for this long has failed. */
+#define CL_STALL_S 5
+
+int cl_node_start(struct cl_node *n, const char *plugin, struct cl_host *me)
+{
+	struct perf_props props;
+	Dl_info info;
+	int rc;
+
+	n->sdir.dir_id = n->rdir.dir_id = -1;
+	rc = perf_net_open(&n->net, plugin, 0);
+	if (rc) {
+		snprintf(me->error, sizeof(me->error),
+			 "cannot load the plugin %s", plugin);
+		return rc;
+	}
+	snprintf(me->net_name, sizeof(me->net_name), "%s",
+		 perf_net_name(&n->net));
+	if (dladdr(n->net.api.any, &info) && info.dli_fname)
+		snprintf(me->plugin_path, sizeof(me->plugin_path), "%s",
+			 info.dli_fname);
+	if (perf_net_init(&n->net, CL_COMM_ID) != ncclSuccess) {
+		snprintf(me->error, sizeof(me->error),
+			 "the plugin's init failed (its WARN lines say why)");
+		perf_net_close(&n->net);
+		return -EIO;
+	}
+	n->net_up = true;
+	if (perf_net_devices(&n->net, &n->ndev) != ncclSuccess || n->ndev < 0)
+		n->ndev = 0;
+	if (n->ndev > CL_MAX_RAILS)
+		n->ndev = CL_MAX_RAILS;
+	me->nrails = n->ndev;
+	for (int d = 0; d < n->ndev; d++) {
+		struct cl_rail *r = &me->rails[d];
+
+		memset(&props, 0, sizeof(props));
+		if (perf_net_get_props(&n->net, d, &props) != ncclSuccess)
+			continue;
+		snprintf(r->name, sizeof(r->name), "%s",
+			 props.name ? props.name : "?");
+		r->speed_mbps = props.speed;
+	}
+	if (!n->ndev)
+		snprintf(me->error, sizeof(me->error),
+			 "the plugin has no devices");
+	return 0;
+}
+
+void cl_node_stop(struct cl_node *n)
+{
+	if (!n->net_up)
+		return;
+	perf_net_finalize(&n->net);
+	perf_net_close(&n->net);
+	n->net_up = false;
+}
+
+/* ---- the parameters of meshperf's benchmark for one burst ---- */
+
+static void burst_params(const struct cl_opts *o, uint64_t size,
+			 uint64_t iters, struct perf_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->window = NCCL_NET_MAX_REQUESTS;
+	p->iters = (uint32_t)(iters ? iters : 1);
+	p->budget = size * p->iters;
+	p->mem = CL_BURST_MEM < o->msg_bytes ? o->msg_bytes : CL_BURST_MEM;
+	p->lat_max = 8;
+	p->reload = 1;
+	p->timeout = CL_STALL_S;
+	p->comm_id = CL_COMM_ID;
+	p->channels = 1;
+	p->nsizes = 1;
+	p->sizes[0] = size ? size : 8;
+}
+
+static int setup_dir(struct cl_node *n, struct perf_dir *d, void *comm,
+		     int sender, int receiver)
+{
+	struct perf_params p;
+	void *buf;
+
+	burst_params(n->o, n->o->msg_bytes, 2, &p);
+	memset(d, 0, sizeof(*d));
+	d->comm = comm;
+	d->group = 1;
+	d->sender_rank = sender;
+	/* the sender's send and the receiver's receive share the pattern */
+	d->dir_id = sender < receiver ? 0 : 1;
+	snprintf(d->name, sizeof(d->name), "%d->%d", sender, receiver);
+	d->buf_len = perf_region_len(&p, 1, true, true);
+	if (posix_memalign(&buf, 4096, d->buf_len))
+		return -ENOMEM;
+	memset(buf, 0, d->buf_len);
+	d->buf = buf;
+	return NET_CALL("regMr", perf_net_reg_mr(&n->net, comm, d->buf,
+						 d->buf_len, &d->mhandle));
+}
+
+static void release_dir(struct cl_node *n, struct perf_dir *d, bool send)
+{
+	if (d->comm && d->buf)
+		NET_CALL("deregMr", perf_net_dereg_mr(&n->net, d->comm,
+						      d->mhandle));
+	if (d->comm)
+		NET_CALL(send ? "closeSend" : "closeRecv",
+			 send ? perf_net_close_send(&n->net, d->comm) :
+				perf_net_close_recv(&n->net, d->comm));
+	free(d->buf);
+	memset(d, 0, sizeof(*d));
+}
+
+static void pair_close(struct cl_node *n)
+{
+	release_dir(n, &n->sdir, true);
+	release_dir(n, &n->rdir, false);
+	n->send = n->recv = NULL;
+	if (n->listen)
+		NET_CALL("closeListen",
+			 perf_net_close_listen(&n->net, n->listen));
+	n->listen = NULL;
+}
+
+/* ---- connect: ours to the peer, the peer's to us, at once ---- */
+
+struct conn_wait {
+	int note_fd;
+	bool sent_note, got_note;
+	uint32_t peer_note;
+};
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+static void note_send(struct conn_wait *w, bool ok)
+{
+	uint32_t v = htobe32(ok ? CL_NOTE_OK : CL_NOTE_FAILED);
+
+	if (w->sent_note)
+		return;
+	w->sent_note = true;
+	if (w->note_fd >= 0)
+		oob_send_msg(w->note_fd, PERF_MSG_BARRIER, &v, sizeof(v), 5);
+}
+
+static void note_poll(struct conn_wait *w)
+{
+	uint32_t v;
+
+	if (w->got_note || !readable(w->note_fd))
+		return;
+	w->got_note = true;
+	w->peer_note = CL_NOTE_FAILED;
+	if (!oob_recv_msg(w->note_fd, PERF_MSG_BARRIER, &v, sizeof(v), 5))
+		w->peer_note = be32toh(v);
+}
+
+/* Lines of our connect side: the core's one line first, else the first
+ * WARN that is not about an accept. */
+static void connect_reason(const char *lines, char *out, size_t cap)
+{
+	const char *best = NULL, *first = NULL;
+
+	out[0] = '\0';
+	for (const char *l = lines; *l; l = strchr(l, '\n') + 1) {
+		const char *text = l + 2;
+
+		if (l[0] != 'W')
+			continue;
+		if (!strncmp(text, "connect ", 8) ||
+		    strstr(text, "no relay carries"))
+			best = best ? best : text;
+		else if (strncmp(text, "accept ", 7) &&
+			 strncmp(text, "recv ", 5) && !strstr(text, "refused connection from") &&
+			 !strstr(text, "refusing connection"))
+			first = first ? first : text;
+	}
+	if (!best)
+		best = first;
+	if (best)
+		snprintf(out, cap, "%.*s", (int)strcspn(best, "\n"), best);
+}
+
+static void accept_reason(const char *lines, char *out, size_t cap)
+{
+	out[0] = '\0';
+	for (const char *l = lines; *l; l = strchr(l, '\n') + 1) {
+		const char *text = l + 2;
+
+		if (l[0] == 'W' && (!strncmp(text, "accept ", 7) ||
+				    !strncmp(text, "recv ", 5) ||
+				    strstr(text, "refus"))) {
+			snprintf(out, cap, "%.*s", (int)strcspn(text, "\n"),
+				 text);
+			return;
+		}
+	}
+}
+
+static void exec_connect(struct cl_node *n, const struct cl_cmd *c,
+			 struct cl_step *s, int note_fd)
+{
+	struct conn_wait w = { .note_fd = note_fd };
+	/* the plugin gives up on its own first: its timeout, relays' too */
+	double deadline = perf_now() + 2.0 * n->connect_timeout_ms / 1000 + 3;
+	struct timespec nap = { 0, 200 * 1000 };
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
+	bool sent = false, rcvd = false;
+	int send_rc = 0, recv_rc = 0;
+
+	memcpy(handle, c->handle, sizeof(handle));
+	cl_log_capture(true);
+	while (perf_now() < deadline) {
+		if (!sent) {
+			ncclResult_t r = perf_net_connect(&n->net, c->rail,
+							  handle, &n->send);
+
+			sent = r != ncclSuccess || n->send;
+			send_rc = r == ncclSuccess ? 0 : -EIO;
+			if (sent)
+				note_send(&w, n->send != NULL);
+		}
+		if (!rcvd && n->listen) {
+			ncclResult_t r = perf_net_accept(&n->net, n->listen,
+							 &n->recv);
+
+			rcvd = r != ncclSuccess || n->recv;
+			recv_rc = r == ncclSuccess ? 0 : -EIO;
+		}
+		note_poll(&w);
+		/* the peer's connect failed: nothing will come to accept */
+		if (sent && w.got_note && (rcvd || w.peer_note != CL_NOTE_OK))
+			break;
+		nanosleep(&nap, NULL);
+	}
+	note_send(&w, false);
+	/* the peer may still say its word: take it, so the next command is
+	 * what comes next on the socket */
+	if (!w.got_note && note_fd >= 0 && w.sent_note) {
+		uint32_t v;
+
+		w.got_note = !oob_recv_msg(note_fd, PERF_MSG_BARRIER, &v,
+					   sizeof(v), 5);
+	}
+	cl_log_capture(false);
+	s->send_ok = n->send != NULL;
+	s->recv_ok = n->recv != NULL;
+	s->path.rail = c->rail;
+	cl_parse_connect(cl_log_lines(), c->rail, &s->path);
+	if (!s->send_ok) {
+		connect_reason(cl_log_lines(), s->path.reason,
+			       sizeof(s->path.reason));
+		if (!s->path.reason[0])
+			snprintf(s->path.reason, sizeof(s->path.reason),
+				 send_rc ? "connect failed, the plugin logged no reason" :
+				 "connect did not finish within %.0f s",
+				 2.0 * n->connect_timeout_ms / 1000 + 3);
+	}
+	if (!s->recv_ok)
+		accept_reason(cl_log_lines(), s->recv_reason,
+			      sizeof(s->recv_reason));
+	if (!s->recv_ok && !s->recv_reason[0] && recv_rc)
+		snprintf(s->recv_reason, sizeof(s->recv_reason),
+			 "accept failed, the plugin logged no reason");
+	if (n->send && setup_dir(n, &n->sdir, n->send, n->rank, c->peer))
+		s->rc = -ENOMEM;
+	if (n->recv && setup_dir(n, &n->rdir, n->recv, c->peer, n->rank))
+		s->rc = -ENOMEM;
+}
+
+void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
+	     int note_fd, int oob_fd)
+{
+	struct perf_params p;
+	struct perf_side side = { &n->net, &p, oob_fd };
+	bool me = c->sender == n->rank;
+
+	memset(s, 0, sizeof(*s));
+	n->rail = c->rail;
+	n->peer = c->peer;
+	switch (c->kind) {
+	case CL_CMD_LISTEN:
+		pair_close(n);
+		if (c->rail >= n->ndev) {
+			s->rc = -ENODEV;
+			break;
+		}
+		s->rc = NET_CALL("listen", perf_net_listen(&n->net, c->rail,
+							   s->handle,
+							   &n->listen));
+		break;
+	case CL_CMD_CONNECT:
+		exec_connect(n, c, s, note_fd);
+		break;
+	case CL_CMD_BURST:
+		burst_params(n->o, c->size, c->iters, &p);
+		if (!(me ? n->sdir.comm : n->rdir.comm)) {
+			s->rc = -ENOTCONN;
+			break;
+		}
+		s->rc = perf_run_bw(&side, me ? &n->sdir : NULL,
+				    me ? NULL : &n->rdir, 1, c->size,
+				    &s->elapsed);
+		break;
+	case CL_CMD_PINGPONG:
+		burst_params(n->o, 8, c->iters, &p);
+		if (!n->sdir.comm || !n->rdir.comm) {
+			s->rc = -ENOTCONN;
+			break;
+		}
+		s->rc = perf_run_latency(&side, &n->sdir, &n->rdir, me, 8,
+					 (uint32_t)c->iters, &s->elapsed,
+					 &s->overhead);
+		break;
+	case CL_CMD_CLOSE:
+	case CL_CMD_DONE:
+		pair_close(n);
+		break;
+	default:
+		s->rc = -EPROTO;
+	}
+}
+
+/* ---- reading our log lines ---- */
+
+/* Copies up to the first of `stops` (or the end) into out; returns the
+ * stop found, or NULL. */
+static const char *take(const char *s, const char *stop, char *out,
+			size_t cap)
+{
+	const char *e = strstr(s, stop);
+	size_t n = e ? (size_t)(e - s) : strcspn(s, "\n");
+
+	snprintf(out, cap, "%.*s", (int)n, s);
+	return e;
+}
+
+/* "relay: send comm 3 to 10.0.0.3:4000: via g0 (tcp-xdc 10.0.0.9:5000)
+ *  -> destination (tcp-xdc 10.0.0.3:4000)" */
+static bool parse_relayed(const char *l, struct cl_pair *p)
+{
+	const char *to = strstr(l, " to "), *via = strstr(l, ": via ");
+	const char *hop;
+
+	if (!strstr(l, "send comm ") || !to || !via || via < to)
+		return false;
+	snprintf(p->cls, sizeof(p->cls), "relayed");
+	snprintf(p->remote, sizeof(p->remote), "%.*s",
+		 (int)(via - to - 4), to + 4);
+	p->local[0] = '\0';
+	p->nrelays = 0;
+	for (hop = via + 6; hop && *hop && *hop != '\n';) {
+		char name[CL_NAME_MAX], inner[CL_NAME_MAX + CL_ADDR_MAX];
+		const char *paren = take(hop, " (", name, sizeof(name));
+		char *sp;
+
+		if (!paren)
+			break;
+		take(paren + 2, ")", inner, sizeof(inner));
+		sp = strchr(inner, ' ');
+		if (sp)
+			*sp++ = '\0';
+		if (!p->module[0])
+			snprintf(p->module, sizeof(p->module), "%.*s",
+				 CL_NAME_MAX - 1, inner);
+		if (strcmp(name, "destination") && p->nrelays < CL_MAX_RELAYS) {
+			snprintf(p->relays[p->nrelays], CL_NAME_MAX, "%s",
+				 name);
+			snprintf(p->relay_addrs[p->nrelays], CL_ADDR_MAX,
+				 "%.*s", CL_ADDR_MAX - 1, sp ? sp : "");
+			p->nrelays++;
+		}
+		hop = strstr(paren, " -> ");
+		hop = hop ? hop + 4 : NULL;
+	}
+	return true;
+}
+
+/* "send mesh0: tcp-xdc, 10.0.0.11:40000 -> 10.0.0.12:40001, same-DC
+ *  (fabricId 0 -> 0)" */
+static bool parse_direct(const char *l, struct cl_pair *p)
+{
+	const char *s, *e;
+
+	if (strncmp(l, "send ", 5) || !(s = strstr(l, ": ")))
+		return false;
+	s += 2;
+	if (!(e = take(s, ", ", p->module, sizeof(p->module))))
+		return false;
+	s = e + 2;
+	if (!(e = take(s, " -> ", p->local, sizeof(p->local))))
+		return false;
+	s = e + 4;
+	if (!(e = take(s, ", ", p->remote, sizeof(p->remote))))
+		return false;
+	take(e + 2, " (", p->cls, sizeof(p->cls));
+	return true;
+}
+
+void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
+{
+	(void)rail;
+	for (const char *l = lines; *l; l = strchr(l, '\n') + 1) {
+		const char *text = l + 2;
+
+		if (l[0] != 'I')
+			continue;
+		if (!strncmp(text, "relay: ", 7) &&
+		    parse_relayed(text + 7, p))
+			return;
+		if (parse_direct(text, p))
+			return;
+	}
+}
+
+const char *cl_classify(const char *r)
+{
+	if (strstr(r, "no relay carries") || strstr(r, "refused to relay"))
+		return "no relay";
+	if (strstr(r, "auth"))
+		return "auth refused";
+	if (strstr(r, "no route to") || strstr(r, "no module reaches") ||
+	    strstr(r, "no module serves") || strstr(r, "needs the relay module"))
+		return "no subnet in common";
+	if (strstr(r, "refused") || strstr(r, "Connection reset"))
+		return "refused";
+	if (strstr(r, "timed out") || strstr(r, "within") ||
+	    strstr(r, "in time") || strstr(r, "no answer") ||
+	    strstr(r, "did not finish"))
+		return "timed out";
+	return "other";
+}
