@@ -24,6 +24,8 @@
 
 #define CL_PLUGIN_FILE "libnccl-net-mesh.so"
 #define CL_DEFAULT_CONNECT_MS "5000"
+/* Most bursts of a direction; its bandwidth is the best of them. */
+#define CL_BURSTS 3
 
 static int cl_rank = -1;
 static int cl_verbose;
@@ -436,7 +438,7 @@ static void measure(struct coord *c, const int rk[2], int rail, int dir,
 	const struct cl_opts *o = c->o;
 	uint64_t probe = o->msg_bytes < (1 << 20) ? o->msg_bytes : 1 << 20;
 	uint64_t size = o->msg_bytes, iters, bytes;
-	double t = burst(c, rk, rail, dir, probe, 4), rate;
+	double t = burst(c, rk, rail, dir, probe, 4), rate, spent = 0;
 
 	if (t > 0) {
 		rate = 4.0 * probe / t;
@@ -448,9 +450,15 @@ static void measure(struct coord *c, const int rk[2], int rail, int dir,
 		if (size < 65536)
 			size = 65536;
 		iters = bytes / size < 2 ? 2 : bytes / size;
-		t = burst(c, rk, rail, dir, size, iters);
-		if (t > 0)
-			p->gbps = 8.0 * size * iters / t / 1e9;
+		/* the best of a few while they fit in --burst-ms: a host's
+		 * hiccup is not the link's */
+		for (int k = 0; k < CL_BURSTS && t > 0 &&
+		     spent < o->burst_ms / 1000.0; k++) {
+			t = burst(c, rk, rail, dir, size, iters);
+			spent += t;
+			if (t > 0 && 8.0 * size * iters / t / 1e9 > p->gbps)
+				p->gbps = 8.0 * size * iters / t / 1e9;
+		}
 	}
 	if (t <= 0)
 		fail(p, "connected, but the burst failed (the host's stderr says why)");

@@ -193,6 +193,9 @@ const char *cl_classify(const char *reason);
 /* ---- findings and outputs ---- */
 
 void cl_find(struct cl_report *r);
+/* The host's name, with "#rank" where several ranks share the name. */
+const char *cl_label(const struct cl_report *r, int k, char *buf,
+		     size_t cap);
 void cl_report_free(struct cl_report *r);
 void cl_print_text(FILE *out, const struct cl_report *r);
 void cl_print_json(FILE *out, const struct cl_report *r);

@@ -67,9 +67,25 @@ static void add_host(struct cl_finding *f, int rank)
 	}
 }
 
+const char *cl_label(const struct cl_report *r, int k, char *buf,
+		     size_t cap)
+{
+	for (int i = 0; i < r->nhosts; i++)
+		if (i != k && !strcmp(r->hosts[i].host, r->hosts[k].host)) {
+			snprintf(buf, cap, "%s#%d", r->hosts[k].host, k);
+			return buf;
+		}
+	return r->hosts[k].host;
+}
+
+/* Up to four labels at once in one message. */
 static const char *name(const struct cl_report *r, int rank)
 {
-	return r->hosts[rank].host;
+	static char bufs[4][CL_NAME_MAX + 16];
+	static int next;
+
+	next = (next + 1) % 4;
+	return cl_label(r, rank, bufs[next], sizeof(bufs[next]));
 }
 
 static int cmp_dbl(const void *a, const void *b)

@@ -22,18 +22,6 @@ static const struct cl_pair *at(const struct cl_report *r, int rail, int i,
 	return &r->pairs[((size_t)rail * r->nhosts + i) * r->nhosts + j];
 }
 
-/* The host's name, with its rank where several ranks share the name. */
-static const char *label(const struct cl_report *r, int k, char *buf,
-			 size_t cap)
-{
-	for (int i = 0; i < r->nhosts; i++)
-		if (i != k && !strcmp(r->hosts[i].host, r->hosts[k].host)) {
-			snprintf(buf, cap, "%s#%d", r->hosts[k].host, k);
-			return buf;
-		}
-	return r->hosts[k].host;
-}
-
 static char class_letter(const char *cls)
 {
 	return !strcmp(cls, "same-DC") ? 'S' : !strcmp(cls, "cross-DC") ? 'X' :
@@ -60,7 +48,7 @@ static void text_hosts(FILE *out, const struct cl_report *r)
 		const struct cl_host *h = &r->hosts[k];
 
 		fprintf(out, "  %4d  %-20s %3llu  %-12.12s  %-12.12s ", k,
-			label(r, k, b, sizeof(b)), (unsigned long long)h->dc,
+			cl_label(r, k, b, sizeof(b)), (unsigned long long)h->dc,
 			h->config_sha[0] ? h->config_sha : "-",
 			h->plugin_sha[0] ? h->plugin_sha : "-");
 		for (int i = 0; i < h->nrails; i++)
@@ -79,10 +67,10 @@ static void text_matrix(FILE *out, const struct cl_report *r, int rail)
 	fprintf(out, "\nrail %d (%s): Gb/s from row to column\n  %-20s", rail,
 		rail_name(r, rail), "");
 	for (int j = 0; j < r->nhosts; j++)
-		fprintf(out, " %10.10s", label(r, j, b, sizeof(b)));
+		fprintf(out, " %10.10s", cl_label(r, j, b, sizeof(b)));
 	fputc('\n', out);
 	for (int i = 0; i < r->nhosts; i++) {
-		fprintf(out, "  %-20s", label(r, i, b, sizeof(b)));
+		fprintf(out, "  %-20s", cl_label(r, i, b, sizeof(b)));
 		for (int j = 0; j < r->nhosts; j++) {
 			const struct cl_pair *p = at(r, rail, i, j);
 
@@ -112,8 +100,8 @@ static void text_pairs(FILE *out, const struct cl_report *r, int rail)
 
 			if (i == j)
 				continue;
-			fprintf(out, "  %s -> %s  ", label(r, i, a, sizeof(a)),
-				label(r, j, b, sizeof(b)));
+			fprintf(out, "  %s -> %s  ", cl_label(r, i, a, sizeof(a)),
+				cl_label(r, j, b, sizeof(b)));
 			if (!p->ok) {
 				fprintf(out, "FAILED %s: %s\n", p->error,
 					p->reason);
@@ -344,6 +332,37 @@ static void dot_relayed(FILE *out, const struct cl_report *r,
 			via[k], k + 1 < n ? via[k + 1] : p->to);
 }
 
+/* Both ways take the same kind of path: one edge shows them. */
+static bool same_path(const struct cl_pair *a, const struct cl_pair *b)
+{
+	return !strcmp(a->cls, b->cls) && a->nrelays == 0 && b->nrelays == 0;
+}
+
+/* One way of a pair whose two ways differ: its own arrow. */
+static void dot_way(FILE *out, const struct cl_report *r,
+		    const struct cl_pair *p, const char *prefix)
+{
+	char text[512], rate[16];
+	size_t len;
+
+	dot_rate(rate, sizeof(rate), p);
+	len = (size_t)snprintf(text, sizeof(text), "%s%s Gb/s", prefix, rate);
+	if (p->nrelays && relay_host(r, p->relays[0], p->relay_addrs[0]) < 0) {
+		len += (size_t)snprintf(text + len, sizeof(text) - len, " via");
+		for (int k = 0; k < p->nrelays && len < sizeof(text); k++)
+			len += (size_t)snprintf(text + len, sizeof(text) - len,
+						" %s", p->relays[k]);
+	}
+	if (p->nrelays) {
+		dot_relayed(out, r, p, text);
+		return;
+	}
+	fprintf(out, "  h%d -- h%d [color=%s, dir=forward, label=", p->from,
+		p->to, color(p->cls));
+	dot_str(out, text);
+	fprintf(out, "];\n");
+}
+
 static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 		     int j)
 {
@@ -368,6 +387,11 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 	}
 	if (!a->ok && !b->ok)
 		return;
+	if (a->ok && b->ok && !same_path(a, b)) {
+		dot_way(out, r, a, prefix);
+		dot_way(out, r, b, prefix);
+		return;
+	}
 	dot_rate(ra, sizeof(ra), a);
 	dot_rate(rb, sizeof(rb), b);
 	if (a->ok && b->ok)

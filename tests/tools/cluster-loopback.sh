@@ -1,0 +1,200 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# meshinfo --cluster on loopback, three processes, each its own host by
+# the address it advertises (127.0.0.1x):
+#   direct      every pair connects on tcp-xdc: exit 0 on every rank, the
+#               JSON parses with six connected pairs, the DOT has three
+#               nodes and three edges, the SVG (Graphviz) holds them too
+#   relayed     rank 0 reaches rank 2 through a meshrelay: that pair is
+#               "relayed" via r1, the others direct, exit 0
+#   dead-relay  the route's relay is not running: exit 1 on every rank,
+#               the pair fails as "no relay" and is the one finding
+#
+# usage: cluster-loopback.sh BUILD_DIR SOURCE_DIR [CASE...]
+set -uo pipefail
+
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+shift 2
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(direct relayed dead-relay)
+meshinfo=$build/tools/meshinfo/meshinfo
+meshrelay=$build/tools/meshrelay/meshrelay
+plugin=$build/core/libnccl-net-mesh.so
+tmp=$(mktemp -d)
+pids=()
+failures=0
+ROUTES=()
+export NCCL_MESH_ADVERTISE_LOCAL=false
+
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill -9 "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+
+# cluster [VAR=VALUE...] -- [meshinfo args...]: ranks 1 and 2 in the
+# background, rank 0 in front; rc0..rc2 their exits, r0..r2.log theirs
+cluster() {
+	local envs=() port
+	while [ "$1" != "--" ]; do
+		envs+=("$1")
+		shift
+	done
+	shift
+	port=$(free_port 127.0.0.1)
+	local bg=()
+	for r in 2 1 0; do
+		local route=()
+		[[ "${envs[*]}" != *NCCL_MESH_RELAY_RELAYS* ]] ||
+			route=(NCCL_MESH_RELAY_NAME="h$r")
+		[ -z "${ROUTES[$r]:-}" ] ||
+			route+=(NCCL_MESH_RELAY_ROUTES="${ROUTES[$r]}")
+		env "${envs[@]}" "${route[@]}" \
+			NCCL_MESH_ADVERTISE_ADDRS="127.0.0.1$r" \
+			timeout 120 "$meshinfo" --cluster --plugin "$plugin" \
+			--rendezvous "127.0.0.1:$port" --rank $r --size 3 \
+			--timeout 30 "$@" >"$tmp/r$r.log" 2>"$tmp/r$r.err" &
+		bg[$r]=$!
+		pids+=($!)
+	done
+	for r in 0 1 2; do
+		wait "${bg[$r]}"
+		eval "rc$r=$?"
+	done
+}
+
+check() {
+	local name=$1 ok=$2 what=$3
+
+	if [ "$ok" -eq 0 ]; then
+		echo "PASS: $name: $what"
+	else
+		echo "FAIL: $name: $what"
+		for f in "$tmp"/*.log "$tmp"/*.err; do
+			[ -s "$f" ] || continue
+			echo "---- $(basename "$f") ----"
+			tail -n 40 "$f"
+		done
+		failures=$((failures + 1))
+	fi
+}
+
+# json_check FILE PYTHON-EXPRESSION: the expression over the report `d`
+json_check() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = eval("(" + sys.argv[2] + ")", {"d": d})
+if not ok:
+    print("JSON check failed:", sys.argv[2])
+    print(json.dumps(d, indent=1)[:4000])
+sys.exit(0 if ok else 1)
+EOF
+}
+
+case_direct() {
+	local t0=$SECONDS
+	ROUTES=()
+	cluster NCCL_MESH_CONF="$src/tests/functional/loopback.conf" \
+		NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" -- \
+		--json "$tmp/c.json" --dot "$tmp/c.dot"
+	[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+		grep -q "6 of 6 pairs connected" "$tmp/r0.log" &&
+		json_check "$tmp/c.json" '
+d["version"] == 1 and len(d["hosts"]) == 3 and len(d["pairs"]) == 6
+and all(p["ok"] and p["class"] == "same-DC" and p["module"] == "tcp-xdc"
+        and p["gbps"] > 0 and p["lat_us"] > 0 and p["error"] is None
+        and p["remote"].startswith("127.0.0.1%d:" % p["to"])
+        for p in d["pairs"])
+and all(len(h["config_sha256"]) == 64 and len(h["plugin_sha256"]) == 64
+        for h in d["hosts"])
+and d["nccl_env"]["NCCL_NET"] == "Mesh"' &&
+		[ "$(grep -Ec '^ +h[0-9]+ \[label=' "$tmp/c.dot")" -eq 3 ] &&
+		[ "$(grep -c -- ' -- ' "$tmp/c.dot")" -eq 3 ]
+	check direct $? "six pairs connected and measured, exit 0 everywhere, JSON and DOT in $((SECONDS - t0)) s"
+	if ! command -v dot >/dev/null; then
+		echo "SKIP: direct-svg: Graphviz's dot is not installed"
+		return
+	fi
+	cluster NCCL_MESH_CONF="$src/tests/functional/loopback.conf" \
+		NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" -- \
+		--svg "$tmp/c.svg" --burst-bytes 4M --lat-iters 10
+	[ "$rc0" -eq 0 ] && grep -q "<svg" "$tmp/c.svg" &&
+		[ "$(grep -c 'class="node"' "$tmp/c.svg")" -eq 3 ] &&
+		[ "$(grep -c 'class="edge"' "$tmp/c.svg")" -eq 3 ]
+	check direct-svg $? "the picture rendered by Graphviz has three nodes and three edges"
+}
+
+# relay_env PORT: RELAY_ENV, the relay setup of tests/functional/relay.sh
+relay_env() {
+	RELAY_ENV=(NCCL_MESH_CONF="$src/tests/functional/relay.conf"
+		NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc:$build/modules/relay"
+		NCCL_MESH_RELAY_RELAYS="r1 127.0.0.2:$1")
+}
+
+# the relay module and meshrelay are built, else SKIP for the case
+relay_built() {
+	[ -x "$meshrelay" ] && [ -e "$build/modules/relay/mesh-relay.so" ] &&
+		return 0
+	echo "SKIP: $1: the relay module or meshrelay is not built"
+	return 1
+}
+
+case_relayed() {
+	local port
+	relay_built relayed || return 0
+	port=$(free_port 127.0.0.2)
+	relay_env "$port"
+	env "${RELAY_ENV[@]}" NCCL_MESH_RELAY_NAME=r1 \
+		NCCL_MESH_RELAY_PORT="$port" "$meshrelay" >"$tmp/relay.log" 2>&1 &
+	local relay=$!
+	pids+=($relay)
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$port" | grep -q . && break
+		sleep 0.1
+	done
+	ROUTES=("127.0.0.12 via r1")
+	cluster "${RELAY_ENV[@]}" -- --json "$tmp/r.json" --dot "$tmp/r.dot" --burst-bytes 16M
+	kill "$relay" 2>/dev/null
+	ROUTES=()
+	[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+		json_check "$tmp/r.json" '
+all(p["ok"] for p in d["pairs"])
+and [(p["from"], p["to"]) for p in d["pairs"] if p["class"] == "relayed"] == [(0, 2)]
+and [p["relays"] for p in d["pairs"] if p["class"] == "relayed"] == [["r1"]]
+and [p["remote"].startswith("127.0.0.12:") for p in d["pairs"] if p["class"] == "relayed"] == [True]' &&
+		grep -q 'color=orange.*via r1' "$tmp/r.dot"
+	check relayed $? "0 -> 2 relayed via r1, the rest direct, exit 0"
+}
+
+case_dead_relay() {
+	local port t0=$SECONDS
+	relay_built dead-relay || return 0
+	port=$(free_port 127.0.0.2)
+	relay_env "$port"
+	ROUTES=("127.0.0.12 via r1")
+	cluster "${RELAY_ENV[@]}" -- --json "$tmp/d.json" --burst-bytes 8M
+	[ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && [ "$rc2" -eq 1 ] &&
+		[ $((SECONDS - t0)) -lt 40 ] &&
+		json_check "$tmp/d.json" '
+[(p["from"], p["to"], p["error"]) for p in d["pairs"] if not p["ok"]] == [(0, 2, "no relay")]
+and "r1" in [p for p in d["pairs"] if not p["ok"]][0]["reason"]
+and [(f["kind"], f["from"], f["to"]) for f in d["findings"]
+     if f["kind"] == "unreachable" or "does not" in f["text"]]
+    == [("asymmetric", 0, 2)]'
+	check dead-relay $? "the unrelayed pair fails as 'no relay', every rank exits 1, in $((SECONDS - t0)) s"
+}
+
+for c in "${cases[@]}"; do
+	"case_${c//-/_}" || check "$c" 1 "set-up failed"
+done
+[ $failures -eq 0 ] || exit 1
