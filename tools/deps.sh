@@ -3,10 +3,11 @@
 # Sourced by tools/quickstart and tools/run-tests: installs what building
 # and testing nccl-mesh needs on Debian or Ubuntu, skipping what is there.
 
-# Needed to build and test (the meshinfo --cluster tests validate its JSON
-# with python3-jsonschema and render its picture with graphviz).
+# Needed to build and test (meshinfo --cluster hashes with OpenSSL's
+# libcrypto; its tests validate its JSON with python3-jsonschema and
+# render its picture with graphviz).
 MESH_DEPS=(build-essential meson ninja-build pkg-config libconfig-dev
-	   iperf3 python3 python3-jsonschema graphviz)
+	   libssl-dev iperf3 python3 python3-jsonschema graphviz)
 # Built against when present (the verbs modules); the rest works without.
 MESH_DEPS_OPTIONAL=(libibverbs-dev)
 
