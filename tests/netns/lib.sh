@@ -630,8 +630,9 @@ relay_meshperf_start() {
 xdc_cluster_topology() {
 	local n=$1 k a=() b=()
 
-	[ "$n" -ge 1 ] && [ "$n" -le 9 ] ||
+	if [ "$n" -lt 1 ] || [ "$n" -gt 9 ]; then
 		netns_die "xdc_cluster_topology: 1..9 hosts per DC, not $n"
+	fi
 	for ((k = 1; k <= n; k++)); do
 		a+=("a$k")
 		b+=("b$k")

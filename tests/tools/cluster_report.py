@@ -10,11 +10,13 @@ usage: cluster_report.py REPORT.json [checks...]
   --hosts N            the report lists N hosts, ranks 0..N-1
   --ok-pairs N         N pairs connected (every rail counted)
   --failed A:B[=ERR]   the ordered pairs A->B and B->A failed (with error
-                       class ERR); repeatable; no other pair failed
+                       class ERR, or one of ERR|ERR...); repeatable; no
+                       other pair failed
   --finding KIND=A:B   a finding of KIND between hosts A and B (either
                        order); repeatable; with --only-findings every
                        finding must be one of these
   --only-findings      no finding other than those given with --finding
+  --no-finding KIND    no finding of KIND; repeatable
   --svg FILE           the rendered picture: one node per host, one
                        cluster per DC, one edge per host pair and rail,
                        failed pairs dashed
@@ -87,8 +89,8 @@ def check_failed(doc, name, specs):
     for spec in specs:
         pair, _, err = spec.partition("=")
         a, b = host_pair(pair)
-        want[(a, b)] = err or None
-        want[(b, a)] = err or None
+        want[(a, b)] = err.split("|") if err else None
+        want[(b, a)] = want[(a, b)]
     got = set()
     for p in doc["pairs"]:
         if p["ok"]:
@@ -98,9 +100,9 @@ def check_failed(doc, name, specs):
         if key not in want:
             fail(f"pair {key[0]}->{key[1]} failed and should not have: "
                  f"{p.get('error')}: {p.get('reason')}")
-        elif want[key] and p.get("error") != want[key]:
+        elif want[key] and p.get("error") not in want[key]:
             fail(f"pair {key[0]}->{key[1]} failed with '{p.get('error')}', "
-                 f"expected '{want[key]}' ({p.get('reason')})")
+                 f"expected '{'|'.join(want[key])}' ({p.get('reason')})")
     for key in want:
         if key not in got:
             fail(f"pair {key[0]}->{key[1]} did not fail")
@@ -210,6 +212,7 @@ def main():
     ap.add_argument("--failed", action="append", default=[])
     ap.add_argument("--finding", action="append", default=[])
     ap.add_argument("--only-findings", action="store_true")
+    ap.add_argument("--no-finding", action="append", default=[])
     ap.add_argument("--svg")
     ap.add_argument("--table", action="store_true")
     a = ap.parse_args()
@@ -241,6 +244,9 @@ def main():
         check_failed(doc, name, a.failed)
     if a.finding or a.only_findings:
         check_findings(doc, name, a.finding, a.only_findings)
+    for f in doc["findings"]:
+        if f["kind"] in a.no_finding:
+            fail(f"unexpected finding: {f['kind']}: {f.get('text')}")
     if a.svg:
         check_svg(doc, name, a.svg)
     if a.table:

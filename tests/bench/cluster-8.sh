@@ -1,0 +1,135 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Benchmark (not a test; needs root): meshinfo --cluster on eight hosts,
+# four per DC behind NAT (xdc_cluster_topology in tests/netns/lib.sh),
+# with the default burst settings.  The bars of the cluster view:
+#  - the full matrix (56 ordered pairs) completes in at most 30 s;
+#  - its pair bandwidths are within 10% of meshperf's on the same pairs,
+#    measured right after with the same message size and volume (4 MiB
+#    messages, 64 MiB) on one same-DC and three cross-DC pairs.
+# Prints the report, both figures per pair and their ratio; exits 1 when a
+# bar is missed.
+#
+#   tests/bench/cluster-8.sh [BUILD_DIR]
+#
+# Environment: XDC_RATE (the shaped inter-DC link, default 200mbit),
+# CABLE (a tc rate for every host's own cable; default unshaped veth),
+# ROUNDS (meshperf runs per pair, median; default 3).
+set -euo pipefail
+
+build=$(realpath "${1:-build}")
+src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/netns/lib.sh
+. "$src/tests/netns/lib.sh"
+
+MESHINFO=$build/tools/meshinfo/meshinfo
+MESHPERF=$build/tools/meshperf/meshperf
+PLUGIN=$build/core/libnccl-net-mesh.so
+MODULE_DIR=$build/modules/tcp-xdc
+CONF=$src/tests/netns/cluster.conf
+rounds=${ROUNDS:-3}
+pairs=(a1:a2 a1:b1 b2:a3 b4:a4)	# from:to, the sender first
+
+for f in "$MESHINFO" "$MESHPERF" "$PLUGIN"; do
+	[ -e "$f" ] || { echo "no $f: build first" >&2; exit 2; }
+done
+netns_init
+xdc_cluster_topology 4
+if [ -n "${CABLE:-}" ]; then
+	for h in "${XDC_HOSTS[@]}"; do
+		netns_shape_split "$h" "lan-$h" "$CABLE"
+	done
+fi
+size=${#XDC_HOSTS[@]}
+
+# ------------------------------------------------------------ the matrix
+t0=$(date +%s.%N)
+pids=()
+for ((r = 0; r < size; r++)); do
+	h=${XDC_HOSTS[$r]}
+	read -r addr port < <(xdc_dial "$h" a1)
+	extra=()
+	[ "$r" -eq 0 ] && extra=(--json "$NETNS_TMP/cluster.json")
+	netns_spawn "$h" "$NETNS_TMP/rank$r" env NCCL_MESH_HOSTNAME="$h" \
+		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR" \
+		"$MESHINFO" --cluster --rendezvous "$addr:$port" --rank "$r" \
+		--size "$size" --plugin "$PLUGIN" "${extra[@]}"
+	pids+=("$NETNS_LAST_PID")
+done
+for ((r = 0; r < size; r++)); do
+	rc=0
+	netns_wait "${pids[$r]}" 120 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		cat "$NETNS_TMP/rank$r" >&2
+		netns_die "rank $r (${XDC_HOSTS[$r]}) exited $rc"
+	fi
+done
+wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+cat "$NETNS_TMP/rank0"
+reported=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['elapsed_s'])" \
+	"$NETNS_TMP/cluster.json")
+
+# ---------------------------------------------- meshperf, the same pairs
+# one meshperf run from SENDER to RECEIVER; prints its Gb/s at 4 MiB
+meshperf_gbps() {
+	local to=$1 from=$2 tag=mp-$2-$1-$3 rc=0
+
+	xdc_meshperf "$to" "$from" "$tag" 90 --json --sizes 4M --budget 64M \
+		--mem 64M --no-latency --timeout 30 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		xdc_show_logs "$tag" >&2
+		netns_die "meshperf $from -> $to failed ($rc)"
+	fi
+	grep '"event":"result"' "$NETNS_TMP/$tag.client" |
+		grep -o '"gbits_per_s":[0-9.]*' | cut -d: -f2
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+rows=()
+for p in "${pairs[@]}"; do
+	from=${p%:*}
+	to=${p#*:}
+	mp=$(for ((k = 0; k < rounds; k++)); do
+		meshperf_gbps "$to" "$from" "$k"
+	done | median)
+	mi=$(python3 - "$NETNS_TMP/cluster.json" "$from" "$to" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rank = {h["host"]: h["rank"] for h in doc["hosts"]}
+for p in doc["pairs"]:
+    if p["rail"] == 0 and p["from"] == rank[sys.argv[2]] \
+            and p["to"] == rank[sys.argv[3]]:
+        print(p["gbps"], p["class"])
+PY
+)
+	rows+=("$from $to ${mi% *} $mp ${mi#* }")
+done
+
+# ------------------------------------------------------------- figures
+echo
+echo "# eight hosts, XDC_RATE=$XDC_RATE, cables ${CABLE:-unshaped}"
+printf '# matrix: %s s by the report, %s s wall (bar: 30 s)\n' \
+	"$reported" "$wall"
+printf '# %-10s %-9s %12s %12s %7s\n' pair class "meshinfo" "meshperf" ratio
+miss=0
+for row in "${rows[@]}"; do
+	read -r from to mi mp cls <<<"$row"
+	ratio=$(python3 -c "print('%.3f' % ($mi / $mp))")
+	printf '  %-10s %-9s %8.3f Gb/s %8.3f Gb/s %7s\n' "$from->$to" "$cls" \
+		"$mi" "$mp" "$ratio"
+	python3 -c "import sys; sys.exit(0 if abs($mi / $mp - 1) <= 0.10 else 1)" ||
+		miss=1
+done
+if python3 -c "import sys; sys.exit(0 if $reported <= 30 else 1)"; then
+	echo "PASS matrix in $reported s (<= 30 s)"
+else
+	echo "MISS matrix in $reported s (> 30 s)"
+	miss=1
+fi
+if [ "$miss" -eq 0 ]; then
+	echo "PASS every compared pair within 10% of meshperf"
+else
+	echo "MISS a bar (above)"
+fi
+exit "$miss"
