@@ -5,185 +5,70 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- SHA-256, FIPS 180-4 section 6.2 ---- */
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
 
-struct sha256 {
-	uint32_t h[8];
-	uint64_t total;			/* bytes hashed so far */
-	uint8_t block[64];
-	size_t fill;
-};
+/* ---- primitives: OpenSSL's libcrypto, never our own ---- */
 
-/* First 32 bits of the fractional parts of the cube roots of the first
- * 64 primes (FIPS 180-4 4.2.2). */
-static const uint32_t sha256_k[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t rotr(uint32_t x, int n)
+int core_sha256(const uint8_t *data, size_t len, uint8_t digest[32])
 {
-	return x >> n | x << (32 - n);
+	unsigned int n = 0;
+
+	return EVP_Digest(data, len, digest, &n, EVP_sha256(), NULL) == 1 &&
+		       n == 32 ? 0 : -ENOMEM;
 }
 
-static uint32_t load_be32(const uint8_t *p)
+int core_hmac_sha256(const uint8_t *key, size_t key_len,
+		     const uint8_t *const *parts, const size_t *lens,
+		     int nparts, uint8_t mac[32])
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-static void store_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void sha256_init(struct sha256 *s)
-{
-	/* First 32 bits of the fractional parts of the square roots of the
-	 * first 8 primes (FIPS 180-4 5.3.3). */
-	static const uint32_t iv[8] = {
-		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-		0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+	static const uint8_t no_key[1];
+	char digest[] = "SHA256";
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest,
+						 0),
+		OSSL_PARAM_construct_end(),
 	};
+	EVP_MAC *m = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *ctx = m ? EVP_MAC_CTX_new(m) : NULL;
+	size_t n = 0;
+	int ok;
 
-	memcpy(s->h, iv, sizeof(iv));
-	s->total = 0;
-	s->fill = 0;
+	/* An empty key is a valid HMAC key; OpenSSL wants a non-NULL one. */
+	ok = ctx && EVP_MAC_init(ctx, key_len ? key : no_key, key_len,
+				 params) == 1;
+	for (int i = 0; ok && i < nparts; i++)
+		ok = EVP_MAC_update(ctx, parts[i], lens[i]) == 1;
+	ok = ok && EVP_MAC_final(ctx, mac, &n, 32) == 1 && n == 32;
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(m);
+	return ok ? 0 : -ENOMEM;
 }
 
-static void sha256_block(struct sha256 *s, const uint8_t *p)
+int core_hkdf_sha256(const uint8_t *ikm, size_t ikm_len,
+		     const uint8_t *salt, size_t salt_len,
+		     const uint8_t *info, size_t info_len,
+		     uint8_t *out, size_t out_len)
 {
-	uint32_t w[64], v[8], t1, t2;
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	size_t n = out_len;
+	int ok;
 
-	for (int t = 0; t < 16; t++)
-		w[t] = load_be32(p + 4 * t);
-	for (int t = 16; t < 64; t++) {
-		uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^
-			      w[t - 15] >> 3;
-		uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^
-			      w[t - 2] >> 10;
-
-		w[t] = s1 + w[t - 7] + s0 + w[t - 16];
-	}
-	memcpy(v, s->h, sizeof(v));
-	for (int t = 0; t < 64; t++) {
-		/* v[0..7] are a..h of the specification */
-		uint32_t e = v[4], a = v[0];
-		uint32_t ch = (e & v[5]) ^ (~e & v[6]);
-		uint32_t maj = (a & v[1]) ^ (a & v[2]) ^ (v[1] & v[2]);
-
-		t1 = v[7] + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ch +
-		     sha256_k[t] + w[t];
-		t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + maj;
-		memmove(v + 1, v, 7 * sizeof(v[0]));
-		v[4] += t1;
-		v[0] = t1 + t2;
-	}
-	for (int i = 0; i < 8; i++)
-		s->h[i] += v[i];
-}
-
-static void sha256_update(struct sha256 *s, const uint8_t *p, size_t len)
-{
-	s->total += len;
-	if (s->fill) {
-		size_t take = 64 - s->fill < len ? 64 - s->fill : len;
-
-		memcpy(s->block + s->fill, p, take);
-		s->fill += take;
-		p += take;
-		len -= take;
-		if (s->fill < 64)
-			return;
-		sha256_block(s, s->block);
-		s->fill = 0;
-	}
-	for (; len >= 64; p += 64, len -= 64)
-		sha256_block(s, p);
-	memcpy(s->block, p, len);
-	s->fill = len;
-}
-
-static void sha256_final(struct sha256 *s, uint8_t digest[32])
-{
-	uint64_t bits = s->total * 8;
-
-	/* Padding (FIPS 180-4 5.1.1): a 1 bit, zeros up to 56 mod 64, then
-	 * the message length in bits as a big-endian 64-bit number. */
-	s->block[s->fill++] = 0x80;
-	if (s->fill > 56) {
-		memset(s->block + s->fill, 0, 64 - s->fill);
-		sha256_block(s, s->block);
-		s->fill = 0;
-	}
-	memset(s->block + s->fill, 0, 56 - s->fill);
-	store_be32(s->block + 56, (uint32_t)(bits >> 32));
-	store_be32(s->block + 60, (uint32_t)bits);
-	sha256_block(s, s->block);
-	for (int i = 0; i < 8; i++)
-		store_be32(digest + 4 * i, s->h[i]);
-	explicit_bzero(s, sizeof(*s));
-}
-
-void core_sha256(const uint8_t *data, size_t len, uint8_t digest[32])
-{
-	struct sha256 s;
-
-	sha256_init(&s);
-	sha256_update(&s, data, len);
-	sha256_final(&s, digest);
-}
-
-/* ---- HMAC-SHA256, RFC 2104 ---- */
-
-void core_hmac_sha256(const uint8_t *key, size_t key_len,
-		      const uint8_t *const *parts, const size_t *lens,
-		      int nparts, uint8_t mac[32])
-{
-	uint8_t k[64] = { 0 }, pad[64], inner[32];
-	struct sha256 s;
-
-	/* Keys longer than the block are hashed first, shorter ones padded
-	 * with zeros. */
-	if (key_len > 64)
-		core_sha256(key, key_len, k);
-	else if (key_len)
-		memcpy(k, key, key_len);
-
-	for (int i = 0; i < 64; i++)
-		pad[i] = k[i] ^ 0x36;
-	sha256_init(&s);
-	sha256_update(&s, pad, 64);
-	for (int i = 0; i < nparts; i++)
-		sha256_update(&s, parts[i], lens[i]);
-	sha256_final(&s, inner);
-
-	for (int i = 0; i < 64; i++)
-		pad[i] = k[i] ^ 0x5c;
-	sha256_init(&s);
-	sha256_update(&s, pad, 64);
-	sha256_update(&s, inner, 32);
-	sha256_final(&s, mac);
-
-	explicit_bzero(k, sizeof(k));
-	explicit_bzero(pad, sizeof(pad));
-	explicit_bzero(inner, sizeof(inner));
+	ok = ctx && EVP_PKEY_derive_init(ctx) == 1 &&
+	     EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1 &&
+	     EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, (int)salt_len) == 1 &&
+	     EVP_PKEY_CTX_set1_hkdf_key(ctx, ikm, (int)ikm_len) == 1 &&
+	     EVP_PKEY_CTX_add1_hkdf_info(ctx, info, (int)info_len) == 1 &&
+	     EVP_PKEY_derive(ctx, out, &n) == 1 && n == out_len;
+	EVP_PKEY_CTX_free(ctx);
+	return ok ? 0 : -ENOMEM;
 }
 
 /* ---- key file ---- */
@@ -317,23 +202,11 @@ enum {
 
 static int fill_nonce(uint8_t nonce[CORE_AUTH_NONCE_SIZE])
 {
-	size_t got = 0;
-
-	while (got < CORE_AUTH_NONCE_SIZE) {
-		ssize_t r = getrandom(nonce + got, CORE_AUTH_NONCE_SIZE - got,
-				      0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		got += (size_t)r;
-	}
-	return 0;
+	return RAND_bytes(nonce, CORE_AUTH_NONCE_SIZE) == 1 ? 0 : -EIO;
 }
 
 /* Both MACs have the same shape; only label and nonce order differ. */
-static void make_mac(const struct core_auth *a, const char *label,
+static int make_mac(const struct core_auth *a, const char *label,
 		     const uint8_t *first, const uint8_t *second,
 		     uint8_t mac[CORE_AUTH_MAC_SIZE])
 {
@@ -342,18 +215,42 @@ static void make_mac(const struct core_auth *a, const char *label,
 	const size_t lens[4] = { strlen(label), CORE_AUTH_HELLO_SIZE,
 				 CORE_AUTH_NONCE_SIZE, CORE_AUTH_NONCE_SIZE };
 
-	core_hmac_sha256(a->key->bytes, a->key->len, parts, lens, 4, mac);
+	return core_hmac_sha256(a->key->bytes, a->key->len, parts, lens, 4,
+				mac);
 }
 
-/* Takes as long for any difference as for none, so timing tells an
- * attacker nothing about how much of a forged MAC was right. */
+/* CRYPTO_memcmp takes as long for any difference as for none, so timing
+ * tells an attacker nothing about how much of a forged MAC was right. */
 static int mac_equal(const uint8_t *x, const uint8_t *y, size_t n)
 {
-	volatile uint8_t diff = 0;
+	return CRYPTO_memcmp(x, y, n) == 0;
+}
 
-	for (size_t i = 0; i < n; i++)
-		diff |= x[i] ^ y[i];
-	return diff == 0;
+/*
+ * The connection's secret, once both sides proved the key: HKDF over the
+ * key, salted with both nonces (listener's first), bound to the hello, so
+ * every connection gets its own and a recorded one says nothing of the key.
+ */
+static int derive_secret(struct core_auth *a)
+{
+	static const char label[] = "nccl-mesh connection secret";
+	uint8_t salt[2 * CORE_AUTH_NONCE_SIZE], info[sizeof(label) - 1 +
+						     CORE_AUTH_HELLO_SIZE];
+	const uint8_t *nl = a->role == CORE_AUTH_LISTENER ? a->mine : a->theirs;
+	const uint8_t *nc = a->role == CORE_AUTH_LISTENER ? a->theirs : a->mine;
+	int rc;
+
+	memcpy(salt, nl, CORE_AUTH_NONCE_SIZE);
+	memcpy(salt + CORE_AUTH_NONCE_SIZE, nc, CORE_AUTH_NONCE_SIZE);
+	memcpy(info, label, sizeof(label) - 1);
+	memcpy(info + sizeof(label) - 1, a->hello, CORE_AUTH_HELLO_SIZE);
+	rc = core_hkdf_sha256(a->key->bytes, a->key->len, salt, sizeof(salt),
+			      info, sizeof(info), a->secret,
+			      CORE_AUTH_SECRET_SIZE);
+	if (rc)
+		return rc;
+	a->secret_len = CORE_AUTH_SECRET_SIZE;
+	return 0;
 }
 
 static void queue(struct core_auth *a, const uint8_t magic[MSG_MAGIC_SIZE],
@@ -373,6 +270,8 @@ static int fail(struct core_auth *a, int err)
 {
 	a->state = err;
 	a->out_len = 0;		/* nothing half-made goes out after a failure */
+	explicit_bzero(a->secret, sizeof(a->secret));
+	a->secret_len = 0;
 	explicit_bzero(a->in, sizeof(a->in));
 	a->in_len = 0;
 	return err;
@@ -440,7 +339,8 @@ static int on_challenge(struct core_auth *a)
 	uint8_t mac[CORE_AUTH_MAC_SIZE];
 
 	memcpy(a->theirs, a->in + MSG_MAGIC_SIZE, CORE_AUTH_NONCE_SIZE);
-	make_mac(a, label_connector, a->theirs, a->mine, mac);
+	if (make_mac(a, label_connector, a->theirs, a->mine, mac))
+		return fail(a, -ENOMEM);
 	queue(a, magic_response, a->mine, CORE_AUTH_NONCE_SIZE, mac,
 	      sizeof(mac));
 	a->state = ST_WAIT_PROOF;
@@ -454,10 +354,13 @@ static int on_response(struct core_auth *a)
 	const uint8_t *got = a->in + MSG_MAGIC_SIZE + CORE_AUTH_NONCE_SIZE;
 
 	memcpy(a->theirs, a->in + MSG_MAGIC_SIZE, CORE_AUTH_NONCE_SIZE);
-	make_mac(a, label_connector, a->mine, a->theirs, want);
+	if (make_mac(a, label_connector, a->mine, a->theirs, want))
+		return fail(a, -ENOMEM);
 	if (!mac_equal(want, got, sizeof(want)))
 		return fail(a, -EACCES);
-	make_mac(a, label_listener, a->theirs, a->mine, want);
+	if (make_mac(a, label_listener, a->theirs, a->mine, want) ||
+	    derive_secret(a))
+		return fail(a, -ENOMEM);
 	queue(a, magic_proof, want, sizeof(want), NULL, 0);
 	a->state = ST_DONE;
 	return 0;
@@ -468,9 +371,12 @@ static int on_proof(struct core_auth *a)
 {
 	uint8_t want[CORE_AUTH_MAC_SIZE];
 
-	make_mac(a, label_listener, a->mine, a->theirs, want);
+	if (make_mac(a, label_listener, a->mine, a->theirs, want))
+		return fail(a, -ENOMEM);
 	if (!mac_equal(want, a->in + MSG_MAGIC_SIZE, sizeof(want)))
 		return fail(a, -EACCES);
+	if (derive_secret(a))
+		return fail(a, -ENOMEM);
 	a->state = ST_DONE;
 	return 0;
 }

@@ -15,6 +15,12 @@
  *   Mc = HMAC(K, "nccl-mesh connector" | hello | Nl | Nc)
  *   Ml = HMAC(K, "nccl-mesh listener"  | hello | Nc | Nl)
  * A fresh Nl makes a replayed response useless, a fresh Nc a replayed proof.
+ * Once done, both sides hold the connection's secret (no wire bytes):
+ *   S  = HKDF-SHA256(K, salt = Nl | Nc, info = "nccl-mesh connection secret"
+ *                    | hello)                                       (32 B)
+ * which modules get through mesh_ctrl to key their own streams.
+ * Every primitive (HMAC, HKDF, SHA-256, randomness, constant-time compare)
+ * is OpenSSL's libcrypto.
  */
 #ifndef MESH_CORE_AUTH_H
 #define MESH_CORE_AUTH_H
@@ -27,6 +33,7 @@
 #define CORE_AUTH_MAC_SIZE 32
 #define CORE_AUTH_KEY_MAX 1024
 #define CORE_AUTH_KEY_MIN 16
+#define CORE_AUTH_SECRET_SIZE 32
 
 struct core_auth_key {
 	size_t len;		/* 0: authentication off */
@@ -46,6 +53,8 @@ struct core_auth {
 	size_t in_len;
 	uint8_t out[64];		/* to send; the caller drains it */
 	size_t out_len;
+	uint8_t secret[CORE_AUTH_SECRET_SIZE];	/* once done with a key */
+	size_t secret_len;		/* 0: no key, or not done */
 };
 
 /*
@@ -75,10 +84,15 @@ int core_auth_feed(struct core_auth *a, const uint8_t *buf, size_t len,
 /* Consumes n bytes of out[] after the caller sent them. */
 void core_auth_sent(struct core_auth *a, size_t n);
 
-/* HMAC-SHA256 (RFC 2104 over FIPS 180-4), exposed for its unit tests. */
-void core_hmac_sha256(const uint8_t *key, size_t key_len,
-		      const uint8_t *const *parts, const size_t *lens,
-		      int nparts, uint8_t mac[32]);
-void core_sha256(const uint8_t *data, size_t len, uint8_t digest[32]);
+/* HMAC-SHA256 over the concatenated parts, SHA-256 and HKDF-SHA256
+ * (RFC 5869), all libcrypto's; 0, or -ENOMEM when libcrypto fails. */
+int core_hmac_sha256(const uint8_t *key, size_t key_len,
+		     const uint8_t *const *parts, const size_t *lens,
+		     int nparts, uint8_t mac[32]);
+int core_sha256(const uint8_t *data, size_t len, uint8_t digest[32]);
+int core_hkdf_sha256(const uint8_t *ikm, size_t ikm_len,
+		     const uint8_t *salt, size_t salt_len,
+		     const uint8_t *info, size_t info_len,
+		     uint8_t *out, size_t out_len);
 
 #endif

@@ -397,6 +397,16 @@ void ctrl_conn_bind_ops(struct ctrl_conn *c)
 	c->pub.ctrl.npeer_addrs = c->pub.connector ? c->target.naddrs : 0;
 }
 
+void ctrl_conn_set_secret(struct ctrl_conn *c, const uint8_t *secret,
+			  size_t len)
+{
+	if (len > sizeof(c->secret))
+		len = 0;	/* cannot happen: auth.h sizes both */
+	memcpy(c->secret, secret, len);
+	c->pub.ctrl.secret = len ? c->secret : NULL;
+	c->pub.ctrl.secret_len = len;
+}
+
 void core_conn_free(struct core_conn *pub)
 {
 	struct ctrl_conn *c = ctrl_conn_of(pub);
@@ -413,5 +423,6 @@ void core_conn_free(struct core_conn *pub)
 	free(c->auth);
 	free(c->out);
 	free(c->in);
+	explicit_bzero(c->secret, sizeof(c->secret));
 	free(c);
 }

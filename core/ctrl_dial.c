@@ -283,6 +283,8 @@ static int dial_step(struct ctrl_conn *c)
 			return answer_late(c);
 		if (err)
 			return auth_failed(c, err);
+		ctrl_conn_set_secret(c, c->auth->a.secret,
+				     c->auth->a.secret_len);
 		c->dial_stage = DIAL_ACK;
 		return -EAGAIN;
 	case DIAL_ACK:

@@ -33,6 +33,8 @@ struct routed {
 	uint64_t seq;
 	struct ctrl_hello h;
 	struct mesh_addr from;
+	uint8_t secret[CORE_AUTH_SECRET_SIZE];	/* from the handshake */
+	size_t secret_len;
 };
 
 struct core_listener {
@@ -369,7 +371,7 @@ static struct core_listen_comm *comm_by_nonce(struct core_listener *l,
 static int route(struct core_listener *l, struct incoming *in)
 {
 	struct core_listen_comm *lc = comm_by_nonce(l, in->gate.h.nonce);
-	struct routed *grown;
+	struct routed *grown, *r;
 
 	if (!lc)
 		return 1 + CTRL_REFUSE_NO_LISTEN;
@@ -377,7 +379,10 @@ static int route(struct core_listener *l, struct incoming *in)
 	if (!grown)
 		return -ENOMEM;
 	lc->q = grown;
-	grown[lc->nq++] = (struct routed){ in->fd, in->seq, in->gate.h, in->from };
+	r = &grown[lc->nq++];
+	*r = (struct routed){ in->fd, in->seq, in->gate.h, in->from, { 0 },
+			      in->gate.auth.secret_len };
+	memcpy(r->secret, in->gate.auth.secret, r->secret_len);
 	return 0;
 }
 
@@ -540,6 +545,7 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 	c->pub.peer_fabric_id = r->h.fabric_id;
 	ctrl_conn_set_peer(c);
 	ctrl_conn_bind_ops(c);
+	ctrl_conn_set_secret(c, r->secret, r->secret_len);
 	conn_list(lc, c);
 	ctrl_ack_encode(ack, 0);
 	return ctrl_queue_frame(c, ack, sizeof(ack));

@@ -56,6 +56,7 @@ struct ctrl_conn {
 	uint8_t *in;
 	size_t in_len, in_cap;
 	struct auth_io *auth;		/* connecting side, while authenticating */
+	uint8_t secret[CORE_AUTH_SECRET_SIZE];	/* mesh_ctrl.secret points here */
 	/* extra streams by index */
 	struct core_stream *streams;
 	int nstreams;
@@ -83,6 +84,9 @@ int ctrl_auth_step(int fd, struct auth_io *io);
 struct ctrl_conn *ctrl_conn_new(int fd, int connector);
 void ctrl_conn_set_peer(struct ctrl_conn *c);
 void ctrl_conn_bind_ops(struct ctrl_conn *c);
+/* Keeps the handshake's secret for the module (none: no key). */
+void ctrl_conn_set_secret(struct ctrl_conn *c, const uint8_t *secret,
+			  size_t len);
 int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len);
 int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap);
 int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd);

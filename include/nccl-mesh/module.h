@@ -24,7 +24,7 @@
  *      and mesh_host.no_devices; mesh_module.check.
  * 1.4: layering: struct mesh_leg, the mesh_host leg_*, dial*, ctrl_*,
  *      handle_addrs and serve* services; mesh_module.start, route, route_abandon,
- *      routes_to and report.
+ *      routes_to and report; mesh_ctrl.secret/secret_len.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -264,6 +264,18 @@ struct mesh_ctrl {
 	 *  (with prefix_len and port); accepting side: NULL and 0. */
 	const struct mesh_addr *peer_addrs;
 	int npeer_addrs;
+	/* ABI 1.4 */
+	/**
+	 * A secret only the two ends of this control connection know, from
+	 * the authentication handshake (HKDF over the shared key and both
+	 * sides' fresh nonces, bound to the connection's hello): the same
+	 * bytes on both sides, new for every connection.  A module derives
+	 * its own keys from it (HKDF with its own labels), never uses it
+	 * as a key directly.  NULL and 0 when no auth_key_file is set.
+	 * Valid as long as the mesh_ctrl.
+	 */
+	const uint8_t *secret;
+	size_t secret_len;
 };
 
 /**

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The authentication engine: SHA-256 and HMAC-SHA256 against published
- * vectors, the handshake in every split, wrong keys, replays, garbage, and
+ * The authentication engine: SHA-256, HMAC-SHA256 and HKDF (libcrypto's,
+ * through our glue) against published vectors, the connection secret, the handshake in every split, wrong keys, replays, garbage, and
  * the key file rules.
  */
 #include <errno.h>
@@ -165,6 +165,18 @@ static int deliver(struct core_auth *from, struct core_auth *to, size_t chunk,
 	return rc;
 }
 
+/* The last handshake's secret on each side, for test_secret. */
+static uint8_t secret_l[32], secret_c[32];
+static size_t secret_l_len, secret_c_len;
+
+static void keep_secrets(const struct core_auth *l, const struct core_auth *c)
+{
+	memcpy(secret_l, l->secret, sizeof(secret_l));
+	memcpy(secret_c, c->secret, sizeof(secret_c));
+	secret_l_len = l->secret_len;
+	secret_c_len = c->secret_len;
+}
+
 /* A whole handshake; rcs of each side's last feed come back. */
 static void handshake(const struct core_auth_key *kl,
 		      const struct core_auth_key *kc, size_t chunk, int *rl,
@@ -172,6 +184,8 @@ static void handshake(const struct core_auth_key *kl,
 {
 	struct core_auth l, c;
 	size_t used;
+
+	secret_l_len = secret_c_len = 99;
 
 	core_auth_start(&l, CORE_AUTH_LISTENER, kl, hello);
 	core_auth_start(&c, CORE_AUTH_CONNECTOR, kc, hello);
@@ -183,13 +197,56 @@ static void handshake(const struct core_auth_key *kl,
 	CHECK(used == CHALLENGE_SIZE);
 	CHECK(c.out_len == RESPONSE_SIZE);
 	*rl = deliver(&c, &l, chunk, &used);
-	if (*rl)
+	if (*rl) {
+		keep_secrets(&l, &c);
 		return;
+	}
 	CHECK(used == RESPONSE_SIZE);
 	CHECK(l.out_len == PROOF_SIZE);
 	*rc = deliver(&l, &c, chunk, &used);
 	CHECK(used == PROOF_SIZE);
 	CHECK(l.out_len == 0 && c.out_len == 0);
+	keep_secrets(&l, &c);
+}
+
+/* Both sides derive the same per-connection secret, a new one for every
+ * handshake, none without a key or after a failure. */
+static void test_secret(void)
+{
+	static const uint8_t zero[32];
+	uint8_t first[32];
+	int rl, rc;
+
+	handshake(&key_a, &key_a, 7, &rl, &rc);
+	CHECK(!rl && !rc);
+	CHECK(secret_l_len == 32 && secret_c_len == 32);
+	CHECK(!memcmp(secret_l, secret_c, 32));
+	CHECK(memcmp(secret_l, zero, 32));
+	CHECK(memcmp(secret_l, key_a.bytes, 32));
+	memcpy(first, secret_l, 32);
+	handshake(&key_a, &key_a, 64, &rl, &rc);
+	CHECK(!rl && !rc && !memcmp(secret_l, secret_c, 32));
+	CHECK(memcmp(first, secret_l, 32));	/* fresh nonces, fresh secret */
+	handshake(&key_a, &key_b, 64, &rl, &rc);
+	CHECK(rl == -EACCES && secret_l_len == 0 && secret_c_len == 0);
+}
+
+/* RFC 5869 appendix A.1 through the HKDF the secret comes from. */
+static void test_hkdf(void)
+{
+	uint8_t ikm[22], salt[13], info[10], okm[42];
+	char got[85];
+
+	memset(ikm, 0x0b, sizeof(ikm));
+	for (int i = 0; i < 13; i++)
+		salt[i] = (uint8_t)i;
+	for (int i = 0; i < 10; i++)
+		info[i] = (uint8_t)(0xf0 + i);
+	CHECK(core_hkdf_sha256(ikm, sizeof(ikm), salt, sizeof(salt), info,
+			       sizeof(info), okm, sizeof(okm)) == 0);
+	hex(okm, sizeof(okm), got);
+	CHECK(!strcmp(got, "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db0"
+			   "2d56ecc4c5bf34007208d5b887185865"));
 }
 
 static void test_handshake_ok(void)
@@ -577,6 +634,8 @@ int main(void)
 	test_sha256();
 	test_hmac();
 	test_handshake_ok();
+	test_secret();
+	test_hkdf();
 	test_wrong_key();
 	test_forged_proof();
 	test_hello_binding();
