@@ -768,11 +768,12 @@ static int parse_args(int argc, char **argv, struct cl_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, li;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+	while ((li = -1, c = getopt_long(argc, argv, ":vh", longopts, &li)) !=
+	       -1) {
 		if (c == 'C')
 			continue;
 		if (c == 'h') {
@@ -787,8 +788,8 @@ static int parse_args(int argc, char **argv, struct cl_opts *o)
 			return 2;
 		}
 		if (parse_opt(c, optarg, o)) {
-			fprintf(stderr, "meshinfo: invalid value for %s: '%s'\n",
-				argv[optind - 1], optarg);
+			fprintf(stderr, "meshinfo: invalid value for --%s: '%s'\n",
+				li >= 0 ? longopts[li].name : "?", optarg);
 			return 2;
 		}
 	}

@@ -169,6 +169,7 @@ struct cl_node {
 	/* the pair under way */
 	void *listen, *send, *recv;
 	struct perf_dir sdir, rdir;
+	uint8_t *bufs[2];	/* what sdir and rdir point into */
 	int rail, peer;
 };
 

@@ -71,6 +71,10 @@ int cl_node_start(struct cl_node *n, const char *plugin, struct cl_host *me)
 
 void cl_node_stop(struct cl_node *n)
 {
+	for (int i = 0; i < 2; i++) {
+		free(n->bufs[i]);
+		n->bufs[i] = NULL;
+	}
 	if (!n->net_up)
 		return;
 	perf_net_finalize(&n->net);
@@ -97,11 +101,25 @@ static void burst_params(const struct cl_opts *o, uint64_t size,
 	p->sizes[0] = size ? size : 8;
 }
 
+/* The buffers of a direction, kept for every pair: touching them anew
+ * for each would cost more than the pair's bursts. */
+static uint8_t *pair_buffer(struct cl_node *n, int which, size_t len)
+{
+	void *buf;
+
+	if (!n->bufs[which]) {
+		if (posix_memalign(&buf, 4096, len))
+			return NULL;
+		memset(buf, 0, len);
+		n->bufs[which] = buf;
+	}
+	return n->bufs[which];
+}
+
 static int setup_dir(struct cl_node *n, struct perf_dir *d, void *comm,
 		     int sender, int receiver)
 {
 	struct perf_params p;
-	void *buf;
 
 	burst_params(n->o, n->o->msg_bytes, 2, &p);
 	memset(d, 0, sizeof(*d));
@@ -112,10 +130,9 @@ static int setup_dir(struct cl_node *n, struct perf_dir *d, void *comm,
 	d->dir_id = sender < receiver ? 0 : 1;
 	snprintf(d->name, sizeof(d->name), "%d->%d", sender, receiver);
 	d->buf_len = perf_region_len(&p, 1, true, true);
-	if (posix_memalign(&buf, 4096, d->buf_len))
+	d->buf = pair_buffer(n, sender == n->rank ? 0 : 1, d->buf_len);
+	if (!d->buf)
 		return -ENOMEM;
-	memset(buf, 0, d->buf_len);
-	d->buf = buf;
 	return NET_CALL("regMr", perf_net_reg_mr(&n->net, comm, d->buf,
 						 d->buf_len, &d->mhandle));
 }
@@ -129,7 +146,6 @@ static void release_dir(struct cl_node *n, struct perf_dir *d, bool send)
 		NET_CALL(send ? "closeSend" : "closeRecv",
 			 send ? perf_net_close_send(&n->net, d->comm) :
 				perf_net_close_recv(&n->net, d->comm));
-	free(d->buf);
 	memset(d, 0, sizeof(*d));
 }
 
