@@ -375,7 +375,8 @@ static void step(struct coord *c, const int rk[2], struct cl_cmd cmd[2],
 			 cl_send_cmd(c->fds[rk[k]], &cmd[k], 10))
 			lose(c, rk[k]);
 	}
-	if (local >= 0)
+	/* without its peer, rank 0's part would only wait for it */
+	if (local >= 0 && c->fds[rk[!local]] >= 0)
 		cl_exec(c->node, &cmd[local], &s[local], c->fds[rk[!local]],
 			c->fds[rk[!local]]);
 	else if (kind == CL_CMD_CONNECT)
