@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tcp_xdc.h"
+#include "tcp_xdc_crypt.h"
 
 /* NCCL's Socket transport assumes this when sysfs has no speed. */
 #define TCP_XDC_DEFAULT_SPEED_MBPS 10000
@@ -43,6 +44,11 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Unanswered keepalive probes before a stream counts as dead." },
 	{ "timeout_ms", MESH_PARAM_INT, "30000", 0, 3600000,
 	  "A stream whose peer acknowledges nothing for this long fails (the sender: no write and no acknowledgement; the receiver: TCP_USER_TIMEOUT and its pings); 0 turns it off." },
+	{ "encrypt", MESH_PARAM_BOOL, "false", 0, 0,
+	  "Every data stream carries AES-256-GCM records keyed per connection from the authentication handshake; needs auth_key_file, and the same setting on both sides." },
+	{ "record_size", MESH_PARAM_SIZE, "256K", TCP_XDC_RECORD_MIN,
+	  TCP_XDC_RECORD_MAX,
+	  "Plaintext bytes per encrypted record (encrypt = true); a record is verified whole before any of it is delivered." },
 	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ NULL, 0, NULL, 0, 0, NULL },
@@ -85,6 +91,8 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->keepalive_count = (int)host->param_int(host, "keepalive_count");
 	ctx->timeout_ms = (int)host->param_int(host, "timeout_ms");
 	ctx->spin_us = (int)host->param_int(host, "spin_us");
+	ctx->encrypt = host->param_int(host, "encrypt") != 0;
+	ctx->record_size = (size_t)host->param_int(host, "record_size");
 	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");

@@ -28,6 +28,7 @@ extern const struct mesh_host *tcp_xdc_host;
 /* ---- module context ---- */
 
 struct tcp_xdc_linger;
+struct tcp_xdc_crypt;
 
 struct tcp_xdc_ctx {
 	int ndevs;
@@ -44,6 +45,8 @@ struct tcp_xdc_ctx {
 	int keepalive_count;
 	int timeout_ms;
 	int spin_us;
+	bool encrypt;
+	size_t record_size;
 	atomic_uint next_comm_id;
 	struct tcp_xdc_linger *linger;	/* closed send streams, draining */
 	pthread_mutex_t linger_lock;	/* guards starting it */
@@ -109,6 +112,7 @@ struct tcp_xdc_stream {
 	struct tcp_xdc_stall stall;	/* send: progress of a blocked chunk */
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
+	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
 };
 
 struct tcp_xdc_thread {
@@ -166,9 +170,11 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
 
 /* tcp_xdc_data.c */
+/* secret: the control connection's; record_size 0: streams in clear. */
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
-		       struct tcp_xdc_comm **comm_out);
+		       const uint8_t *secret, size_t secret_len,
+		       uint32_t record_size, struct tcp_xdc_comm **comm_out);
 int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 		  void *mhandle, void **request);
 int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tcp_xdc.h"
+#include "tcp_xdc_crypt.h"
 
 enum tcp_xdc_phase {
 	TCP_XDC_SEND_HELLO,
@@ -28,6 +29,7 @@ struct tcp_xdc_pending {
 	enum tcp_xdc_phase phase;
 	int nstreams;
 	size_t chunk_size;
+	uint32_t record_size;		/* 0: streams in clear */
 	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
 	int nfds;
 	int fds[TCP_XDC_MAX_STREAMS];
@@ -136,7 +138,8 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	int ret;
 
 	ret = tcp_xdc_comm_start(ctx, is_send, ctrl->peer, p->chunk_size,
-				 p->nstreams, p->fds, &comm);
+				 p->nstreams, p->fds, ctrl->secret,
+				 ctrl->secret_len, p->record_size, &comm);
 	p->nfds = 0;
 	pending_free(ctrl);
 	if (ret)
@@ -158,11 +161,28 @@ static int streams_then_finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	return finish(ctx, ctrl, p, is_send, comm_out);
 }
 
+/*
+ * Keys come from the control connection's authentication: without a key
+ * there is nothing to derive them from, and sending in clear what the
+ * config says to encrypt is no fallback.
+ */
+static int encrypt_needs_key(const struct tcp_xdc_ctx *ctx,
+			     const struct mesh_ctrl *ctrl)
+{
+	if (!ctx->encrypt || (ctrl->secret && ctrl->secret_len))
+		return 0;
+	MESH_WARN("peer %s: encrypt = true needs auth_key_file (the keys come "
+		  "from its handshake); set one on both sides", ctrl->peer);
+	return -EINVAL;
+}
+
 static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl)
 {
 	struct tcp_xdc_hello h;
 
 	tcp_xdc_hello_encode(&h, ctx->streams, (uint32_t)ctx->chunk_size);
+	tcp_xdc_hello_set_record_size(&h, ctx->encrypt ?
+				      (uint32_t)ctx->record_size : 0);
 	return ctrl->send(ctrl, &h, sizeof(h));
 }
 
@@ -201,6 +221,9 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		return -ENOMEM;
 	switch (p->phase) {
 	case TCP_XDC_SEND_HELLO:
+		ret = encrypt_needs_key(ctx, ctrl);
+		if (ret)
+			goto err;
 		ret = hello_send(ctx, ctrl);
 		if (ret == -EAGAIN)
 			return 0;
@@ -211,6 +234,7 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		}
 		p->nstreams = ctx->streams;
 		p->chunk_size = ctx->chunk_size;
+		p->record_size = ctx->encrypt ? (uint32_t)ctx->record_size : 0;
 		p->phase = TCP_XDC_WAIT_REPLY;
 		/* fall through */
 	case TCP_XDC_WAIT_REPLY:
@@ -241,8 +265,41 @@ err:
 	return ret;
 }
 
+/*
+ * Both sides must agree on encryption: one that sends in clear to a peer
+ * that wants records (or the reverse) is refused with a reason both logs
+ * show, never silently downgraded.  0 or a positive errno with the reason.
+ */
+static int encrypt_agree(const struct tcp_xdc_ctx *ctx,
+			 const struct mesh_ctrl *ctrl, uint32_t record,
+			 char *reason, size_t cap)
+{
+	if (record && !ctx->encrypt) {
+		snprintf(reason, cap, "encryption mismatch: the connecting "
+			 "side has encrypt = true, the accepting side false");
+		return EPROTO;
+	}
+	if (!record && ctx->encrypt) {
+		snprintf(reason, cap, "encryption mismatch: the connecting "
+			 "side has encrypt = false, the accepting side true");
+		return EPROTO;
+	}
+	if (record && (record < TCP_XDC_RECORD_MIN ||
+		       record > TCP_XDC_RECORD_MAX)) {
+		snprintf(reason, cap, "record size %u out of range", record);
+		return EINVAL;
+	}
+	if (record && !(ctrl->secret && ctrl->secret_len)) {
+		snprintf(reason, cap, "encrypt = true needs auth_key_file on "
+			 "both sides");
+		return EINVAL;
+	}
+	return 0;
+}
+
 /* Prepares the reply to a hello: acceptance or refusal with a reason. */
-static void hello_answer(struct mesh_ctrl *ctrl, struct tcp_xdc_pending *p,
+static void hello_answer(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+			 struct tcp_xdc_pending *p,
 			 const struct tcp_xdc_hello *h, int len)
 {
 	char reason[sizeof(p->reply.reason)] = "";
@@ -251,6 +308,10 @@ static void hello_answer(struct mesh_ctrl *ctrl, struct tcp_xdc_pending *p,
 
 	status = tcp_xdc_hello_parse(h, (size_t)len, &p->nstreams, &chunk,
 				     reason, sizeof(reason));
+	p->record_size = tcp_xdc_hello_record_size(h, (size_t)len);
+	if (!status)
+		status = encrypt_agree(ctx, ctrl, p->record_size, reason,
+				       sizeof(reason));
 	tcp_xdc_reply_encode(&p->reply, status, reason);
 	if (status) {
 		MESH_WARN("peer %s: refusing connection: %s", ctrl->peer,
@@ -283,7 +344,7 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 				  strerror(-ret));
 			goto err;
 		}
-		hello_answer(ctrl, p, &h, ret);
+		hello_answer(ctx, ctrl, p, &h, ret);
 		p->phase = TCP_XDC_SEND_REPLY;
 		/* fall through */
 	case TCP_XDC_SEND_REPLY:

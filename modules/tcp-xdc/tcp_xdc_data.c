@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
 const char *xdc_comm_kind(const struct tcp_xdc_comm *comm)
@@ -416,9 +417,13 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 	threads_stop(comm);
 	for (int i = 0; i < comm->nthreads; i++)
 		free(comm->threads[i].streams);
-	for (int i = 0; i < comm->nstreams; i++)
+	for (int i = 0; i < comm->nstreams; i++) {
 		if (comm->streams[i].fd >= 0)
 			close(comm->streams[i].fd);
+		if (comm->streams[i].crypt)
+			tcp_xdc_crypt_fini(comm->streams[i].crypt);
+		free(comm->streams[i].crypt);
+	}
 	free(comm->threads);
 	free(comm->streams);
 	free(comm);
@@ -567,11 +572,35 @@ static int fds_nonblocking(struct tcp_xdc_comm *comm)
 	return 0;
 }
 
+/* Keys every stream of an encrypted comm: one key per stream. */
+static int crypt_start(struct tcp_xdc_comm *comm, const uint8_t *secret,
+		       size_t secret_len, uint32_t record_size)
+{
+	for (int i = 0; i < comm->nstreams; i++) {
+		struct tcp_xdc_stream *s = &comm->streams[i];
+		int ret;
+
+		s->crypt = calloc(1, sizeof(*s->crypt));
+		if (!s->crypt)
+			return -ENOMEM;
+		ret = tcp_xdc_crypt_init(s->crypt, secret, secret_len,
+					 comm->is_send, i, record_size);
+		if (ret) {
+			free(s->crypt);
+			s->crypt = NULL;
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
-		       struct tcp_xdc_comm **comm_out)
+		       const uint8_t *secret, size_t secret_len,
+		       uint32_t record_size, struct tcp_xdc_comm **comm_out)
 {
 	struct tcp_xdc_comm *comm = NULL;
+	char sealed[64] = "not encrypted";
 	int ret;
 
 	ret = comm_alloc(ctx, nstreams, fds, &comm);
@@ -596,16 +625,27 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 				     500000000ULL;
 	}
 	snprintf(comm->peer, sizeof(comm->peer), "%s", peer ? peer : "?");
+	if (record_size) {
+		ret = crypt_start(comm, secret, secret_len, record_size);
+		if (ret) {
+			MESH_WARN("peer %s: cannot key the encrypted streams: %s",
+				  comm->peer, strerror(-ret));
+			goto err;
+		}
+		snprintf(sealed, sizeof(sealed), "encrypted (%s, %u KiB records)",
+			 TCP_XDC_CIPHER_NAME, record_size >> 10);
+	}
 	ret = fds_nonblocking(comm);
 	if (ret)
 		goto err;
 	ret = threads_start(comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu-%zu KiB chunks, timeout %d ms",
+	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu-%zu KiB chunks, timeout %d ms, %s",
 		  xdc_comm_kind(comm), comm->id, is_send ? "to" : "from",
 		  comm->peer, comm->nstreams, comm->nthreads,
-		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms);
+		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms,
+		  sealed);
 	*comm_out = comm;
 	return 0;
 err:

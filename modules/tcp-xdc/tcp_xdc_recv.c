@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
 static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
@@ -121,6 +122,35 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 }
 
 /*
+ * The same through the record layer: only verified bytes come out.  A
+ * record that fails its tag or a stream cut inside one fails the
+ * connection with the record layer's words.
+ */
+static ssize_t crypt_readv(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			   struct iovec *iov, int iovcnt)
+{
+	ssize_t n = tcp_xdc_crypt_recv(s->crypt, s->fd, iov, iovcnt,
+				       &s->rx_bytes);
+
+	if (n > 0)
+		return n;
+	switch (n) {
+	case 0:
+		return recv_eof(comm, s, false);
+	case -EAGAIN:
+		return 0;
+	case -ECONNRESET:
+	case -EPIPE:
+		return recv_eof(comm, s, true);
+	case -EBADMSG:
+	case -ECONNABORTED:
+		return xdc_stream_fail(comm, s, (int)n, s->crypt->why);
+	default:
+		return xdc_stream_syscall_fail(comm, s, (int)-n);
+	}
+}
+
+/*
  * Reads into iov; returns bytes (> 0), 0 when nothing is there, or -errno.
  */
 static ssize_t stream_readv(struct tcp_xdc_comm *comm,
@@ -129,6 +159,8 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 {
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
 
+	if (s->crypt)
+		return crypt_readv(comm, s, iov, iovcnt);
 	for (;;) {
 		ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT);
 

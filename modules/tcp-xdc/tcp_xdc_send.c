@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
 /* The full message number in the cursor; it is never behind by > 2^24. */
@@ -106,6 +107,30 @@ static bool send_spin(struct tcp_xdc_comm *comm)
 	return false;
 }
 
+/*
+ * Writes msg's bytes, in clear or as records; how many of them are out
+ * (an encrypted stream counts only records written whole, so a chunk is
+ * done only once all of it is on the socket), or -1 with errno.
+ */
+static ssize_t stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
+{
+	ssize_t n;
+
+	if (s->crypt) {
+		n = tcp_xdc_crypt_send(s->crypt, s->fd, msg->msg_iov,
+				       (int)msg->msg_iovlen, &s->tx_bytes);
+		if (n < 0) {
+			errno = (int)-n;
+			return -1;
+		}
+		return n;
+	}
+	n = sendmsg(s->fd, msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0)
+		s->tx_bytes += (uint64_t)n;
+	return n;
+}
+
 /* Returns 1 when the socket is full, 0 when out of work, or -errno. */
 static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
@@ -129,7 +154,7 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			iov[msg.msg_iovlen++].iov_len =
 				s->len - s->payload_done;
 		}
-		n = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		n = stream_send(s, &msg);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 1;
@@ -137,7 +162,6 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 				continue;
 			return xdc_stream_syscall_fail(comm, s, errno);
 		}
-		s->tx_bytes += (uint64_t)n;
 		if (s->hdr_done < sizeof(s->wire)) {
 			size_t h = sizeof(s->wire) - s->hdr_done;
 

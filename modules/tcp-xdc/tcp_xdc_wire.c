@@ -59,6 +59,21 @@ int tcp_xdc_hello_parse(const void *buf, size_t len, int *nstreams,
 	return 0;
 }
 
+uint32_t tcp_xdc_hello_record_size(const void *buf, size_t len)
+{
+	struct tcp_xdc_hello h;
+
+	if (len != sizeof(h))
+		return 0;
+	memcpy(&h, buf, sizeof(h));
+	return be32toh(h.record_size);
+}
+
+void tcp_xdc_hello_set_record_size(struct tcp_xdc_hello *h, uint32_t size)
+{
+	h->record_size = htobe32(size);
+}
+
 void tcp_xdc_reply_encode(struct tcp_xdc_reply *r, int status,
 			  const char *reason)
 {

@@ -28,7 +28,9 @@ struct tcp_xdc_hello {
 	uint16_t version;
 	uint16_t nstreams;
 	uint32_t chunk_size;
-	uint32_t reserved;
+	uint32_t record_size;	/* encrypted records of at most this many
+				 * plaintext bytes (tcp_xdc_crypt.h); 0: the
+				 * streams carry chunks in clear */
 };
 
 /* Acceptor -> connector: status 0 accepts, else a positive errno. */
@@ -69,6 +71,10 @@ void tcp_xdc_hello_encode(struct tcp_xdc_hello *h, int nstreams,
  */
 int tcp_xdc_hello_parse(const void *buf, size_t len, int *nstreams,
 			uint32_t *chunk_size, char *reason, size_t cap);
+
+/* The record size a hello of len bytes asks for (0: in clear). */
+uint32_t tcp_xdc_hello_record_size(const void *buf, size_t len);
+void tcp_xdc_hello_set_record_size(struct tcp_xdc_hello *h, uint32_t size);
 
 void tcp_xdc_reply_encode(struct tcp_xdc_reply *r, int status,
 			  const char *reason);

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc record layer (tcp_xdc_crypt.h): AES-256-GCM through libcrypto's
+ * EVP interface, keys from HKDF.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+
+#include "tcp_xdc_crypt.h"
+
+#define KEY_SIZE 32
+#define NONCE_SIZE 12
+
+/* key = HKDF-SHA256(secret, info = label | direction | stream) */
+static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
+		      uint8_t key[KEY_SIZE])
+{
+	static const char label[] = "nccl-mesh tcp-xdc stream key, "
+				    "connector to acceptor";
+	uint8_t info[sizeof(label) - 1 + 4];
+	uint32_t be = htobe32((uint32_t)stream);
+	EVP_PKEY_CTX *k = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	size_t n = KEY_SIZE;
+	int ok;
+
+	memcpy(info, label, sizeof(label) - 1);
+	memcpy(info + sizeof(label) - 1, &be, 4);
+	ok = k && EVP_PKEY_derive_init(k) == 1 &&
+	     EVP_PKEY_CTX_set_hkdf_md(k, EVP_sha256()) == 1 &&
+	     EVP_PKEY_CTX_set1_hkdf_key(k, secret, (int)secret_len) == 1 &&
+	     EVP_PKEY_CTX_add1_hkdf_info(k, info, (int)sizeof(info)) == 1 &&
+	     EVP_PKEY_derive(k, key, &n) == 1 && n == KEY_SIZE;
+	EVP_PKEY_CTX_free(k);
+	return ok ? 0 : -ENOMEM;
+}
+
+int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
+		       size_t secret_len, bool seal, int stream,
+		       size_t record_max)
+{
+	uint8_t key[KEY_SIZE];
+	EVP_CIPHER_CTX *ctx;
+	int ok;
+
+	memset(c, 0, sizeof(*c));
+	if (!secret || !secret_len || record_max < TCP_XDC_RECORD_MIN ||
+	    record_max > TCP_XDC_RECORD_MAX)
+		return -EINVAL;
+	c->stream = (uint32_t)stream;
+	c->record_max = record_max;
+	c->buf = malloc(TCP_XDC_RECORD_HDR + record_max + TCP_XDC_RECORD_TAG);
+	ctx = EVP_CIPHER_CTX_new();
+	c->ctx = ctx;
+	if (!c->buf || !ctx || derive_key(secret, secret_len, stream, key)) {
+		tcp_xdc_crypt_fini(c);
+		return -ENOMEM;
+	}
+	ok = seal ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key,
+				       NULL) :
+		    EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
+	OPENSSL_cleanse(key, sizeof(key));
+	if (ok != 1) {
+		tcp_xdc_crypt_fini(c);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c)
+{
+	EVP_CIPHER_CTX_free(c->ctx);
+	if (c->buf)
+		OPENSSL_cleanse(c->buf, TCP_XDC_RECORD_HDR + c->record_max +
+					TCP_XDC_RECORD_TAG);
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+}
+
+/* The stream index and the record number: unique for the key's life. */
+static void make_nonce(const struct tcp_xdc_crypt *c, uint8_t n[NONCE_SIZE])
+{
+	uint32_t s = htobe32(c->stream);
+	uint64_t r = htobe64(c->counter);
+
+	memcpy(n, &s, 4);
+	memcpy(n + 4, &r, 8);
+}
+
+int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
+		       int iovcnt, size_t len)
+{
+	uint8_t nonce[NONCE_SIZE];
+	uint8_t *out = c->buf + TCP_XDC_RECORD_HDR;
+	uint32_t be = htobe32((uint32_t)len);
+	size_t left = len;
+	int n, ok;
+
+	if (!len || len > c->record_max)
+		return -EINVAL;
+	make_nonce(c, nonce);
+	memcpy(c->buf, &be, 4);
+	ok = EVP_EncryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
+	     EVP_EncryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1;
+	for (int i = 0; ok && i < iovcnt && left; i++) {
+		size_t take = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		ok = EVP_EncryptUpdate(c->ctx, out, &n, iov[i].iov_base,
+				       (int)take) == 1;
+		out += n;
+		left -= take;
+	}
+	ok = ok && !left && EVP_EncryptFinal_ex(c->ctx, out, &n) == 1;
+	out += ok ? n : 0;
+	ok = ok && EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_GET_TAG,
+				       TCP_XDC_RECORD_TAG, out) == 1;
+	if (!ok)
+		return -EIO;
+	c->counter++;
+	c->buf_len = TCP_XDC_RECORD_HDR + len + TCP_XDC_RECORD_TAG;
+	c->buf_done = 0;
+	c->pt_len = len;
+	return 0;
+}
+
+ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
+			   const struct iovec *iov, int iovcnt,
+			   uint64_t *wire)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (!c->buf_len) {
+			size_t len = 0;
+			int rc;
+
+			for (int i = 0; i < iovcnt; i++)
+				len += iov[i].iov_len;
+			if (len > c->record_max)
+				len = c->record_max;
+			rc = tcp_xdc_crypt_seal(c, iov, iovcnt, len);
+			if (rc)
+				return rc;
+		}
+		n = send(fd, c->buf + c->buf_done, c->buf_len - c->buf_done,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		*wire += (uint64_t)n;
+		c->buf_done += (size_t)n;
+		if (c->buf_done == c->buf_len) {
+			c->buf_len = 0;
+			return (ssize_t)c->pt_len;
+		}
+	}
+}
+
+static ssize_t fail(struct tcp_xdc_crypt *c, int err, const char *fmt,
+		    unsigned long long a)
+{
+	snprintf(c->why, sizeof(c->why), fmt, a);
+	OPENSSL_cleanse(c->buf, c->buf_done);
+	return err;
+}
+
+/* A whole record is in buf: verifies and decrypts it in place. */
+static ssize_t open_record(struct tcp_xdc_crypt *c)
+{
+	uint8_t nonce[NONCE_SIZE];
+	size_t len = c->buf_len - TCP_XDC_RECORD_HDR - TCP_XDC_RECORD_TAG;
+	uint8_t *p = c->buf + TCP_XDC_RECORD_HDR;
+	int n, ok;
+
+	make_nonce(c, nonce);
+	ok = EVP_DecryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
+	     EVP_DecryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1 &&
+	     EVP_DecryptUpdate(c->ctx, p, &n, p, (int)len) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_SET_TAG,
+				 TCP_XDC_RECORD_TAG, p + len) == 1 &&
+	     EVP_DecryptFinal_ex(c->ctx, p + len, &n) == 1;
+	if (!ok)
+		return fail(c, -EBADMSG, "record %llu failed authentication: "
+			    "data corrupted or tampered in flight",
+			    (unsigned long long)c->counter);
+	c->counter++;
+	c->pt_off = 0;
+	c->pt_len = len;
+	c->buf_len = 0;
+	c->buf_done = 0;
+	return 0;
+}
+
+/* Hands out verified plaintext; at least one byte is there. */
+static size_t copy_out(struct tcp_xdc_crypt *c, const struct iovec *iov,
+		       int iovcnt)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && c->pt_off < c->pt_len; i++) {
+		size_t take = c->pt_len - c->pt_off;
+
+		if (take > iov[i].iov_len)
+			take = iov[i].iov_len;
+		memcpy(iov[i].iov_base, c->buf + TCP_XDC_RECORD_HDR +
+			c->pt_off, take);
+		c->pt_off += take;
+		done += take;
+	}
+	return done;
+}
+
+ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
+			   const struct iovec *iov, int iovcnt,
+			   uint64_t *wire)
+{
+	for (;;) {
+		size_t want;
+		ssize_t n;
+
+		if (c->pt_off < c->pt_len) {
+			size_t done = copy_out(c, iov, iovcnt);
+
+			if (done)
+				return (ssize_t)done;
+			return -EINVAL;		/* an empty iov */
+		}
+		want = c->buf_len ? c->buf_len - c->buf_done :
+				    TCP_XDC_RECORD_HDR - c->buf_done;
+		n = recv(fd, c->buf + c->buf_done, want, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return -EAGAIN;
+		if (n <= 0 && c->buf_done)
+			return fail(c, -ECONNABORTED, n ? "connection reset "
+				    "in the middle of record %llu" :
+				    "stream ended in the middle of record %llu"
+				    " (truncated in flight?)",
+				    (unsigned long long)c->counter);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return -errno;
+		*wire += (uint64_t)n;
+		c->buf_done += (size_t)n;
+		if (!c->buf_len && c->buf_done == TCP_XDC_RECORD_HDR) {
+			uint32_t be, len;
+
+			memcpy(&be, c->buf, 4);
+			len = be32toh(be);
+			if (!len || len > c->record_max)
+				return fail(c, -EBADMSG, "record %llu has a "
+					    "length out of range: data "
+					    "corrupted or tampered in flight",
+					    (unsigned long long)c->counter);
+			c->buf_len = TCP_XDC_RECORD_HDR + len +
+				     TCP_XDC_RECORD_TAG;
+		}
+		if (c->buf_len && c->buf_done == c->buf_len) {
+			n = open_record(c);
+			if (n)
+				return n;
+		}
+	}
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc record layer: with encrypt = true every data stream carries
+ * AES-256-GCM records (OpenSSL's libcrypto) instead of plain chunks.
+ *
+ *   record = len (u32, big-endian, 1..record size) | ciphertext[len] | tag[16]
+ *
+ * The plaintext of the records of a stream is exactly the byte stream an
+ * unencrypted stream carries (chunk header, payload, header, ...); a record
+ * never spans two chunks.  Each stream has its own key, derived with HKDF
+ * from the control connection's secret (mesh_ctrl.secret), the direction
+ * and the stream index.  The nonce is the stream index and the record's
+ * number on that stream, never sent and never reused: a record flipped,
+ * dropped, replayed or reordered fails its tag.  The length is
+ * authenticated too (additional data).  Nothing reaches the caller before
+ * its record's tag is verified.
+ *
+ * Pure functions over buffers and one socket; no module state, so the unit
+ * test drives them over a socketpair.
+ */
+#ifndef TCP_XDC_CRYPT_H
+#define TCP_XDC_CRYPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define TCP_XDC_RECORD_HDR 4
+#define TCP_XDC_RECORD_TAG 16
+#define TCP_XDC_RECORD_MIN (4u << 10)
+#define TCP_XDC_RECORD_MAX (16u << 20)
+#define TCP_XDC_CIPHER_NAME "AES-256-GCM"
+
+/* One direction of one stream. */
+struct tcp_xdc_crypt {
+	void *ctx;			/* EVP_CIPHER_CTX, key set */
+	uint32_t stream;
+	uint64_t counter;		/* records sealed or opened so far */
+	size_t record_max;		/* plaintext bytes per record */
+	uint8_t *buf;			/* one record as on the wire */
+	size_t buf_len;			/* send: sealed record size, 0: none;
+					 * recv: whole record size, 0: unknown */
+	size_t buf_done;		/* send: bytes written; recv: read */
+	size_t pt_len;			/* send: plaintext in the sealed record;
+					 * recv: verified plaintext at buf+4 */
+	size_t pt_off;			/* recv: of it, handed out */
+	char why[160];			/* the last error, in words */
+};
+
+/*
+ * Keys c for stream `stream` of a connection whose control channel had
+ * this secret, sending side (seal) or receiving side.  0 or -errno.
+ */
+int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
+		       size_t secret_len, bool seal, int stream,
+		       size_t record_max);
+void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c);
+
+/*
+ * Writes the bytes of iov to fd as records.  Returns how many plaintext
+ * bytes of iov went out in whole records (> 0), or -errno (-EAGAIN when
+ * the socket is full: call again with iov advanced by nothing, the sealed
+ * record waits).  *wire counts the bytes written.
+ */
+ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
+			   const struct iovec *iov, int iovcnt,
+			   uint64_t *wire);
+
+/*
+ * Reads verified plaintext from fd into iov: bytes copied (> 0), 0 at a
+ * clean end of stream (between records), -EAGAIN, -ECONNRESET (reset
+ * between records), -EBADMSG for a record that fails authentication or is
+ * malformed, -ECONNABORTED for a stream cut inside a record (why says
+ * which), or another -errno of recv.  *wire counts the bytes read.
+ */
+ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
+			   const struct iovec *iov, int iovcnt,
+			   uint64_t *wire);
+
+/* Seals the first len bytes of pt as the next record into c->buf (for
+ * tests and the sender); 0 or -errno. */
+int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
+		       int iovcnt, size_t len);
+
+#endif
