@@ -26,6 +26,8 @@
 #define CL_DEFAULT_CONNECT_MS "5000"
 /* Most bursts of a direction; its bandwidth is the best of them. */
 #define CL_BURSTS 3
+/* Bytes of each of the probe's four messages. */
+#define CL_PROBE (256 << 10)
 
 static int cl_rank = -1;
 static int cl_verbose;
@@ -327,10 +329,18 @@ static void lose(struct coord *c, int rank)
 			 "its control connection to rank 0 failed");
 }
 
-/* CONNECT between two other hosts: each one's note goes to the other. */
-static void forward_notes(struct coord *c, const int rk[2])
+/*
+ * A step between two other hosts: each note goes to the other host.
+ * CONNECT: both say when their connect finished; BURST and PINGPONG: the
+ * receiver says it is ready, so the sender's clock never starts first.
+ */
+static void forward_notes(struct coord *c, const int rk[2],
+			  const struct cl_cmd cmd[2])
 {
-	bool done[2] = { false, false };
+	bool done[2] = { cmd[0].kind != CL_CMD_CONNECT &&
+			 cmd[0].sender == rk[0],
+			 cmd[1].kind != CL_CMD_CONNECT &&
+			 cmd[1].sender == rk[1] };
 	double deadline = perf_now() + step_timeout(c, CL_CMD_CONNECT);
 
 	while ((!done[0] || !done[1]) && perf_now() < deadline) {
@@ -379,8 +389,9 @@ static void step(struct coord *c, const int rk[2], struct cl_cmd cmd[2],
 	if (local >= 0 && c->fds[rk[!local]] >= 0)
 		cl_exec(c->node, &cmd[local], &s[local], c->fds[rk[!local]],
 			c->fds[rk[!local]]);
-	else if (kind == CL_CMD_CONNECT)
-		forward_notes(c, rk);
+	else if (kind == CL_CMD_CONNECT || kind == CL_CMD_BURST ||
+		 kind == CL_CMD_PINGPONG)
+		forward_notes(c, rk, cmd);
 	for (int k = 0; k < 2; k++)
 		if (k != local && c->fds[rk[k]] >= 0 &&
 		    cl_recv_step(c->fds[rk[k]], &s[k], step_timeout(c, kind)))
@@ -432,29 +443,30 @@ static double burst(struct coord *c, const int rk[2], int rail, int dir,
 	return s[0].elapsed > s[1].elapsed ? s[0].elapsed : s[1].elapsed;
 }
 
-/* A short probe sizes the burst so a slow link stays within --burst-ms. */
+/*
+ * A short probe sizes the burst so a slow link stays within --burst-ms;
+ * then the best of up to CL_BURSTS bursts while another fits in it: a
+ * host's hiccup is not the link's.
+ */
 static void measure(struct coord *c, const int rk[2], int rail, int dir,
 		    struct cl_pair *p)
 {
 	const struct cl_opts *o = c->o;
-	uint64_t probe = o->msg_bytes < (1 << 20) ? o->msg_bytes : 1 << 20;
-	uint64_t size = o->msg_bytes, iters, bytes;
-	double t = burst(c, rk, rail, dir, probe, 4), rate, spent = 0;
+	double budget = o->burst_ms / 1000.0, spent = 0;
+	uint64_t probe = o->msg_bytes < CL_PROBE ? o->msg_bytes : CL_PROBE;
+	uint64_t size = o->msg_bytes, iters, bytes = o->burst_bytes;
+	double t = burst(c, rk, rail, dir, probe, 4);
 
 	if (t > 0) {
-		rate = 4.0 * probe / t;
-		bytes = o->burst_bytes;
-		if (rate * o->burst_ms / 1000 < (double)bytes)
-			bytes = (uint64_t)(rate * o->burst_ms / 1000);
+		if (4.0 * probe / t * budget < (double)bytes)
+			bytes = (uint64_t)(4.0 * probe / t * budget);
 		if (bytes < 2 * size)
 			size = (bytes / 2 + 4095) / 4096 * 4096;
 		if (size < 65536)
 			size = 65536;
 		iters = bytes / size < 2 ? 2 : bytes / size;
-		/* the best of a few while they fit in --burst-ms: a host's
-		 * hiccup is not the link's */
 		for (int k = 0; k < CL_BURSTS && t > 0 &&
-		     spent < o->burst_ms / 1000.0; k++) {
+		     (!k || spent + t <= budget); k++) {
 			t = burst(c, rk, rail, dir, size, iters);
 			spent += t;
 			if (t > 0 && 8.0 * size * iters / t / 1e9 > p->gbps)

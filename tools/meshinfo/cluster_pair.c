@@ -311,6 +311,24 @@ static void exec_connect(struct cl_node *n, const struct cl_cmd *c,
 		s->rc = -ENOMEM;
 }
 
+/*
+ * Bursts and ping-pongs are timed from both ends; the receiver (the
+ * responder) says when it is ready and the sender waits for that word, so
+ * the transfer cannot start before the receiver's clock does.
+ */
+static int ready(struct cl_node *n, bool sender, int note_fd)
+{
+	uint32_t v = htobe32(CL_NOTE_OK);
+
+	if (note_fd < 0)
+		return 0;
+	if (!sender)
+		return oob_send_msg(note_fd, PERF_MSG_BARRIER, &v, sizeof(v),
+				    5);
+	return oob_recv_msg(note_fd, PERF_MSG_BARRIER, &v, sizeof(v),
+			    2 * n->connect_timeout_ms / 1000 + 10);
+}
+
 void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 	     int note_fd, int oob_fd)
 {
@@ -336,24 +354,27 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 		exec_connect(n, c, s, note_fd);
 		break;
 	case CL_CMD_BURST:
-		burst_params(n->o, c->size, c->iters, &p);
-		if (!(me ? n->sdir.comm : n->rdir.comm)) {
-			s->rc = -ENOTCONN;
-			break;
-		}
-		s->rc = perf_run_bw(&side, me ? &n->sdir : NULL,
-				    me ? NULL : &n->rdir, 1, c->size,
-				    &s->elapsed);
-		break;
 	case CL_CMD_PINGPONG:
-		burst_params(n->o, 8, c->iters, &p);
-		if (!n->sdir.comm || !n->rdir.comm) {
+		burst_params(n->o, c->kind == CL_CMD_BURST ? c->size : 8,
+			     c->iters, &p);
+		/* the receiver's word goes out whatever happens next */
+		s->rc = me ? 0 : ready(n, false, note_fd);
+		if (!s->rc && !(c->kind == CL_CMD_BURST ?
+				(me ? n->sdir.comm : n->rdir.comm) != NULL :
+				n->sdir.comm && n->rdir.comm))
 			s->rc = -ENOTCONN;
+		if (!s->rc && me)
+			s->rc = ready(n, true, note_fd);
+		if (s->rc)
 			break;
-		}
-		s->rc = perf_run_latency(&side, &n->sdir, &n->rdir, me, 8,
-					 (uint32_t)c->iters, &s->elapsed,
-					 &s->overhead);
+		if (c->kind == CL_CMD_BURST)
+			s->rc = perf_run_bw(&side, me ? &n->sdir : NULL,
+					    me ? NULL : &n->rdir, 1, c->size,
+					    &s->elapsed);
+		else
+			s->rc = perf_run_latency(&side, &n->sdir, &n->rdir, me,
+						 8, (uint32_t)c->iters,
+						 &s->elapsed, &s->overhead);
 		break;
 	case CL_CMD_CLOSE:
 	case CL_CMD_DONE:
