@@ -401,6 +401,17 @@ static int open_descriptor(struct core_module *mod)
 	return fill_ops(mod, d);
 }
 
+/* Whether this host's config names an auth_key_file (loaded or not: a
+ * bad one is the core's own config error). */
+static int host_authenticated(const struct mesh_host *host)
+{
+	const struct core_module *mod = host_module(host);
+	const char *path =
+		core_config_core(mod->cfg)->values[CP_AUTH_KEY_FILE].text;
+
+	return path && *path;
+}
+
 static void set_host(struct core_config *cfg, struct core_module *mod)
 {
 	mod->cfg = cfg;
@@ -414,6 +425,7 @@ static void set_host(struct core_config *cfg, struct core_module *mod)
 		.param_list = host_param_list,
 		.param_error = host_param_error,
 		.no_devices = host_no_devices,
+		.authenticated = host_authenticated,
 	};
 	core_layer_host(&mod->host);
 }

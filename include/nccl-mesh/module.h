@@ -24,7 +24,8 @@
  *      and mesh_host.no_devices; mesh_module.check.
  * 1.4: layering: struct mesh_leg, the mesh_host leg_*, dial*, ctrl_*,
  *      handle_addrs and serve* services; mesh_module.start, route, route_abandon,
- *      routes_to and report; mesh_ctrl.secret/secret_len.
+ *      routes_to and report; mesh_ctrl.secret/secret_len,
+ *      mesh_host.authenticated.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -235,6 +236,12 @@ struct mesh_host {
 	/** The next authenticated channel to the service; -EAGAIN if none. */
 	int (*serve_accept)(const struct mesh_host *host,
 			    struct mesh_ctrl **ctrl);
+	/**
+	 * From check on: 1 when this host's config sets auth_key_file, so
+	 * every control connection is authenticated and carries a secret
+	 * (mesh_ctrl.secret); 0 when none is set.
+	 */
+	int (*authenticated)(const struct mesh_host *host);
 };
 
 /**

@@ -61,6 +61,14 @@ static int tcp_xdc_check(const struct mesh_host *host)
 	long long min = host->param_int(host, "min_chunk");
 	char text[32];
 
+	/* The keys come from the authentication handshake: no key, no
+	 * encryption, and no silent fallback to clear text. */
+	if (host->param_int(host, "encrypt") && !host->authenticated(host)) {
+		host->param_error(host, "encrypt", "encrypt = true needs "
+				  "auth_key_file (the stream keys are derived "
+				  "from its handshake)");
+		return -EINVAL;
+	}
 	if (min <= chunk)
 		return 0;
 	snprintf(text, sizeof(text), "%s", host->param_str(host, "chunk_size"));
