@@ -36,6 +36,7 @@ declare -F mesh_server >/dev/null || . "$RELAY_DIR/mesh.sh"
 relay_checks=(
 	"check_relay_ring_up|90|relay: ring of 4 up (4 cables, management network)"
 	"check_relay_ring|900|relay: ring, 12 directed pairs at once, the 4 diagonal pairs relayed"
+	"check_relay_spread|300|relay: ring, a pair's 4 channels spread over both relays"
 	"check_relay_line_up|90|relay: line of 4 up (3 cables, management network)"
 	"check_relay_line|420|relay: line, node 1 <-> node 4 through two relays"
 	"check_relay_kill|300|relay: relay killed mid-transfer fails both ends in time"
@@ -53,9 +54,9 @@ relay_run_checks() {
 
 # The ring runs 24 meshperf processes and 4 relays at once on the guest's
 # two emulated CPUs: small sizes, few iterations.
-RELAY_RING_ARGS=(--abi 12 --timeout 180 --sizes '0,8,64K,1M,4M' --iters 20
-		 --budget 8M --mem 32M --lat-max 64K)
-RELAY_RING_NSIZES=5
+RELAY_RING_ARGS=(--abi 12 --timeout 180 --sizes '0,8,64K,2M' --iters 20
+		 --budget 4M --mem 32M --lat-max 64K)
+RELAY_RING_NSIZES=4
 RELAY_LINE_ARGS=(--abi 12 --timeout 120 --sizes '0,8,64K,1M,16M' --iters 50
 		 --budget 32M --mem 64M --lat-max 64K)
 RELAY_LINE_NSIZES=5
@@ -306,6 +307,36 @@ check_relay_ring() {
 	return "$rc"
 }
 
+# Node 1 to node 3 with four connections (meshperf channels): n2 and n4
+# both reach both ends, so the connections must not all take the same one.
+check_relay_spread() {
+	local tag=spread-13 rc=0 k n
+
+	relay_need || return $?
+	relay_topology_ensure ring || return 1
+	relay_use ring
+	relay_start spread || return 1
+	relay_pair_start "$tag" 1 3 18631 --abi 12 --timeout 120 --no-latency \
+		--channels 4 --sizes '0,64K,4M' --iters 16 --budget 16M \
+		--mem 64M || return 1
+	mesh_finish "$tag" 240 || rc=$?
+	if [ "$rc" -ne 0 ] || ! mp_check "$tag" 3 ||
+	   ! relay_expect "$tag" client send ": via n(2|4) "; then
+		echo "$tag: meshperf failed ($rc)"
+		mp_show_logs "$tag"
+		relay_show spread
+		return 1
+	fi
+	relay_lines "$tag" client | sed 's/^meshperf//; s/^/    /'
+	for k in 2 4; do
+		n=$(relay_lines "$tag" client | grep -c ": via n$k " || true)
+		echo "through n$k: $n of the connections"
+		[ "$n" -gt 0 ] || rc=1
+	done
+	[ "$rc" -eq 0 ] || echo "$tag: every connection took the same relay"
+	return "$rc"
+}
+
 # ---------------------------------------------------------- checks: line
 
 check_relay_line_up() {
@@ -407,7 +438,8 @@ check_relay_kill() {
 	}
 	echo "$tag: $(((b - a) >> 10)) KiB/s into node 3 from n2; killing n2's meshrelay"
 	t0=$(date +%s.%N)
-	kill -KILL "${RELAY_PID[2]}"
+	# reaped at once, so that bash reports no "Killed" job
+	{ kill -KILL "${RELAY_PID[2]}" && wait "${RELAY_PID[2]}"; } 2>/dev/null || true
 	rxe_wait "${MESH_CPID[$tag]}" "$((RELAY_KILL_BOUND + 5))" || crc=$?
 	echo "client: exit $crc after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 	rxe_wait "${MESH_SPID[$tag]}" "$((RELAY_KILL_BOUND + 5))" || src=$?
