@@ -458,6 +458,8 @@ static void measure(struct coord *c, const int rk[2], int rail, int dir,
 	double t = burst(c, rk, rail, dir, probe, 4);
 
 	if (t > 0) {
+		/* the probe's time counts against --burst-ms too */
+		budget = budget > 2 * t ? budget - t : budget / 2;
 		if (4.0 * probe / t * budget < (double)bytes)
 			bytes = (uint64_t)(4.0 * probe / t * budget);
 		if (bytes < 2 * size)

@@ -486,9 +486,13 @@ const char *cl_classify(const char *r)
 	if (strstr(r, "no route to") || strstr(r, "no module reaches") ||
 	    strstr(r, "no module serves") || strstr(r, "needs the relay module"))
 		return "no subnet in common";
+	/* a dial notes each address tried: one that timed out is the
+	 * firewall's drop, the others (a NAT's public address) refuse */
+	if (strstr(r, "timed out"))
+		return "timed out";
 	if (strstr(r, "refused") || strstr(r, "Connection reset"))
 		return "refused";
-	if (strstr(r, "timed out") || strstr(r, "within") ||
+	if (strstr(r, "within") ||
 	    strstr(r, "in time") || strstr(r, "no answer") ||
 	    strstr(r, "did not finish"))
 		return "timed out";
