@@ -445,8 +445,8 @@ static double burst(struct coord *c, const int rk[2], int rail, int dir,
 
 /*
  * A short probe sizes the burst so a slow link stays within --burst-ms;
- * then the best of up to CL_BURSTS bursts while another fits in it: a
- * host's hiccup is not the link's.
+ * then the best of up to CL_BURSTS bursts while another fits in half of
+ * it: a host's hiccup is not the link's.
  */
 static void measure(struct coord *c, const int rk[2], int rail, int dir,
 		    struct cl_pair *p)
@@ -467,8 +467,10 @@ static void measure(struct coord *c, const int rk[2], int rail, int dir,
 		if (size < 65536)
 			size = 65536;
 		iters = bytes / size < 2 ? 2 : bytes / size;
+		/* repeats only where they are cheap: a fast link's bursts
+		 * are short, a slow one's first burst takes the budget */
 		for (int k = 0; k < CL_BURSTS && t > 0 &&
-		     (!k || spent + t <= budget); k++) {
+		     (!k || spent + t <= budget / 2); k++) {
 			t = burst(c, rk, rail, dir, size, iters);
 			spent += t;
 			if (t > 0 && 8.0 * size * iters / t / 1e9 > p->gbps)
