@@ -246,7 +246,10 @@ static int host_facts(struct cl_host *me, int *connect_ms,
 	snprintf(me->host, sizeof(me->host), "%s", core_config_hostname(cfg));
 	me->dc = (uint64_t)core_scope_get(core, "dc")->num;
 	*max_rails = (uint64_t)core_scope_get(core, "max_rails")->num;
-	*connect_ms = (int)core_scope_get(core, "connect_timeout_ms")->num;
+	/* 0: nobody set it (neither the file nor the environment) */
+	*connect_ms = core_scope_get(core, "connect_timeout_ms")->source ==
+			      CORE_SRC_DEFAULT ? 0 :
+		(int)core_scope_get(core, "connect_timeout_ms")->num;
 	path = core_config_path(cfg);
 	snprintf(me->config_path, sizeof(me->config_path), "%s", path);
 	if (path[0] == MESHINFO_EMBEDDED_PREFIX)
@@ -270,9 +273,12 @@ static int start_host(const struct cl_opts *o, struct cl_node *n,
 	 * seconds, not the default minute, unless the user says so */
 	if (o->config)
 		setenv("NCCL_MESH_CONF", o->config, 1);
-	setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", CL_DEFAULT_CONNECT_MS, 0);
 	if (host_facts(me, &n->connect_timeout_ms, &max_rails))
 		return -ENOMEM;
+	if (!n->connect_timeout_ms) {
+		setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", CL_DEFAULT_CONNECT_MS, 1);
+		n->connect_timeout_ms = atoi(CL_DEFAULT_CONNECT_MS);
+	}
 	if (cl_node_start(n, o->plugin ? o->plugin :
 			  default_plugin(buf, sizeof(buf)), me))
 		return 0;	/* said in me->error: the report shows it */
