@@ -144,7 +144,7 @@ verdict() {
 }
 
 guest_main() {
-	local build=$1 rounds=$2 r v cal rate
+	local build=$1 rounds=$2 r v cal rate run what to how unit
 
 	case $build in
 	/*) BUILD=$build ;;
@@ -193,18 +193,13 @@ guest_main() {
 
 	echo "shaped: $rounds rounds, $MSG messages ($ITERS per run), latency $LAT_ITERS round trips of 8 B"
 	for ((r = 1; r <= rounds; r++)); do
-		v=$(bw 1 2)
-		echo "$v" >>"$LOGDIR/bw.direct"
-		echo "  round $r bandwidth direct  $v Gb/s"
-		v=$(bw 1 3)
-		echo "$v" >>"$LOGDIR/bw.relayed"
-		echo "  round $r bandwidth relayed $v Gb/s"
-		v=$(lat 1 2)
-		echo "$v" >>"$LOGDIR/lat.direct"
-		echo "  round $r latency   direct  $v us"
-		v=$(lat 1 3)
-		echo "$v" >>"$LOGDIR/lat.relayed"
-		echo "  round $r latency   relayed $v us"
+		for run in "bw 2 direct Gb/s" "bw 3 relayed Gb/s" \
+			   "lat 2 direct us" "lat 3 relayed us"; do
+			read -r what to how unit <<<"$run"
+			v=$("$what" 1 "$to")
+			echo "$v" >>"$LOGDIR/$what.$how"
+			printf '  round %d %-3s %-7s %s %s\n' "$r" "$what" "$how" "$v" "$unit"
+		done
 	done
 	ip netns exec rxn2 tc -s qdisc show dev v23 | sed 's/^/  v23 (n2 -> n3): /'
 	echo "relay n2's pairs:"

@@ -104,14 +104,11 @@ rxnet_shape() {
 	cat "$RXNET_STATE/shape" 2>/dev/null || echo full
 }
 
-# rxnet_up N: a fresh mesh of N nodes (an older one is removed first).
-rxnet_up() {
-	local n=${1:-3} i j devs=()
+# rxnet_begin N [SHAPE]: an older mesh removed, rdma_rxe loaded, the
+# namespaces of N nodes; the shape (ring, line) noted when not a full mesh.
+rxnet_begin() {
+	local i
 
-	case $n in
-	[2-9]) ;;
-	*) echo "rxnet_up: 2 to 9 nodes"; return 1 ;;
-	esac
 	rxnet_down
 	if [ ! -d /sys/module/rdma_rxe ] && ! modprobe rdma_rxe; then
 		echo "no rdma_rxe in this kernel"
@@ -120,10 +117,22 @@ rxnet_up() {
 	# shared is the kernel's default; a host may have changed it
 	rdma system set netns shared 2>/dev/null || true
 	mkdir -p "$RXNET_STATE"
-	echo "$n" >"$RXNET_STATE/nodes"
-	for ((i = 1; i <= n; i++)); do
+	echo "$1" >"$RXNET_STATE/nodes"
+	[ -z "${2:-}" ] || echo "$2" >"$RXNET_STATE/shape"
+	for ((i = 1; i <= $1; i++)); do
 		rxnet_add_ns "rxn$i" || return 1
 	done
+}
+
+# rxnet_up N: a fresh mesh of N nodes (an older one is removed first).
+rxnet_up() {
+	local n=${1:-3} i j devs=()
+
+	case $n in
+	[2-9]) ;;
+	*) echo "rxnet_up: 2 to 9 nodes"; return 1 ;;
+	esac
+	rxnet_begin "$n" || return 1
 	for ((i = 1; i <= n; i++)); do
 		for ((j = i + 1; j <= n; j++)); do
 			rxnet_veth "$i" "$j" "10.77.$i$j" || return 1
@@ -204,18 +213,7 @@ rxnet_shaped() {
 	*) echo "rxnet_shaped: a ring of 3 to 9 nodes or a line of 2 to 9"
 	   return 1 ;;
 	esac
-	rxnet_down
-	if [ ! -d /sys/module/rdma_rxe ] && ! modprobe rdma_rxe; then
-		echo "no rdma_rxe in this kernel"
-		return 1
-	fi
-	rdma system set netns shared 2>/dev/null || true
-	mkdir -p "$RXNET_STATE"
-	echo "$n" >"$RXNET_STATE/nodes"
-	echo "$shape" >"$RXNET_STATE/shape"
-	for ((i = 1; i <= n; i++)); do
-		rxnet_add_ns "rxn$i" || return 1
-	done
+	rxnet_begin "$n" "$shape" || return 1
 	while read -r i j; do
 		rxnet_link "$i" "$j" "10.77.$i$j" || return 1
 		devs+=("rxe$i$j" "rxe$j$i")
