@@ -372,13 +372,15 @@ static void log_connection(const char *dir, const struct core_rail *rail,
 {
 	char local[MESH_ADDR_STRLEN], remote[MESH_ADDR_STRLEN];
 	uint64_t mine = rail->fabric_id, theirs = c->peer_fabric_id;
+	/* a layered module's accept: the last relay is the one dialing */
+	const char *cls = m->module->has_route ? "relayed" :
+		core_path_class_name(core_path_class(mine, theirs,
+						     mesh_state->max_rails));
 
 	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
 		  rail->name, m->module->name,
 		  mesh_addr_str(&c->local, local, sizeof(local)),
-		  mesh_addr_str(&c->remote, remote, sizeof(remote)),
-		  core_path_class_name(core_path_class(mine, theirs,
-						       mesh_state->max_rails)),
+		  mesh_addr_str(&c->remote, remote, sizeof(remote)), cls,
 		  (unsigned long long)mine, (unsigned long long)theirs);
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "netaddr.h"
 #include "relay_comm.h"
@@ -74,6 +75,9 @@ static int relay_init(const struct mesh_host *host, void **mctx)
 		return err;
 	}
 	pthread_mutex_init(&x->lock, NULL);
+	/* every process starts its rotation over the relays elsewhere, so
+	 * that processes with one connection each still spread */
+	atomic_store(&x->next_pick, (unsigned)getpid() * 2654435761u);
 	*mctx = x;
 	return 0;
 }
