@@ -19,8 +19,10 @@
 
 #define TCP_XDC_MAGIC 0x54584443u	/* "TXDC" */
 /* 2: the receiver may write ping bytes on a data stream, the sender drops
- * them (version 1 senders took any byte from the receiver as a close). */
-#define TCP_XDC_PROTO_VERSION 2
+ * them (version 1 senders took any byte from the receiver as a close).
+ * 3: the hello carries the record size of encrypted streams (0: clear); a
+ * version 2 peer would ignore it and misread the records. */
+#define TCP_XDC_PROTO_VERSION 3
 
 /* Connector -> acceptor, over the core's control channel. */
 struct tcp_xdc_hello {
