@@ -208,14 +208,13 @@ int relay_conf_read(const struct mesh_host *host, struct relay_conf *c,
 		    bool report)
 {
 	const char *name = host->param_str(host, "name");
+	char hostname[RELAY_NAME_MAX] = "";
 	int err = 0, e;
 
 	memset(c, 0, sizeof(*c));
-	if (name[0]) {
-		snprintf(c->name, sizeof(c->name), "%s", name);
-	} else if (gethostname(c->name, sizeof(c->name) - 1) == 0) {
-		c->name[strcspn(c->name, ".")] = '\0';
-	}
+	if (!name[0] && gethostname(hostname, sizeof(hostname) - 1) == 0)
+		hostname[strcspn(hostname, ".")] = '\0';
+	snprintf(c->name, sizeof(c->name), "%s", name[0] ? name : hostname);
 	if (!valid_name(c->name))
 		bad(report, host, "name", "'%s' is no relay name (letters, "
 		    "digits, '-', '_', '.', at most 31)", c->name);
