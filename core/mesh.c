@@ -467,22 +467,14 @@ struct mesh_connecting {
 static int connect_unreached(const struct core_rail *rail,
 			     struct mesh_connecting *cs)
 {
-	const char *why = cs->unreached;
-	/* the modules' refusals, or one sentence of the core's own */
-	bool listed = strncmp(why, "no module", 9) != 0 &&
-		      strncmp(why, "the config", 10) != 0;
-
 	cs->layer = core_layer_module(mesh_state);
 	if (cs->layer) {
-		CORE_INFO("connect %s: %s%s; %s carries it", rail->name,
-			  listed ? "no module reaches the peer directly: " : "",
-			  why, cs->layer->name);
+		CORE_INFO("connect %s: %s; %s carries it", rail->name,
+			  cs->unreached, cs->layer->name);
 		return 0;
 	}
-	CORE_WARN("connect %s: %s%s%s", rail->name,
-		  listed ? "no module reaches the peer: " : "", why,
-		  "; a peer that no link joins needs the relay module in "
-		  "'modules'");
+	CORE_WARN("connect %s: %s; a peer that no link joins needs the relay "
+		  "module in 'modules'", rail->name, cs->unreached);
 	return -ENOPROTOOPT;	/* the two hosts' modules or links differ */
 }
 

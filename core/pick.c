@@ -8,7 +8,6 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include <string.h>
 
 static int handle_lists(const struct core_handle *h, const char *name)
 {
@@ -28,12 +27,15 @@ struct refusals {
 	bool asked[CORE_RAIL_MEMBERS_MAX];
 };
 
-static void refusal_note(struct refusals *r, const char *fmt, const char *a,
-			 const char *b)
+/* "no module reaches the peer: a: why; b: why" */
+static void refusal_note(struct refusals *r, const char *module,
+			 const char *why)
 {
 	if (r->len < r->cap)
 		r->len += (size_t)snprintf(r->text + r->len, r->cap - r->len,
-					   fmt, a, b);
+					   "%s%s: %s", r->len ? "; " :
+					   "no module reaches the peer: ",
+					   module, why);
 }
 
 /* Whether member i may serve the peer: listed in its handle (when there is
@@ -53,7 +55,7 @@ static bool member_serves(const struct core_rail *rail, int i,
 	if (!d->reach(m->module->mctx, m->dev, h->addrs, h->naddrs, why,
 		      sizeof(why)))
 		return true;
-	refusal_note(r, "; %s: %s", d->name, why[0] ? why : "unreachable");
+	refusal_note(r, d->name, why[0] ? why : "unreachable");
 	return false;
 }
 
@@ -85,12 +87,8 @@ const struct core_member *core_pick_member(const struct core_state *st,
 	for (int i = 0; cls == CORE_PATH_SAME_DC && i < rail->nmembers; i++)
 		if (member_serves(rail, i, h, &refused))
 			return &rail->members[i];
-	if (refused.len) {
-		/* "; a: why; b: why" reads "no module reaches the peer: ..." */
-		if (cap > 2 && why[0] == ';')
-			memmove(why, why + 2, strlen(why + 2) + 1);
+	if (refused.len)
 		return NULL;
-	}
 	for (int i = 0; i < rail->nmembers; i++)
 		len += (size_t)snprintf(members + len, sizeof(members) - len,
 					"%s%s", i ? "," : "",

@@ -485,17 +485,22 @@ static int relay_test(void *request, int *done, int *sizes)
 
 /* ---- memory, flush, close ---- */
 
-int relay_reg_mr(void *comm, void *data, size_t size, int type,
-		 void **mhandle)
+/* Registers with the leg's module (a dma-buf when fd >= 0) and keeps the
+ * memory type: only host memory goes inline. */
+int relay_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+			uint64_t offset, int fd, void **mhandle)
 {
 	struct relay_comm *c = comm;
+	const struct mesh_module *m = c->leg.module;
 	struct relay_mh *mh = calloc(1, sizeof(*mh));
 	int err;
 
 	if (!mh)
 		return -ENOMEM;
 	mh->type = type;
-	err = c->leg.module->reg_mr(c->lcomm, data, size, type, &mh->leg_mh);
+	err = fd < 0 ? m->reg_mr(c->lcomm, data, size, type, &mh->leg_mh) :
+		       m->reg_mr_dmabuf(c->lcomm, data, size, type, offset, fd,
+					&mh->leg_mh);
 	if (err) {
 		free(mh);
 		return err;
@@ -504,24 +509,10 @@ int relay_reg_mr(void *comm, void *data, size_t size, int type,
 	return 0;
 }
 
-int relay_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
-			uint64_t offset, int fd, void **mhandle)
+int relay_reg_mr(void *comm, void *data, size_t size, int type,
+		 void **mhandle)
 {
-	struct relay_comm *c = comm;
-	struct relay_mh *mh = calloc(1, sizeof(*mh));
-	int err;
-
-	if (!mh)
-		return -ENOMEM;
-	mh->type = type;
-	err = c->leg.module->reg_mr_dmabuf(c->lcomm, data, size, type, offset,
-					   fd, &mh->leg_mh);
-	if (err) {
-		free(mh);
-		return err;
-	}
-	*mhandle = mh;
-	return 0;
+	return relay_reg_mr_dmabuf(comm, data, size, type, 0, -1, mhandle);
 }
 
 int relay_dereg_mr(void *comm, void *mhandle)
