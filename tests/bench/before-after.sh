@@ -18,6 +18,8 @@ builds=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-5}
 streams=${4:-8}
 work=$(mktemp -d)
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 pids=()
 
 cleanup() {
@@ -36,7 +38,6 @@ modules = [ "tcp-xdc" ];
 tcp-xdc: { ifname = "lo"; streams = $streams; threads = $streams; };
 CONF
 
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 # run BUILD KEY EXTRA_ARGS...: prints the figure KEY of the last result line.
 run() {
@@ -52,16 +53,7 @@ run() {
 		"$b/tools/meshperf/meshperf" --client 127.0.0.1 -p "$(cat "$pf")" \
 		-P "$b/core/libnccl-net-mesh.so" --json "$@" >"$work/mp.json"
 	wait "${pids[-1]}"
-	python3 - "$work/mp.json" "$key" <<'PY'
-import json, sys
-val = None
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        d = json.loads(line)
-        if d.get("event") == "result" and d.get(sys.argv[2]) is not None:
-            val = d[sys.argv[2]]
-print("%.3f" % val)
-PY
+	bench_figure "$work/mp.json" "$key"
 }
 
 kinds=(bw bidir lat)
@@ -87,7 +79,7 @@ done
 echo "A = ${builds[0]}"
 echo "B = ${builds[1]}"
 for k in "${kinds[@]}"; do
-	a=$(median <"$work/$k.0"); b=$(median <"$work/$k.1")
+	a=$(bench_median <"$work/$k.0"); b=$(bench_median <"$work/$k.1")
 	unit=Gb/s; [ "$k" = lat ] && unit=us
 	python3 -c "print('%-6s median A %s, B %s %s, B/A %.3f' % ('$k', '$a', '$b', '$unit', $b/$a))"
 done

@@ -17,6 +17,8 @@ b=$(realpath "$1")
 rounds=${2:-5}
 streams=${3:-4}
 work=$(mktemp -d)
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 pids=()
 
 cleanup() {
@@ -51,7 +53,6 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 # run MODE KEY EXTRA_ARGS...: MODE direct or relayed; prints figure KEY.
 run() {
@@ -69,16 +70,7 @@ run() {
 		-p "$(cat "$pf")" -P "$b/core/libnccl-net-mesh.so" --json "$@" \
 		>"$work/mp.json"
 	wait "${pids[-1]}"
-	python3 - "$work/mp.json" "$key" <<'PY'
-import json, sys
-val = None
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        d = json.loads(line)
-        if d.get("event") == "result" and d.get(sys.argv[2]) is not None:
-            val = d[sys.argv[2]]
-print("%.3f" % val)
-PY
+	bench_figure "$work/mp.json" "$key"
 }
 
 kinds=(bw lat)
@@ -96,7 +88,7 @@ for r in $(seq "$rounds"); do
 			# shellcheck disable=SC2086
 			v=$(run "$m" "${key[$k]}" ${args[$k]})
 			echo "$v" >>"$work/$k.$m"
-			line+=" $k[$m]=$v"
+			line+=" ${k}[$m]=$v"
 		done
 	done
 	echo "$line"
@@ -105,7 +97,7 @@ grep -q "pair 0: forwarding" "$work/relay.log" ||
 	{ echo "the relayed runs did not go through the relay" >&2; exit 1; }
 echo "host: $(nproc) cores, $streams tcp-xdc streams per leg"
 for k in "${kinds[@]}"; do
-	d=$(median <"$work/$k.direct"); r=$(median <"$work/$k.relayed")
+	d=$(bench_median <"$work/$k.direct"); r=$(bench_median <"$work/$k.relayed")
 	unit=Gb/s; [ "$k" = lat ] && unit=us
 	python3 -c "print('%-4s median direct %s, relayed %s %s, relayed/direct %.3f' % ('$k', '$d', '$r', '$unit', $r/$d))"
 done
