@@ -71,7 +71,7 @@ for r in $(seq "$rounds"); do
 			# shellcheck disable=SC2086
 			v=$(run "${builds[$i]}" "${key[$k]}" ${args[$k]})
 			echo "$v" >>"$work/$k.$i"
-			line+=" $k[$i]=$v"
+			line+=" ${k}[$i]=$v"
 		done
 	done
 	echo "$line"

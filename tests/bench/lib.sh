@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 # Shared by the benchmark scripts: sourced, never run.
 
 # The median of the numbers on stdin, one per line.
