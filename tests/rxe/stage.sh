@@ -22,7 +22,9 @@
 #   2. rdma-mesh (tests/rxe/mesh.sh): a triangle, a node with one cable,
 #      two cables between two nodes; relay over rdma-mesh (tests/rxe/relay.sh):
 #      a ring of four whose diagonal pairs go through a neighbour, a line of
-#      four whose ends go through two relays, a relay killed mid-transfer.
+#      four whose ends go through two relays, a relay killed mid-transfer;
+#      meshinfo --cluster on the triangle and the ring (tests/rxe/cluster.sh):
+#      each pair's cable, the relayed pairs and their relays, the picture.
 #   3. two datacenters (two hosts each, rxe inside a DC, only a routed TCP
 #      link between them): meshinfo per host, then meshperf over every host
 #      pair, with the plugin's per-connection lines showing ib-fabric for
@@ -47,6 +49,8 @@ src=$(cd "$here/../.." && pwd)
 . "$here/mesh.sh"
 # shellcheck source=tests/rxe/relay.sh
 . "$here/relay.sh"
+# shellcheck source=tests/rxe/cluster.sh
+. "$here/cluster.sh"
 # shellcheck source=tests/rxe/close.sh
 [ -e "$here/close.sh" ] && . "$here/close.sh"
 # shellcheck source=tests/rxe/conformance.sh
@@ -494,6 +498,7 @@ main() {
 	if [ "$MOD" = ib-fabric ]; then
 		mesh_run_checks
 		relay_run_checks
+		cluster_run_checks
 	fi
 
 	if check "two-DC topology" 90 check_dc_topology; then

@@ -463,16 +463,21 @@ static bool parse_direct(const char *l, struct cl_pair *p)
 
 void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
 {
+	char line[CL_REASON_MAX];
+
 	(void)rail;
 	for (const char *l = lines; *l; l = strchr(l, '\n') + 1) {
-		const char *text = l + 2;
+		/* one line at a time: the parsers search with strstr, which
+		 * must not find its words in the lines after this one */
+		size_t n = strcspn(l, "\n");
 
-		if (l[0] != 'I')
+		if (l[0] != 'I' || n < 2)
 			continue;
-		if (!strncmp(text, "relay: ", 7) &&
-		    parse_relayed(text + 7, p))
+		snprintf(line, sizeof(line), "%.*s", (int)(n - 2), l + 2);
+		if (!strncmp(line, "relay: ", 7) &&
+		    parse_relayed(line + 7, p))
 			return;
-		if (parse_direct(text, p))
+		if (parse_direct(line, p))
 			return;
 	}
 }
