@@ -22,8 +22,8 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Interfaces to use, NCCL_SOCKET_IFNAME syntax; empty picks all that are up." },
 	{ "streams", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_STREAMS,
 	  "TCP data connections per NCCL connection." },
-	{ "threads", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_THREADS,
-	  "Progress threads per connection and direction; streams are spread over them." },
+	{ "threads", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_THREADS,
+	  "Data-path threads of the process, shared by all connections; 0: one per core." },
 	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
 	  TCP_XDC_MAX_CHUNK,
 	  "Messages are cut into chunks of this size, each sent on whichever stream is free." },
@@ -51,6 +51,8 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Plaintext bytes per encrypted record (encrypt = true); a record is verified whole before any of it is delivered." },
 	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
+	{ "inline_max", MESH_PARAM_SIZE, "64K", 0, TCP_XDC_MAX_CHUNK,
+	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
@@ -90,7 +92,8 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 		return -ENOMEM;
 	}
 	ctx->streams = (int)host->param_int(host, "streams");
-	ctx->threads = (int)host->param_int(host, "threads");
+	ctx->threads = tcp_xdc_pool_size((int)host->param_int(host, "threads"));
+	ctx->inline_max = (size_t)host->param_int(host, "inline_max");
 	ctx->chunk_size = (size_t)host->param_int(host, "chunk_size");
 	ctx->min_chunk = (size_t)host->param_int(host, "min_chunk");
 	ctx->keepalive_idle_s = (int)host->param_int(host, "keepalive_idle_s");
@@ -139,6 +142,7 @@ static void tcp_xdc_fini(void *mctx)
 	if (!ctx)
 		return;
 	/* No thread of ours outlives the module. */
+	tcp_xdc_pool_fini(ctx);
 	tcp_xdc_linger_fini(ctx);
 	pthread_mutex_destroy(&ctx->linger_lock);
 	free(ctx->devs);

@@ -21,6 +21,7 @@ extern const struct mesh_host *tcp_xdc_host;
 #define MESH_LOG_HOST tcp_xdc_host
 #include <nccl-mesh/log.h>
 
+/* Data-path threads of a process (the pool), whatever the comm count. */
 #define TCP_XDC_MAX_THREADS 64
 /* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
 #define TCP_XDC_MAX_REQUESTS 32
@@ -29,12 +30,13 @@ extern const struct mesh_host *tcp_xdc_host;
 
 struct tcp_xdc_linger;
 struct tcp_xdc_crypt;
+struct tcp_xdc_pool;
 
 struct tcp_xdc_ctx {
 	int ndevs;
 	struct mesh_netif *devs;
 	int streams;
-	int threads;
+	int threads;			/* pool size, resolved from the cores */
 	size_t chunk_size;
 	size_t min_chunk;
 	int sndbuf;
@@ -45,14 +47,18 @@ struct tcp_xdc_ctx {
 	int keepalive_count;
 	int timeout_ms;
 	int spin_us;
+	size_t inline_max;
 	bool encrypt;
 	size_t record_size;
 	atomic_uint next_comm_id;
 	struct tcp_xdc_linger *linger;	/* closed send streams, draining */
-	pthread_mutex_t linger_lock;	/* guards starting it */
+	struct tcp_xdc_pool *pool;	/* the data-path threads */
+	pthread_mutex_t linger_lock;	/* guards starting either */
 };
 
 /* ---- data path ---- */
+
+struct tcp_xdc_worker;
 
 /* Progress of a send stream, as the dead-peer check last saw it. */
 struct tcp_xdc_stall {
@@ -113,13 +119,22 @@ struct tcp_xdc_stream {
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
+	/*
+	 * Whoever moves the stream (its pool thread, or the proxy thread on
+	 * the fast path) holds it; the other one passes by and never waits.
+	 * Every field above belongs to the holder.
+	 */
+	atomic_bool held;
+	atomic_bool passed;		/* the pool thread found it held */
+	atomic_bool proxy_reads;	/* recv: test() watches it for now */
+	short revents;			/* pool thread only: last poll result */
+	struct tcp_xdc_lane *lane;	/* the pool thread's share it is in */
 };
 
-struct tcp_xdc_thread {
+/* The streams of one comm that one pool thread serves. */
+struct tcp_xdc_lane {
 	struct tcp_xdc_comm *comm;
-	pthread_t tid;
-	bool started;
-	int efd;			/* eventfd: the proxy wakes us here */
+	struct tcp_xdc_worker *worker;
 	int nstreams;
 	struct tcp_xdc_stream **streams;
 	atomic_int want_work;		/* send: an idle stream waits for work */
@@ -141,14 +156,14 @@ struct tcp_xdc_comm {
 	size_t chunk_size;
 	size_t min_chunk;
 	int nstreams;
-	int nthreads;
+	int nlanes;
 	int timeout_ms;
-	int spin_us;
+	size_t inline_max;
 	uint64_t ping_busy_ns;		/* recv: quiet time before a ping;
 					 * send: period of the stall check */
 	uint64_t ping_idle_ns;		/* the same with no receive posted */
 	struct tcp_xdc_stream *streams;
-	struct tcp_xdc_thread *threads;
+	struct tcp_xdc_lane *lanes;
 	struct tcp_xdc_req reqs[TCP_XDC_MAX_REQUESTS];
 	uint64_t next_seq;		/* proxy only */
 	_Atomic uint64_t posted;	/* messages published to the threads */
@@ -181,6 +196,12 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		  int *tags, void **mhandles, void **request);
 int tcp_xdc_close_send(void *send_comm);
 int tcp_xdc_close_recv(void *recv_comm);
+
+/* tcp_xdc_pool.c */
+/* The pool size for a threads setting (0: one per core). */
+int tcp_xdc_pool_size(int threads);
+int tcp_xdc_pool_start(struct tcp_xdc_ctx *ctx);
+void tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx);
 
 /* tcp_xdc_linger.c */
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,

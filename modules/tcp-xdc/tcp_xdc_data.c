@@ -3,25 +3,24 @@
  * tcp-xdc data path: failures, requests and the life of a connection.
  *
  * A message is cut into chunks; each chunk travels on one stream as a header
- * followed by its payload.  Send threads claim chunks from one shared cursor
- * with a compare-and-swap, so a stream that drains faster simply takes more
- * chunks (tcp_xdc_send.c).  Receive threads read each chunk straight into
- * the posted buffer (tcp_xdc_recv.c).
+ * followed by its payload.  Pool threads (tcp_xdc_pool.c) claim chunks for
+ * send streams from one shared cursor with a compare-and-swap, so a stream
+ * that drains faster simply takes more chunks (tcp_xdc_send.c), and read
+ * each chunk straight into the posted buffer (tcp_xdc_recv.c).
  *
  * The proxy thread (isend, irecv, test) never blocks and shares no lock with
- * the data threads: it publishes a message by bumping comm->posted, wakes
+ * the pool threads: it publishes a message by bumping comm->posted, wakes
  * sleeping threads through their eventfd, and reads completion counters.
+ * A small message skips the hand-off: isend writes it and test() reads it
+ * on stream 0 when no pool thread holds that stream.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,19 +43,11 @@ uint64_t xdc_now_ns(void)
 
 /* ---- failure ---- */
 
-void xdc_thread_wake(struct tcp_xdc_thread *t)
+static void lanes_wake_all(struct tcp_xdc_comm *comm)
 {
-	uint64_t one = 1;
-
-	/* Only fails when the counter is saturated: a wakeup is pending. */
-	if (write(t->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		MESH_INFO("eventfd write: %s", strerror(errno));
-}
-
-static void threads_wake_all(struct tcp_xdc_comm *comm)
-{
-	for (int i = 0; i < comm->nthreads; i++)
-		xdc_thread_wake(&comm->threads[i]);
+	for (int i = 0; i < comm->nlanes; i++)
+		if (comm->lanes[i].worker)
+			xdc_lane_wake(&comm->lanes[i]);
 }
 
 /*
@@ -83,7 +74,7 @@ int xdc_comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
 	MESH_INFO("%s", comm->errmsg);
 	for (int i = 0; i < comm->nstreams; i++)
 		shutdown(comm->streams[i].fd, SHUT_RDWR);
-	threads_wake_all(comm);
+	lanes_wake_all(comm);
 	return err;
 }
 
@@ -155,61 +146,11 @@ int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
 	return xdc_stream_syscall_fail(comm, s, err);
 }
 
-bool xdc_thread_should_exit(struct tcp_xdc_comm *comm)
+bool xdc_comm_stopped(struct tcp_xdc_comm *comm)
 {
 	return atomic_load_explicit(&comm->stop, memory_order_acquire) ||
 	       atomic_load_explicit(&comm->error, memory_order_relaxed);
 }
-
-/*
- * Looks at the sockets and the eventfd without sleeping for up to spin_us:
- * the next message of a busy connection usually comes within microseconds,
- * and a sleeping thread costs a wake-up on both sides.  Each round yields
- * the CPU, so on a small host the proxy thread still runs.  Returns the
- * poll() result of the last round.
- */
-static int thread_spin(struct tcp_xdc_thread *t, struct pollfd *pfd, int n)
-{
-	uint64_t end = xdc_now_ns() + (uint64_t)t->comm->spin_us * 1000;
-	int ret;
-
-	do {
-		ret = poll(pfd, (nfds_t)n + 1, 0);
-		if (ret)
-			return ret;
-		sched_yield();
-	} while (xdc_now_ns() < end);
-	return 0;
-}
-
-/*
- * Sleeps until a socket in pfd[0..n-1] or the thread's eventfd is ready, or
- * for at most timeout_ms (-1: no limit).
- */
-int xdc_thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n,
-		       int timeout_ms)
-{
-	uint64_t count;
-	int ret = 0;
-
-	pfd[n].fd = t->efd;
-	pfd[n].events = POLLIN;
-	if (t->comm->spin_us && !t->comm->is_send)
-		ret = thread_spin(t, pfd, n);
-	if (!ret)
-		ret = poll(pfd, (nfds_t)n + 1, timeout_ms);
-	if (ret < 0) {
-		if (errno == EINTR)
-			return 0;
-		return xdc_comm_fail(t->comm, -errno, "poll: %s", strerror(errno));
-	}
-	if (pfd[n].revents & POLLIN) {
-		if (read(t->efd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-			MESH_INFO("eventfd read: %s", strerror(errno));
-	}
-	return 0;
-}
-
 
 /* ---- requests (proxy thread) ---- */
 
@@ -268,6 +209,8 @@ static int req_test(void *request, int *done, int *sizes)
 	int err;
 
 	*done = 0;
+	if (!comm->is_send && comm->inline_max && !req_finished(req, &size))
+		xdc_recv_inline(comm);
 	for (;;) {
 		if (req_finished(req, &size)) {
 			req->in_use = false;
@@ -353,16 +296,19 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 	req->piece = message_piece(comm, size);
 	req->nchunks = size ? (size + req->piece - 1) / req->piece : 1;
 	atomic_store(&comm->posted, req->seq + 1);
-	for (int i = 0; i < comm->nthreads && woken < req->nchunks; i++) {
-		struct tcp_xdc_thread *t = &comm->threads[i];
+	*request = req;
+	if (req->nchunks == 1 && size <= comm->inline_max &&
+	    xdc_send_inline(comm, req))
+		return 0;
+	for (int i = 0; i < comm->nlanes && woken < req->nchunks; i++) {
+		struct tcp_xdc_lane *l = &comm->lanes[i];
 
-		if (atomic_load_explicit(&t->want_work, memory_order_relaxed) &&
-		    atomic_exchange(&t->want_work, 0)) {
-			xdc_thread_wake(t);
+		if (atomic_load_explicit(&l->want_work, memory_order_relaxed) &&
+		    atomic_exchange(&l->want_work, 0)) {
+			xdc_lane_wake(l);
 			woken++;
 		}
 	}
-	*request = req;
 	return 0;
 }
 
@@ -383,11 +329,11 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	if (!req)
 		return 0;
 	atomic_store(&comm->posted, req->seq + 1);
-	for (int i = 0; i < comm->nthreads; i++) {
-		struct tcp_xdc_thread *t = &comm->threads[i];
+	for (int i = 0; i < comm->nlanes; i++) {
+		struct tcp_xdc_lane *l = &comm->lanes[i];
 
-		if (atomic_load(&t->wait_seq) <= req->seq)
-			xdc_thread_wake(t);
+		if (atomic_load(&l->wait_seq) <= req->seq)
+			xdc_lane_wake(l);
 	}
 	*request = req;
 	return 0;
@@ -395,28 +341,18 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 
 /* ---- lifecycle ---- */
 
-static void threads_stop(struct tcp_xdc_comm *comm)
+/* From here on the proxy thread alone moves the streams. */
+static void lanes_stop(struct tcp_xdc_comm *comm)
 {
 	atomic_store(&comm->stop, 1);
-	for (int i = 0; i < comm->nthreads; i++) {
-		struct tcp_xdc_thread *t = &comm->threads[i];
-
-		if (t->started) {
-			xdc_thread_wake(t);
-			pthread_join(t->tid, NULL);
-			t->started = false;
-		}
-		if (t->efd >= 0)
-			close(t->efd);
-		t->efd = -1;
-	}
+	xdc_pool_detach(comm);
 }
 
 static void comm_destroy(struct tcp_xdc_comm *comm)
 {
-	threads_stop(comm);
-	for (int i = 0; i < comm->nthreads; i++)
-		free(comm->threads[i].streams);
+	lanes_stop(comm);
+	for (int i = 0; i < comm->nlanes; i++)
+		free(comm->lanes[i].streams);
 	for (int i = 0; i < comm->nstreams; i++) {
 		if (comm->streams[i].fd >= 0)
 			close(comm->streams[i].fd);
@@ -424,7 +360,7 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 			tcp_xdc_crypt_fini(comm->streams[i].crypt);
 		free(comm->streams[i].crypt);
 	}
-	free(comm->threads);
+	free(comm->lanes);
 	free(comm->streams);
 	free(comm);
 }
@@ -470,11 +406,15 @@ static void send_close_streams(struct tcp_xdc_comm *comm)
 		comm->streams[i].fd = -1;
 }
 
-/* From here on the comm owns the fds, also when this fails. */
-static int comm_alloc(struct tcp_xdc_ctx *ctx, int nstreams, const int *fds,
-		      struct tcp_xdc_comm **comm_out)
+/*
+ * One lane per pool thread the comm uses, stream i in lane i % nlanes.
+ * From here on the comm owns the fds, also when this fails.
+ */
+static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
+		      const int *fds, struct tcp_xdc_comm **comm_out)
 {
-	int nthreads = ctx->threads < nstreams ? ctx->threads : nstreams;
+	int workers = xdc_pool_workers(ctx);
+	int nlanes = workers < nstreams ? workers : nstreams;
 	struct tcp_xdc_comm *comm = calloc(1, sizeof(*comm));
 
 	if (comm)
@@ -486,75 +426,39 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, int nstreams, const int *fds,
 		free(comm);
 		return -ENOMEM;
 	}
+	comm->nstreams = nstreams;
 	for (int i = 0; i < nstreams; i++) {
 		comm->streams[i].fd = fds[i];
 		comm->streams[i].index = i;
+		comm->streams[i].revents = is_send ? POLLOUT : POLLIN;
 	}
-	comm->nstreams = nstreams;
 	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
 		comm->reqs[i].base.test = req_test;
 		comm->reqs[i].comm = comm;
 	}
 	*comm_out = comm;
 
-	comm->threads = calloc((size_t)nthreads, sizeof(*comm->threads));
-	if (!comm->threads)
+	comm->lanes = calloc((size_t)nlanes, sizeof(*comm->lanes));
+	if (!comm->lanes)
 		return -ENOMEM;
-	comm->nthreads = nthreads;
-	for (int i = 0; i < nthreads; i++) {
-		comm->threads[i].comm = comm;
-		comm->threads[i].efd = -1;
-		atomic_init(&comm->threads[i].wait_seq, NO_WAIT);
-	}
-	for (int i = 0; i < nthreads; i++) {
-		comm->threads[i].streams = calloc(
-			(size_t)(nstreams + nthreads - 1) / (size_t)nthreads,
-			sizeof(*comm->threads[i].streams));
-		if (!comm->threads[i].streams)
+	comm->nlanes = nlanes;
+	for (int i = 0; i < nlanes; i++) {
+		struct tcp_xdc_lane *l = &comm->lanes[i];
+
+		l->comm = comm;
+		atomic_init(&l->wait_seq, NO_WAIT);
+		l->streams = calloc((size_t)(nstreams + nlanes - 1) /
+				    (size_t)nlanes, sizeof(*l->streams));
+		if (!l->streams)
 			return -ENOMEM;
 	}
-	/* Stream i is served by thread i % nthreads. */
 	for (int i = 0; i < nstreams; i++) {
-		struct tcp_xdc_thread *t = &comm->threads[i % nthreads];
+		struct tcp_xdc_lane *l = &comm->lanes[i % nlanes];
 
-		t->streams[t->nstreams++] = &comm->streams[i];
+		comm->streams[i].lane = l;
+		l->streams[l->nstreams++] = &comm->streams[i];
 	}
 	return 0;
-}
-
-/* Data threads take no signals: those belong to the application. */
-static int threads_start(struct tcp_xdc_comm *comm)
-{
-	sigset_t all, old;
-	int ret = 0;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	for (int i = 0; i < comm->nthreads && !ret; i++) {
-		struct tcp_xdc_thread *t = &comm->threads[i];
-		char name[16];
-
-		t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (t->efd < 0) {
-			ret = -errno;
-			MESH_WARN("eventfd: %s", strerror(errno));
-			break;
-		}
-		ret = -pthread_create(&t->tid, NULL, comm->is_send ?
-				      xdc_send_thread : xdc_recv_thread, t);
-		if (ret) {
-			MESH_WARN("cannot start a data thread: %s",
-				  strerror(-ret));
-			break;
-		}
-		t->started = true;
-		snprintf(name, sizeof(name), "xdc-%c%u-%u",
-			 comm->is_send ? 's' : 'r', comm->id % 1000,
-			 (unsigned int)i % 100);
-		pthread_setname_np(t->tid, name);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return ret;
 }
 
 static int fds_nonblocking(struct tcp_xdc_comm *comm)
@@ -603,7 +507,13 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	char sealed[64] = "not encrypted";
 	int ret;
 
-	ret = comm_alloc(ctx, nstreams, fds, &comm);
+	ret = tcp_xdc_pool_start(ctx);
+	if (ret) {
+		for (int i = 0; i < nstreams; i++)
+			close(fds[i]);
+		return ret;
+	}
+	ret = comm_alloc(ctx, is_send, nstreams, fds, &comm);
 	if (ret) {
 		MESH_WARN("peer %s: out of memory for a connection", peer);
 		goto err;
@@ -615,7 +525,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	comm->min_chunk = ctx->min_chunk < chunk_size ? ctx->min_chunk :
 							chunk_size;
 	comm->timeout_ms = ctx->timeout_ms;
-	comm->spin_us = ctx->spin_us;
+	comm->inline_max = ctx->inline_max;
 	if (ctx->timeout_ms) {
 		uint64_t busy = (uint64_t)ctx->timeout_ms / 8;
 
@@ -638,12 +548,12 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	ret = fds_nonblocking(comm);
 	if (ret)
 		goto err;
-	ret = threads_start(comm);
+	ret = xdc_pool_attach(ctx, comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams, %d threads, %zu-%zu KiB chunks, timeout %d ms, %s",
+	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s",
 		  xdc_comm_kind(comm), comm->id, is_send ? "to" : "from",
-		  comm->peer, comm->nstreams, comm->nthreads,
+		  comm->peer, comm->nstreams, comm->nlanes,
 		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms,
 		  sealed);
 	*comm_out = comm;
@@ -660,7 +570,7 @@ int tcp_xdc_close_send(void *send_comm)
 
 	if (!comm)
 		return 0;
-	threads_stop(comm);
+	lanes_stop(comm);
 	send_close_streams(comm);
 	comm_destroy(comm);
 	return 0;

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc data path internals shared by its three parts: requests and
- * lifecycle (tcp_xdc_data.c), send threads (tcp_xdc_send.c) and receive
- * threads (tcp_xdc_recv.c).
+ * tcp-xdc data path internals shared by its parts: requests and lifecycle
+ * (tcp_xdc_data.c), the pool of data threads (tcp_xdc_pool.c), and what
+ * they do with send streams (tcp_xdc_send.c) and receive streams
+ * (tcp_xdc_recv.c).
  */
 #ifndef TCP_XDC_PATH_H
 #define TCP_XDC_PATH_H
 
 #include <poll.h>
+#include <stdatomic.h>
 
 #include "tcp_xdc.h"
 
@@ -19,7 +21,6 @@
 
 uint64_t xdc_now_ns(void);
 const char *xdc_comm_kind(const struct tcp_xdc_comm *comm);
-void xdc_thread_wake(struct tcp_xdc_thread *t);
 /* Records the first failure of a comm (logged when a request sees it). */
 int xdc_comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -31,11 +32,63 @@ int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s, int err);
 int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
 			     struct tcp_xdc_stream *s);
-bool xdc_thread_should_exit(struct tcp_xdc_comm *comm);
-int xdc_thread_poll(struct tcp_xdc_thread *t, struct pollfd *pfd, int n,
-		    int timeout_ms);
+/* Failed or closing: the pool threads leave it alone. */
+bool xdc_comm_stopped(struct tcp_xdc_comm *comm);
 
-void *xdc_send_thread(void *arg);
-void *xdc_recv_thread(void *arg);
+/* tcp_xdc_pool.c */
+int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm);
+/* Returns once no pool thread looks at the comm's streams any more. */
+void xdc_pool_detach(struct tcp_xdc_comm *comm);
+int xdc_pool_workers(const struct tcp_xdc_ctx *ctx);
+void xdc_lane_wake(struct tcp_xdc_lane *l);
+
+/* Takes the stream if nobody holds it; never waits. */
+static inline bool xdc_stream_hold(struct tcp_xdc_stream *s)
+{
+	return !atomic_exchange(&s->held, true);
+}
+
+/*
+ * The pool thread's side: it marks the stream passed before it tries, so
+ * that the proxy thread, releasing after, sees the mark and wakes it.
+ */
+static inline bool xdc_stream_hold_or_pass(struct tcp_xdc_stream *s)
+{
+	atomic_store(&s->passed, true);
+	if (!xdc_stream_hold(s))
+		return false;
+	atomic_store_explicit(&s->passed, false, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * The proxy thread's release after its fast path: the pool thread takes
+ * over when it passed the stream by meanwhile or when work is left on it.
+ */
+static inline void xdc_stream_hand_back(struct tcp_xdc_stream *s,
+					bool work_left)
+{
+	atomic_store(&s->held, false);
+	if (atomic_exchange(&s->passed, false) || work_left)
+		xdc_lane_wake(s->lane);
+}
+
+static inline void xdc_stream_release(struct tcp_xdc_stream *s)
+{
+	atomic_store_explicit(&s->held, false, memory_order_release);
+}
+
+/* tcp_xdc_send.c: one step of a send lane, its poll set in pfd; returns
+ * how long its thread may sleep (-1: until woken, 0: not at all). */
+int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd);
+bool xdc_send_lane_has_work(struct tcp_xdc_lane *l);
+/* isend's fast path on stream 0: true when it took the message (written
+ * whole, or left to the pool thread it woke). */
+bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req);
+
+/* tcp_xdc_recv.c: the same for receive lanes. */
+int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd);
+/* test()'s fast path: reads small chunks on stream 0 itself. */
+void xdc_recv_inline(struct tcp_xdc_comm *comm);
 
 #endif

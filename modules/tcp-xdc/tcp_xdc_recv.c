@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc receive threads: chunk headers checked and parked until their
- * receive is posted, payload read straight into it, streams the peer ended,
- * and pings that prove the link alive.
+ * tcp-xdc receive streams: chunk headers checked and parked until their
+ * receive is posted, payload read straight into it (by the pool threads, or
+ * a small chunk by the proxy thread in test()), streams the peer ended, and
+ * pings that prove the link alive.
  */
 #include <errno.h>
 #include <poll.h>
@@ -211,8 +212,12 @@ static ssize_t payload_read(struct tcp_xdc_comm *comm,
 	return 1;
 }
 
-/* Returns 0 when the stream would block or waits for an irecv, or -errno. */
-static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/*
+ * Returns 0 when the stream would block, waits for an irecv or holds a
+ * chunk longer than max_len, or -errno.
+ */
+static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 size_t max_len)
 {
 	ssize_t n;
 	int ret;
@@ -237,13 +242,16 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			/* fall through */
 		case TCP_XDC_PARKED:
 			if (atomic_load_explicit(&comm->posted,
-						 memory_order_acquire) <= s->seq)
+						 memory_order_acquire) <= s->seq ||
+			    s->len > max_len)
 				return 0;
 			ret = chunk_attach(comm, s);
 			if (ret)
 				return ret;
 			/* fall through */
 		case TCP_XDC_PAYLOAD:
+			if (s->len > max_len)
+				return 0;
 			if (s->payload_done < s->len) {
 				n = payload_read(comm, s);
 				if (n <= 0)
@@ -272,47 +280,33 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
  * as the sign that we live (send_check_stalls).  Otherwise it is half the
  * keepalive idle time, so the kernel's keepalive never probes a stream (it
  * would drop one with TCP_USER_TIMEOUT at the first lost probe).  A stream
- * the peer ended gets none.  Returns how long the thread may sleep (-1:
- * until woken), or -errno once a stream failed.
+ * the peer ended gets none.  Returns 0 or -errno; *next: when the stream
+ * wants its next look.
  */
-static int recv_ping_check(struct tcp_xdc_thread *t)
+static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     uint64_t now, bool busy, uint64_t *next)
 {
 	static const char ping = 'p';
-	struct tcp_xdc_comm *comm = t->comm;
-	uint64_t now, next = UINT64_MAX;
-	bool busy;
+	uint64_t period = busy || s->state == TCP_XDC_PARKED ?
+			  comm->ping_busy_ns : comm->ping_idle_ns;
 
-	if (!comm->ping_busy_ns)
-		return -1;
-	now = xdc_now_ns();
-	busy = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
-	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
-	for (int i = 0; i < t->nstreams; i++) {
-		struct tcp_xdc_stream *s = t->streams[i];
-		uint64_t period = busy || s->state == TCP_XDC_PARKED ?
-				  comm->ping_busy_ns : comm->ping_idle_ns;
-
-		if (s->state == TCP_XDC_ENDED || s->peer_done)
-			continue;
-		if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
-			s->rx_seen = s->rx_bytes;
-			s->quiet_since = now;
-		}
-		if (now - s->quiet_since >= period) {
-			s->quiet_since = now;
-			/* A closed or reset peer shows on the read side. */
-			if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
-			    errno != EAGAIN && errno != EWOULDBLOCK &&
-			    errno != EINTR && errno != EPIPE &&
-			    errno != ECONNRESET)
-				return xdc_stream_syscall_fail(comm, s, errno);
-		}
-		if (s->quiet_since + period < next)
-			next = s->quiet_since + period;
+	if (s->state == TCP_XDC_ENDED || s->peer_done)
+		return 0;
+	if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
+		s->rx_seen = s->rx_bytes;
+		s->quiet_since = now;
 	}
-	if (next == UINT64_MAX)
-		return -1;
-	return (int)((next - now) / 1000000) + 1;
+	if (now - s->quiet_since >= period) {
+		s->quiet_since = now;
+		/* A closed or reset peer shows on the read side. */
+		if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+		    errno != EPIPE && errno != ECONNRESET)
+			return xdc_stream_syscall_fail(comm, s, errno);
+	}
+	if (s->quiet_since + period < *next)
+		*next = s->quiet_since + period;
+	return 0;
 }
 
 /*
@@ -321,67 +315,103 @@ static int recv_ping_check(struct tcp_xdc_thread *t)
  * left alone until its receive is posted.  Other errors (a timed out ping)
  * fail the connection.
  */
-static int recv_check_parked(struct tcp_xdc_thread *t, struct pollfd *pfd)
+static int recv_check_parked(struct tcp_xdc_comm *comm,
+			     struct tcp_xdc_stream *s, short revents)
 {
-	for (int i = 0; i < t->nstreams; i++) {
-		struct tcp_xdc_stream *s = t->streams[i];
-		int err = 0;
-		socklen_t len = sizeof(err);
+	int err = 0;
+	socklen_t len = sizeof(err);
 
-		if (s->state != TCP_XDC_PARKED || !pfd[i].revents)
-			continue;
-		if ((pfd[i].revents & POLLERR) &&
-		    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
-		    err && err != ECONNRESET && err != EPIPE)
-			return xdc_stream_syscall_fail(t->comm, s, err);
-		s->peer_done = true;
-	}
+	if ((revents & POLLERR) &&
+	    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
+	    err && err != ECONNRESET && err != EPIPE)
+		return xdc_stream_syscall_fail(comm, s, err);
+	s->peer_done = true;
 	return 0;
 }
 
-void *xdc_recv_thread(void *arg)
+/* One held stream: its events, what it can read, its ping.  0 or -errno. */
+static int recv_stream_step(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, uint64_t now, bool busy,
+			    uint64_t *next)
 {
-	struct tcp_xdc_thread *t = arg;
-	struct tcp_xdc_comm *comm = t->comm;
-	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+	short revents = s->revents;
+	int ret = 0;
 
-	for (int i = 0; i < t->nstreams; i++)
-		pfd[i].revents = POLLIN;
-	while (!xdc_thread_should_exit(comm)) {
-		uint64_t wait = NO_WAIT;
-		int sleep_ms;
-
-		for (int i = 0; i < t->nstreams; i++) {
-			struct tcp_xdc_stream *s = t->streams[i];
-
-			if ((pfd[i].revents || s->state == TCP_XDC_PARKED) &&
-			    recv_progress(comm, s) < 0)
-				return NULL;
-			pfd[i].fd = s->fd;
-			pfd[i].revents = 0;
-			pfd[i].events = POLLIN;
-			/* A parked stream is not read: TCP pushes back. */
-			if (s->state == TCP_XDC_PARKED) {
-				pfd[i].events = 0;
-				if (s->seq < wait)
-					wait = s->seq;
-			}
-			/* Nothing more will come (poll would flag the
-			 * hangup over and over). */
-			if (s->state == TCP_XDC_ENDED ||
-			    (s->state == TCP_XDC_PARKED && s->peer_done))
-				pfd[i].fd = -1;
-		}
-		/* Pairs with the posted store in irecv: no lost wakeup. */
-		atomic_store(&t->wait_seq, wait);
-		if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
-			continue;
-		sleep_ms = recv_ping_check(t);
-		if (sleep_ms < -1 ||
-		    xdc_thread_poll(t, pfd, t->nstreams, sleep_ms) ||
-		    recv_check_parked(t, pfd))
-			return NULL;
-	}
-	return NULL;
+	s->revents = 0;
+	if (s->state == TCP_XDC_PARKED && revents)
+		ret = recv_check_parked(comm, s, revents);
+	if (!ret && (revents || s->state == TCP_XDC_PARKED))
+		ret = recv_progress(comm, s, SIZE_MAX);
+	if (!ret && comm->ping_busy_ns)
+		ret = recv_ping(comm, s, now, busy, next);
+	return ret;
 }
 
+int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
+{
+	struct tcp_xdc_comm *comm = l->comm;
+	uint64_t wait = NO_WAIT, next = UINT64_MAX, now = 0;
+	bool busy;
+
+	if (comm->ping_busy_ns)
+		now = xdc_now_ns();
+	busy = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
+	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
+	for (int i = 0; i < l->nstreams; i++) {
+		struct tcp_xdc_stream *s = l->streams[i];
+		int ret;
+
+		pfd[i] = (struct pollfd){ .fd = -1 };
+		if (!xdc_stream_hold_or_pass(s))
+			continue;
+		ret = recv_stream_step(comm, s, now, busy, &next);
+		/* A parked stream is not read: TCP pushes back.  One that
+		 * ended gets nothing more (poll would flag the hangup over
+		 * and over). */
+		pfd[i].events = s->state == TCP_XDC_PARKED ? 0 : POLLIN;
+		if (s->state == TCP_XDC_PARKED && s->seq < wait)
+			wait = s->seq;
+		if (!ret && s->state != TCP_XDC_ENDED &&
+		    !(s->state == TCP_XDC_PARKED && s->peer_done) &&
+		    !(s->state == TCP_XDC_IDLE &&
+		      atomic_load_explicit(&s->proxy_reads,
+					   memory_order_relaxed)))
+			pfd[i].fd = s->fd;
+		xdc_stream_release(s);
+		if (ret)
+			return 0;
+	}
+	/* Pairs with the posted store in irecv: no lost wakeup. */
+	atomic_store(&l->wait_seq, wait);
+	if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
+		return 0;
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000) + 1;
+}
+
+/*
+ * test() reads stream 0 itself when it holds a small chunk or none yet, so
+ * a small message lands without waking a pool thread: a busy proxy thread
+ * sees the bytes as soon as the kernel has them.  While it does, the pool
+ * thread does not watch the idle stream (both would wake for every
+ * message, and on a small host the second wake-up delays the first).  What
+ * it leaves half done or parked, a large chunk, goes back to the pool
+ * thread.
+ */
+void xdc_recv_inline(struct tcp_xdc_comm *comm)
+{
+	struct tcp_xdc_stream *s = &comm->streams[0];
+	bool left;
+
+	if (!xdc_stream_hold(s))
+		return;
+	if (s->state != TCP_XDC_ENDED && s->state != TCP_XDC_DEAD)
+		recv_progress(comm, s, comm->inline_max);
+	left = s->state == TCP_XDC_PARKED || s->state == TCP_XDC_PAYLOAD;
+	if (left != !atomic_load_explicit(&s->proxy_reads,
+					  memory_order_relaxed))
+		atomic_store_explicit(&s->proxy_reads, !left,
+				      memory_order_relaxed);
+	xdc_stream_hand_back(s, left);
+}

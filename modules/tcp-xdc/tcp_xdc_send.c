@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc send threads: chunks claimed from the shared cursor, written with
- * their headers, the receiver's pings dropped, blocked streams watched for
- * a dead peer.
+ * tcp-xdc send streams: chunks claimed from the shared cursor, written with
+ * their headers by the pool threads (or a small one by the proxy thread
+ * itself), the receiver's pings dropped, blocked streams watched for a dead
+ * peer.
  */
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -39,11 +39,13 @@ static void chunk_hdr_encode(struct tcp_xdc_stream *s)
 }
 
 /*
- * Takes the next chunk for stream s.  A cursor that still points into a
- * message proves that message incomplete, so its slot cannot be reused
- * while we look at it: a successful CAS validates what was read before.
+ * Takes the next chunk for stream s, when it belongs to message only
+ * (NO_WAIT: to any message).  A cursor that still points into a message
+ * proves that message incomplete, so its slot cannot be reused while we
+ * look at it: a successful CAS validates what was read before.
  */
-static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			uint64_t only)
 {
 	uint64_t cur = atomic_load_explicit(&comm->cursor,
 					    memory_order_acquire);
@@ -55,7 +57,7 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		struct tcp_xdc_req *req;
 		uint64_t size, off, len, next, piece;
 
-		if (msg == posted)
+		if (msg == posted || (only != NO_WAIT && msg != only))
 			return false;
 		req = &comm->reqs[msg % TCP_XDC_MAX_REQUESTS];
 		size = __atomic_load_n(&req->size, __ATOMIC_RELAXED);
@@ -84,27 +86,6 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		chunk_hdr_encode(s);
 		return true;
 	}
-}
-
-/*
- * An idle send thread looks for the next message for up to spin_us before
- * it asks to be woken: a busy proxy posts again within microseconds, and
- * then neither side pays for an eventfd write and a wake-up.  Yielding in
- * the loop keeps the proxy thread running on a small host.
- */
-static bool send_spin(struct tcp_xdc_comm *comm)
-{
-	uint64_t end;
-
-	if (!comm->spin_us)
-		return false;
-	end = xdc_now_ns() + (uint64_t)comm->spin_us * 1000;
-	do {
-		if (send_work_available(comm))
-			return true;
-		sched_yield();
-	} while (xdc_now_ns() < end && !xdc_thread_should_exit(comm));
-	return false;
 }
 
 /*
@@ -140,7 +121,7 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		ssize_t n;
 
 		if (s->state == TCP_XDC_IDLE &&
-		    (s->peer_done || !chunk_claim(comm, s)))
+		    (s->peer_done || !chunk_claim(comm, s, NO_WAIT)))
 			return 0;
 		if (s->hdr_done < sizeof(s->wire)) {
 			iov[msg.msg_iovlen].iov_base =
@@ -242,83 +223,125 @@ static int send_check_events(struct tcp_xdc_comm *comm,
  * acknowledged nothing, with data in flight or, at a zero window, without a
  * word from the peer: a live receiver pings every stream it does not read,
  * and its kernel acknowledges data as it arrives, so only a dead peer or a
- * dead link stays silent (tcp_xdc_stall_check).  Returns how long the thread may
- * sleep (-1: until woken), or -errno once a stream failed.
+ * dead link stays silent (tcp_xdc_stall_check).  A lane looks at its
+ * blocked streams every ping_busy_ns.
  */
-static int send_check_stalls(struct tcp_xdc_thread *t, bool busy)
-{
-	struct tcp_xdc_comm *comm = t->comm;
+struct stall_round {
 	uint64_t now;
+	bool due;
+	bool restart;			/* the lane was not busy before */
+};
 
-	if (!busy || !comm->timeout_ms) {
-		t->next_check_ns = 0;
+static struct stall_round stall_round_begin(struct tcp_xdc_lane *l)
+{
+	struct stall_round r = { 0 };
+
+	if (!l->comm->timeout_ms)
+		return r;
+	r.now = xdc_now_ns();
+	r.due = r.now >= l->next_check_ns;
+	r.restart = !l->next_check_ns;
+	return r;
+}
+
+/* How long the lane may sleep as far as its stall checks go. */
+static int stall_round_end(struct tcp_xdc_lane *l, const struct stall_round *r,
+			   bool busy)
+{
+	uint64_t period = l->comm->ping_busy_ns;
+
+	if (!busy || !l->comm->timeout_ms) {
+		l->next_check_ns = 0;
 		return -1;
 	}
-	now = xdc_now_ns();
-	if (t->next_check_ns && now < t->next_check_ns)
-		return (int)((t->next_check_ns - now) / 1000000) + 1;
-	for (int i = 0; i < t->nstreams; i++) {
-		struct tcp_xdc_stream *s = t->streams[i];
-
-		if (s->state == TCP_XDC_PAYLOAD &&
-		    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, now,
-					comm->timeout_ms, !t->next_check_ns))
-			return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
-	}
-	t->next_check_ns = now + comm->ping_busy_ns;
-	return (int)(comm->ping_busy_ns / 1000000) + 1;
+	if (r->due)
+		l->next_check_ns = r->now + period;
+	return (int)((l->next_check_ns - r->now) / 1000000) + 1;
 }
 
-void *xdc_send_thread(void *arg)
+/* One held stream: events, then whatever it can write.  0 or -errno. */
+static int send_stream_step(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s,
+			    const struct stall_round *r)
 {
-	struct tcp_xdc_thread *t = arg;
-	struct tcp_xdc_comm *comm = t->comm;
-	struct pollfd pfd[TCP_XDC_MAX_STREAMS + 1];
+	short revents = s->revents;
+	int ret = 0;
 
-	for (int i = 0; i < t->nstreams; i++)
-		pfd[i].revents = POLLOUT;
-	while (!xdc_thread_should_exit(comm)) {
-		bool idle = false, busy = false;
-		int sleep_ms;
-
-		for (int i = 0; i < t->nstreams; i++) {
-			struct tcp_xdc_stream *s = t->streams[i];
-			int ret = 0;
-
-			if (pfd[i].revents & ~POLLOUT)
-				ret = send_check_events(comm, s,
-							pfd[i].revents);
-			if (!ret && (s->state == TCP_XDC_IDLE ||
-				     pfd[i].revents))
-				ret = send_progress(comm, s);
-			if (ret < 0)
-				return NULL;
-			/* A stream holding a chunk is blocked on its socket;
-			 * one the peer closed has nothing more to read. */
-			pfd[i].events = (s->peer_done ? 0 : POLLIN | POLLRDHUP) |
-				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
-			pfd[i].fd = pfd[i].events ? s->fd : -1;
-			pfd[i].revents = 0;
-			idle |= s->state == TCP_XDC_IDLE && !s->peer_done;
-			busy |= s->state == TCP_XDC_PAYLOAD;
-		}
-		/* Only when no stream waits for its socket: those are polled. */
-		if (idle && !busy && send_spin(comm))
-			continue;
-		if (idle) {
-			/* Pairs with the posted store in isend. */
-			atomic_store(&t->want_work, 1);
-			if (send_work_available(comm)) {
-				atomic_store(&t->want_work, 0);
-				continue;
-			}
-		}
-		sleep_ms = send_check_stalls(t, busy);
-		if (sleep_ms < -1 ||
-		    xdc_thread_poll(t, pfd, t->nstreams, sleep_ms))
-			return NULL;
-		atomic_store_explicit(&t->want_work, 0, memory_order_relaxed);
-	}
-	return NULL;
+	s->revents = 0;
+	if (revents & ~POLLOUT)
+		ret = send_check_events(comm, s, revents);
+	if (!ret && (s->state == TCP_XDC_IDLE || revents))
+		ret = send_progress(comm, s);
+	if (ret < 0)
+		return ret;
+	if (r->due && s->state == TCP_XDC_PAYLOAD &&
+	    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, r->now,
+				comm->timeout_ms, r->restart))
+		return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
+	return 0;
 }
 
+int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
+{
+	struct tcp_xdc_comm *comm = l->comm;
+	struct stall_round r = stall_round_begin(l);
+	bool idle = false, busy = false;
+
+	for (int i = 0; i < l->nstreams; i++) {
+		struct tcp_xdc_stream *s = l->streams[i];
+		int ret;
+
+		pfd[i] = (struct pollfd){ .fd = -1 };
+		if (!xdc_stream_hold_or_pass(s))
+			continue;
+		ret = send_stream_step(comm, s, &r);
+		/* A stream holding a chunk is blocked on its socket; one the
+		 * peer closed has nothing more to read. */
+		pfd[i].events = (s->peer_done ? 0 : POLLIN | POLLRDHUP) |
+				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
+		pfd[i].fd = pfd[i].events && !ret ? s->fd : -1;
+		idle |= s->state == TCP_XDC_IDLE && !s->peer_done;
+		busy |= s->state == TCP_XDC_PAYLOAD;
+		xdc_stream_release(s);
+		if (ret)
+			return 0;
+	}
+	if (idle) {
+		/* Pairs with the posted store in isend. */
+		atomic_store(&l->want_work, 1);
+		if (send_work_available(comm)) {
+			atomic_store(&l->want_work, 0);
+			return 0;
+		}
+	}
+	return stall_round_end(l, &r, busy);
+}
+
+bool xdc_send_lane_has_work(struct tcp_xdc_lane *l)
+{
+	return l->comm->is_send &&
+	       atomic_load_explicit(&l->want_work, memory_order_relaxed) &&
+	       send_work_available(l->comm);
+}
+
+/*
+ * A message of one chunk goes out from the proxy thread, on stream 0 when
+ * that is idle and no earlier chunk waits for a stream: no hand-off to a
+ * pool thread and no wake-up, which on loopback cost more than the write.
+ * A socket too full for all of it leaves the rest to the pool thread.
+ */
+bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req)
+{
+	struct tcp_xdc_stream *s = &comm->streams[0];
+	bool took = false;
+
+	if (!xdc_stream_hold(s))
+		return false;
+	if (s->state == TCP_XDC_IDLE && !s->peer_done &&
+	    chunk_claim(comm, s, req->seq)) {
+		took = true;
+		send_progress(comm, s);
+	}
+	xdc_stream_hand_back(s, s->state != TCP_XDC_IDLE);
+	return took;
+}
