@@ -13,7 +13,8 @@
 #    nothing else;
 #  - the SVG that Graphviz rendered from the report's DOT holds one node
 #    per host, one cluster per DC and one edge per host pair, the failed
-#    one dashed (SKIP printed for this part without Graphviz).
+#    one dashed, b1 <-> b2's red, thick and labelled "degraded", and no
+#    other edge marked (SKIP printed for this part without Graphviz).
 # With CLUSTER_KEEP=DIR the text report, JSON, DOT and SVG are copied to
 # DIR (the pictures of docs/meshinfo.md come from there).
 #
@@ -115,6 +116,7 @@ blocked='timed out'
 python3 "$check" "$out/cluster.json" --schema "$schema" --hosts "$size" \
 	--ok-pairs $((size * (size - 1) - 2)) --failed "a2:a3=$blocked" \
 	--finding degraded=b1:b2 --finding unreachable=a2:a3 --only-findings \
+	--marked degraded=b1:b2 \
 	"${svg_check[@]}" || {
 	show_all
 	cat "$out/cluster.json"

@@ -20,6 +20,10 @@ usage: cluster_report.py REPORT.json [checks...]
   --svg FILE           the rendered picture: one node per host, one
                        cluster per DC, one edge per host pair and rail,
                        failed pairs dashed
+  --marked KIND=A:B    with --svg: the edges of A and B are drawn as a
+                       finding of KIND (red, thick, the label naming it);
+                       repeatable; no edge of another pair that connected
+                       is drawn so
   --table              print one line per pair: from to class gbps lat_us
 
 Exit 0 when every check holds, 1 (with the reasons) otherwise.  Hosts are
@@ -131,7 +135,17 @@ def svg_text(g):
     return " ".join(t.text or "" for t in g.iter() if t.tag.endswith("}text"))
 
 
-def check_svg(doc, name, path):
+def edge_marks(g):
+    """What an edge's drawing says: its stroke colors, whether a line is
+    thick (a finding's mark), and its label."""
+    strokes = {c.get("stroke") for c in g.iter()
+               if c.tag.endswith("}path") and c.get("stroke")}
+    thick = any(float(c.get("stroke-width") or 1) >= 2.5 for c in g.iter()
+                if c.tag.endswith("}path"))
+    return strokes, thick, svg_text(g)
+
+
+def check_svg(doc, name, path, marked=()):
     """Graphviz writes one <g class="node|edge|cluster"> per element, with
     the DOT name in its <title>; node names are mapped to hosts through
     their labels, which hold the host name."""
@@ -179,6 +193,10 @@ def check_svg(doc, name, path):
         key = frozenset((name[p["from"]], name[p["to"]]))
         if key not in relayed:
             want[key] = len(rails)
+    marks = {}
+    for spec in marked:
+        kind, _, pair = spec.partition("=")
+        marks[frozenset(host_pair(pair))] = kind
     got = {}
     for g in groups["edge"]:
         ends = re.split(r"->|--", title(g))
@@ -191,6 +209,17 @@ def check_svg(doc, name, path):
             dashed = any(c.get("stroke-dasharray") for c in g.iter())
             if not dashed:
                 fail(f"svg edge of the failed pair {sorted(key)} is not dashed")
+            continue
+        strokes, thick, text = edge_marks(g)
+        if key in marks:
+            if strokes != {"red"} or not thick or marks[key] not in text:
+                fail(f"svg edge of {sorted(key)} is not marked "
+                     f"'{marks[key]}' (strokes {sorted(strokes)}, "
+                     f"thick {thick}, label '{text}')")
+        elif "red" in strokes or thick or \
+                any(k in text for k in ("degraded", "asymmetric")):
+            fail(f"svg edge of {sorted(key)} is marked, though no finding "
+                 f"was expected (label '{text}')")
     for key in set(want) | set(got):
         if key in relayed:
             continue
@@ -214,6 +243,7 @@ def main():
     ap.add_argument("--only-findings", action="store_true")
     ap.add_argument("--no-finding", action="append", default=[])
     ap.add_argument("--svg")
+    ap.add_argument("--marked", action="append", default=[])
     ap.add_argument("--table", action="store_true")
     a = ap.parse_args()
 
@@ -248,7 +278,7 @@ def main():
         if f["kind"] in a.no_finding:
             fail(f"unexpected finding: {f['kind']}: {f.get('text')}")
     if a.svg:
-        check_svg(doc, name, a.svg)
+        check_svg(doc, name, a.svg, a.marked)
     if a.table:
         for p in doc["pairs"]:
             print(f"{p['rail']} {name[p['from']]} {name[p['to']]} "

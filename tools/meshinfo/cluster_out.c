@@ -299,18 +299,52 @@ static int relay_host(const struct cl_report *r, const char *name,
 	return -1;
 }
 
+/* Two digits below 1 Gb/s: a slow link's figures must not read 0.0. */
 static void dot_rate(char *buf, size_t cap, const struct cl_pair *p)
 {
 	if (p->gbps >= 0)
-		snprintf(buf, cap, "%.1f", p->gbps);
+		snprintf(buf, cap, p->gbps < 1 ? "%.2f" : "%.1f", p->gbps);
 	else
 		snprintf(buf, cap, "?");
 }
 
+/* One edge: its color, more attributes (each ", name=value"), a label. */
+static void dot_edge(FILE *out, int a, int b, const char *color,
+		     const char *attrs, const char *label)
+{
+	fprintf(out, "  h%d -- h%d [color=%s%s", a, b, color, attrs);
+	if (label) {
+		fputs(", label=", out);
+		dot_str(out, label);
+	}
+	fputs("];\n", out);
+}
+
+/* What the findings say of a pair that connects: degraded or asymmetric
+ * pairs are drawn red and thick, the finding first in the label; NULL
+ * when neither. */
+static const char *marked(const struct cl_report *r, int rail, int i, int j)
+{
+	for (int k = 0; k < r->nfindings; k++) {
+		const struct cl_finding *f = &r->findings[k];
+
+		if (f->rail == rail && ((f->from == i && f->to == j) ||
+					(f->from == j && f->to == i)) &&
+		    (!strcmp(f->kind, "degraded") ||
+		     !strcmp(f->kind, "asymmetric")))
+			return f->kind;
+	}
+	return NULL;
+}
+
+#define MARK_ATTRS ", penwidth=3, fontcolor=red"
+
 /* A relayed pair: through its relays' nodes when all are hosts here. */
 static void dot_relayed(FILE *out, const struct cl_report *r,
-			const struct cl_pair *p, const char *text)
+			const struct cl_pair *p, const char *text, bool mark)
 {
+	const char *col = mark ? "red" : "orange";
+	const char *bold = mark ? ", style=bold" MARK_ATTRS : ", style=bold";
 	int via[CL_MAX_RELAYS], n = p->nrelays;
 
 	for (int k = 0; k < n; k++)
@@ -318,18 +352,27 @@ static void dot_relayed(FILE *out, const struct cl_report *r,
 					 p->relay_addrs[k])) < 0)
 			n = -1;
 	if (n <= 0) {
-		fprintf(out, "  h%d -- h%d [color=orange, label=", p->from,
-			p->to);
-		dot_str(out, text);
-		fprintf(out, "];\n");
+		dot_edge(out, p->from, p->to, col, mark ? MARK_ATTRS : "", text);
 		return;
 	}
-	fprintf(out, "  h%d -- h%d [color=orange, label=", p->from, via[0]);
-	dot_str(out, text);
-	fprintf(out, "];\n");
+	dot_edge(out, p->from, via[0], col, mark ? MARK_ATTRS : "", text);
 	for (int k = 0; k < n; k++)
-		fprintf(out, "  h%d -- h%d [color=orange, style=bold];\n",
-			via[k], k + 1 < n ? via[k + 1] : p->to);
+		dot_edge(out, via[k], k + 1 < n ? via[k + 1] : p->to, col, bold,
+			 NULL);
+}
+
+/* Appends " via R1 R2" to text when the first relay is no host here. */
+static void via_text(const struct cl_report *r, const struct cl_pair *p,
+		     char *text, size_t cap)
+{
+	size_t len = strlen(text);
+
+	if (!p->nrelays || relay_host(r, p->relays[0], p->relay_addrs[0]) >= 0)
+		return;
+	len += (size_t)snprintf(text + len, cap - len, " via");
+	for (int k = 0; k < p->nrelays && len < cap; k++)
+		len += (size_t)snprintf(text + len, cap - len, " %s",
+					p->relays[k]);
 }
 
 /* Both ways take the same kind of path: one edge shows them. */
@@ -340,34 +383,27 @@ static bool same_path(const struct cl_pair *a, const struct cl_pair *b)
 
 /* One way of a pair whose two ways differ: its own arrow. */
 static void dot_way(FILE *out, const struct cl_report *r,
-		    const struct cl_pair *p, const char *prefix)
+		    const struct cl_pair *p, const char *prefix, bool mark)
 {
 	char text[512], rate[16];
-	size_t len;
 
 	dot_rate(rate, sizeof(rate), p);
-	len = (size_t)snprintf(text, sizeof(text), "%s%s Gb/s", prefix, rate);
-	if (p->nrelays && relay_host(r, p->relays[0], p->relay_addrs[0]) < 0) {
-		len += (size_t)snprintf(text + len, sizeof(text) - len, " via");
-		for (int k = 0; k < p->nrelays && len < sizeof(text); k++)
-			len += (size_t)snprintf(text + len, sizeof(text) - len,
-						" %s", p->relays[k]);
-	}
+	snprintf(text, sizeof(text), "%s%s Gb/s", prefix, rate);
+	via_text(r, p, text, sizeof(text));
 	if (p->nrelays) {
-		dot_relayed(out, r, p, text);
+		dot_relayed(out, r, p, text, mark);
 		return;
 	}
-	fprintf(out, "  h%d -- h%d [color=%s, dir=forward, label=", p->from,
-		p->to, color(p->cls));
-	dot_str(out, text);
-	fprintf(out, "];\n");
+	dot_edge(out, p->from, p->to, mark ? "red" : color(p->cls),
+		 mark ? ", dir=forward" MARK_ATTRS : ", dir=forward", text);
 }
 
 static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 		     int j)
 {
 	const struct cl_pair *a = at(r, rail, i, j), *b = at(r, rail, j, i);
-	char text[512], ra[16], rb[16], prefix[CL_NAME_MAX + 4] = "";
+	const char *mark = marked(r, rail, i, j);
+	char text[512], ra[16], rb[16], prefix[CL_NAME_MAX + 32] = "";
 
 	if (r->nrails > 1)
 		snprintf(prefix, sizeof(prefix), "%s: ", rail_name(r, rail));
@@ -380,16 +416,20 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 		if (k && !a->ok && !strcmp(a->error, b->error))
 			break;
 		snprintf(text, sizeof(text), "%s%s", prefix, p->error);
-		fprintf(out, "  h%d -- h%d [color=red, style=dashed, dir=%s, label=",
-			p->from, p->to, a->ok || b->ok ? "forward" : "none");
-		dot_str(out, text);
-		fprintf(out, "];\n");
+		dot_edge(out, p->from, p->to, "red", a->ok || b->ok ?
+			 ", style=dashed, dir=forward" :
+			 ", style=dashed, dir=none", text);
 	}
 	if (!a->ok && !b->ok)
 		return;
+	if (mark) {
+		size_t len = strlen(prefix);
+
+		snprintf(prefix + len, sizeof(prefix) - len, "%s: ", mark);
+	}
 	if (a->ok && b->ok && !same_path(a, b)) {
-		dot_way(out, r, a, prefix);
-		dot_way(out, r, b, prefix);
+		dot_way(out, r, a, prefix, mark);
+		dot_way(out, r, b, prefix, mark);
 		return;
 	}
 	dot_rate(ra, sizeof(ra), a);
@@ -401,22 +441,18 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 			 a->ok ? ra : rb);
 	const struct cl_pair *p = a->ok ? a : b;
 
-	if (p->nrelays && relay_host(r, p->relays[0], p->relay_addrs[0]) < 0) {
-		size_t len = strlen(text);
-
-		len += (size_t)snprintf(text + len, sizeof(text) - len, " via");
-		for (int k = 0; k < p->nrelays && len < sizeof(text); k++)
-			len += (size_t)snprintf(text + len, sizeof(text) - len,
-						" %s", p->relays[k]);
-	}
+	via_text(r, p, text, sizeof(text));
 	if (!strcmp(p->cls, "relayed")) {
-		dot_relayed(out, r, p, text);
+		dot_relayed(out, r, p, text, mark);
 		return;
 	}
-	fprintf(out, "  h%d -- h%d [color=%s, dir=%s, label=", p->from, p->to,
-		color(p->cls), a->ok && b->ok ? "none" : "forward");
-	dot_str(out, text);
-	fprintf(out, "];\n");
+	if (mark)
+		dot_edge(out, p->from, p->to, "red", a->ok && b->ok ?
+			 ", dir=none" MARK_ATTRS : ", dir=forward" MARK_ATTRS,
+			 text);
+	else
+		dot_edge(out, p->from, p->to, color(p->cls), a->ok && b->ok ?
+			 ", dir=none" : ", dir=forward", text);
 }
 
 void cl_print_dot(FILE *out, const struct cl_report *r)
