@@ -359,6 +359,7 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 		if (comm->streams[i].crypt)
 			tcp_xdc_crypt_fini(comm->streams[i].crypt);
 		free(comm->streams[i].crypt);
+		free(comm->streams[i].ahead);
 	}
 	free(comm->lanes);
 	free(comm->streams);
@@ -544,6 +545,15 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		}
 		snprintf(sealed, sizeof(sealed), "encrypted (%s, %u KiB records)",
 			 TCP_XDC_CIPHER_NAME, record_size >> 10);
+	}
+	/* Only stream 0 carries small messages whole (xdc_send_inline);
+	 * the record layer reads ahead on its own. */
+	if (!is_send && !record_size && ctx->inline_max) {
+		comm->streams[0].ahead = malloc(TCP_XDC_READ_AHEAD);
+		if (!comm->streams[0].ahead) {
+			ret = -ENOMEM;
+			goto err;
+		}
 	}
 	ret = fds_nonblocking(comm);
 	if (ret)
