@@ -17,7 +17,8 @@
 # Environment: XDC_RATE (the shaped inter-DC link, default 200mbit),
 # CABLE (a tc rate for every host's own cable; default unshaped veth),
 # ROUNDS (meshperf runs per pair, median; default 3), MP_FAST_BUDGET,
-# MESHINFO_ARGS (more meshinfo options, e.g. "--burst-ms 200").
+# MESHINFO_ARGS (more meshinfo options, e.g. "--burst-ms 200"), PAIRS (the
+# compared pairs, "FROM:TO ...", default "a1:a2 a1:b1 b2:a3 b4:a4").
 set -euo pipefail
 
 build=$(realpath "${1:-build}")
@@ -34,7 +35,8 @@ rounds=${ROUNDS:-3}
 fast_budget=${MP_FAST_BUDGET:-1G}
 # shellcheck disable=SC2206 # words on purpose
 more=(${MESHINFO_ARGS:-})
-pairs=(a1:a2 a1:b1 b2:a3 b4:a4)	# from:to, the sender first
+# shellcheck disable=SC2206 # words on purpose
+pairs=(${PAIRS:-a1:a2 a1:b1 b2:a3 b4:a4})	# from:to, the sender first
 
 for f in "$MESHINFO" "$MESHPERF" "$PLUGIN"; do
 	[ -e "$f" ] || { echo "no $f: build first" >&2; exit 2; }

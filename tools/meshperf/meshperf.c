@@ -713,11 +713,15 @@ int main(int argc, char **argv)
 	alarm(0);
 	close(fd);
 	if (o.json)
-		printf("{\"event\":\"summary\",\"role\":\"%s\",\"cycles\":%u,\"status\":\"%s\"}\n",
+		printf("{\"event\":\"summary\",\"role\":\"%s\",\"cycles\":%u,\"status\":\"%s\","
+		       "\"threads_max\":%ld,\"fds_max\":%ld,\"peak_rss_kib\":%ld}\n",
 		       o.server ? "server" : "client", cycle,
-		       rc ? "fail" : "ok");
+		       rc ? "fail" : "ok", perf_proc_max.threads,
+		       perf_proc_max.fds, perf_proc_max.peak_rss_kib);
 	else
-		printf("# %s: %s after %u cycle(s)\n", perf_role,
-		       rc ? "FAILED" : "all checks passed", cycle);
+		printf("# %s: %s after %u cycle(s); at most %ld threads and %ld descriptors, peak RSS %ld KiB\n",
+		       perf_role, rc ? "FAILED" : "all checks passed", cycle,
+		       perf_proc_max.threads, perf_proc_max.fds,
+		       perf_proc_max.peak_rss_kib);
 	return rc ? 1 : 0;
 }

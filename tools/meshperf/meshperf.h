@@ -14,11 +14,22 @@
 
 #define PERF_MAX_SIZES 64
 #define PERF_MAX_GROUP 8
-#define PERF_MAX_CHANNELS 32
+#define PERF_MAX_CHANNELS 128
 #define PERF_DEFAULT_PORT 18515
 #define PERF_DEFAULT_PLUGIN "libnccl-net-mesh.so"
 #define PERF_RANK_SERVER 0
 #define PERF_RANK_CLIENT 1
+
+/* meshperf_proc.c: the process's threads, descriptors and peak RSS;
+ * -1 where /proc does not say. */
+struct perf_proc {
+	long threads;
+	long fds;
+	long peak_rss_kib;
+};
+/* The most seen by any sample so far (peak RSS: the last sample's). */
+extern struct perf_proc perf_proc_max;
+void perf_proc_sample(struct perf_proc *now);
 
 /* What both processes must agree on; the client's values win. */
 struct perf_params {

@@ -554,6 +554,7 @@ struct size_result {
 	double lat_s[2];
 	double lat_overhead_s[2];
 	uint32_t lat_iters;
+	struct perf_proc proc;	/* this process, after the bandwidth run */
 };
 
 static int exchange_results(struct cycle *c, struct size_result *r)
@@ -618,11 +619,13 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		       "\"iters\":%u,\"bidir\":%s,\"channels\":%d,\"bytes\":%.0f,"
 		       "\"seconds\":%.6f,\"gbytes_per_s\":%.4f,"
 		       "\"gbits_per_s\":%.4f,\"mmsgs_per_s\":%.4f,"
+		       "\"threads\":%ld,\"fds\":%ld,\"peak_rss_kib\":%ld,"
 		       "\"lat_iters\":%u,\"lat_us\":",
 		       c->client ? "client" : "server", c->index, r->size,
 		       r->fwd.group, r->fwd.window, r->fwd.iters,
 		       c->p->bidir ? "true" : "false", c->nch, bytes, t, gbs,
-		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, r->lat_iters);
+		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, r->proc.threads,
+		       r->proc.fds, r->proc.peak_rss_kib, r->lat_iters);
 		if (r->lat_iters)
 			printf("%.3f}\n", lat_us);
 		else
@@ -701,6 +704,8 @@ static int run_size(struct cycle *c, uint32_t i)
 			 c->client || c->p->bidir ? c->send : NULL,
 			 !c->client || c->p->bidir ? c->recv : NULL, c->nch,
 			 r.size, &r.bw_s[0]);
+	/* every comm still open, the plugin's threads at work */
+	perf_proc_sample(&r.proc);
 	if (!rc)
 		rc = close_early(c, i);
 	if (!rc)

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reference for tcp-xdc's small-message latency: a plain TCP ping-pong
+ * between two processes on loopback, TCP_NODELAY, one socket, nothing else.
+ * Prints the half round trip (median and mean, microseconds) for each mode:
+ *   block  read() sleeps until the reply is there, as most programs do;
+ *   busy   recv(MSG_DONTWAIT) in a loop, as NCCL's proxy polls test().
+ *
+ *   tcp_pingpong [SIZE] [ITERS]
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void xfer(int fd, char *buf, size_t len, bool send_it, bool busy)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = send_it ?
+			send(fd, buf + done, len - done, MSG_NOSIGNAL) :
+			recv(fd, buf + done, len - done,
+			     busy ? MSG_DONTWAIT : 0);
+
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0)
+			die("peer closed");
+		else if (errno != EAGAIN && errno != EINTR)
+			die(send_it ? "send" : "recv");
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One mode: the client times iters round trips, the server echoes. */
+static void run(int fd, bool client, bool busy, char *buf, size_t size,
+		int iters, uint64_t *rtt)
+{
+	for (int i = 0; i < iters + iters / 10; i++) {
+		uint64_t t0 = now_ns();
+
+		if (client) {
+			xfer(fd, buf, size, true, busy);
+			xfer(fd, buf, size, false, busy);
+			if (i >= iters / 10)
+				rtt[i - iters / 10] = now_ns() - t0;
+		} else {
+			xfer(fd, buf, size, false, busy);
+			xfer(fd, buf, size, true, busy);
+		}
+	}
+}
+
+static void report(const char *mode, size_t size, uint64_t *rtt, int iters)
+{
+	double sum = 0;
+
+	qsort(rtt, (size_t)iters, sizeof(*rtt), cmp_u64);
+	for (int i = 0; i < iters; i++)
+		sum += (double)rtt[i];
+	printf("{\"mode\":\"%s\",\"size\":%zu,\"iters\":%d,"
+	       "\"half_rtt_us_median\":%.2f,\"half_rtt_us_mean\":%.2f}\n",
+	       mode, size, iters, (double)rtt[iters / 2] / 2000.0,
+	       sum / iters / 2000.0);
+}
+
+int main(int argc, char **argv)
+{
+	size_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : 8;
+	int iters = argc > 2 ? atoi(argv[2]) : 20000;
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(addr);
+	int one = 1, lfd, fd, status;
+	char *buf = calloc(1, size ? size : 1);
+	uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
+	pid_t pid;
+
+	if (!buf || !rtt || iters < 10)
+		die("arguments");
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (void *)&addr, sizeof(addr)) ||
+	    listen(lfd, 1) || getsockname(lfd, (void *)&addr, &alen))
+		die("listen");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		fd = accept(lfd, NULL, NULL);
+	} else {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd >= 0 && connect(fd, (void *)&addr, sizeof(addr)))
+			die("connect");
+	}
+	if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+				 sizeof(one)))
+		die("socket");
+	for (int busy = 0; busy < 2; busy++) {
+		run(fd, pid != 0, busy, buf, size, iters, rtt);
+		if (pid)
+			report(busy ? "busy" : "block", size, rtt, iters);
+	}
+	if (pid == 0)
+		_exit(0);
+	close(fd);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : 1;
+}

@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Benchmark (not a test): the 8-byte half round trip through the plugin and
+# tcp-xdc on loopback (meshperf's ping-pong) against a plain C TCP
+# ping-pong on the same link (tests/bench/tcp_pingpong.c: read() that
+# sleeps, and recv() polled as NCCL's proxy polls test()), and tcp-xdc with
+# its fast path off (inline_max = 0: every message handed to a data
+# thread), alternating, median of ROUNDS each.
+# Bar: tcp-xdc <= 1.3 x the plain ping-pong.
+#
+#   tests/bench/xdc-latency.sh [BUILD_DIR] [ROUNDS] [SIZE]
+set -euo pipefail
+
+build=$(realpath "${1:-build}")
+rounds=${2:-5}
+size=${3:-8}
+iters=${ITERS:-20000}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$src/tests/bench/lib.sh"
+pingpong=$build/tests/bench/tcp_pingpong
+[ -x "$pingpong" ] || { echo "no $pingpong: build first" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat >"$work/bench.conf" <<CONF
+version = 1;
+modules = [ "tcp-xdc" ];
+tcp-xdc: { ifname = "lo"; };
+CONF
+export NCCL_MESH_CONF=$work/bench.conf
+export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
+
+mesh_lat() {
+	bench_meshperf "$build" "$work" "$work/mp.json" --sizes "$size" \
+		--iters "$iters" --budget 64M
+	bench_figure "$work/mp.json" lat_us
+}
+
+for r in $(seq "$rounds"); do
+	"$pingpong" "$size" "$iters" >"$work/pp.json"
+	for m in block busy; do
+		python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d["mode"] == sys.argv[2]: print(d["half_rtt_us_median"])' \
+			"$work/pp.json" "$m" >>"$work/$m"
+	done
+	mesh_lat >>"$work/mesh"
+	NCCL_MESH_TCP_XDC_INLINE_MAX=0 mesh_lat >>"$work/handoff"
+	echo "round $r: block $(tail -1 "$work/block") busy $(tail -1 "$work/busy")" \
+		"tcp-xdc $(tail -1 "$work/mesh") handed-off $(tail -1 "$work/handoff") us"
+done
+block=$(bench_median <"$work/block")
+busy=$(bench_median <"$work/busy")
+mesh=$(bench_median <"$work/mesh")
+handoff=$(bench_median <"$work/handoff")
+echo "host: $(nproc) cores; $size-byte half round trip on loopback, medians of $rounds rounds"
+echo "plain TCP: read() $block us, polled recv() $busy us"
+echo "tcp-xdc: $mesh us; with every message handed to a data thread: $handoff us"
+python3 -c "print('tcp-xdc / plain read(): %.2f (bar 1.3); / polled recv(): %.2f' % ($mesh / $block, $mesh / $busy))"
