@@ -18,7 +18,9 @@
 # CABLE (a tc rate for every host's own cable; default unshaped veth),
 # ROUNDS (meshperf runs per pair, median; default 3), MP_FAST_BUDGET,
 # MESHINFO_ARGS (more meshinfo options, e.g. "--burst-ms 200"), PAIRS (the
-# compared pairs, "FROM:TO ...", default "a1:a2 a1:b1 b2:a3 b4:a4").
+# compared pairs, "FROM:TO ...", default "a1:a2 a1:b1 b2:a3 b4:a4"),
+# SETTLE (seconds between building the namespaces and starting meshinfo,
+# default 6).
 set -euo pipefail
 
 build=$(realpath "${1:-build}")
@@ -33,6 +35,7 @@ MODULE_DIR=$build/modules/tcp-xdc
 CONF=$src/tests/netns/cluster.conf
 rounds=${ROUNDS:-3}
 fast_budget=${MP_FAST_BUDGET:-1G}
+settle=${SETTLE:-6}
 # shellcheck disable=SC2206 # words on purpose
 more=(${MESHINFO_ARGS:-})
 # shellcheck disable=SC2206 # words on purpose
@@ -49,6 +52,11 @@ if [ -n "${CABLE:-}" ]; then
 	done
 fi
 size=${#XDC_HOSTS[@]}
+# Same-DC pairs measured in the first seconds after the namespaces are
+# built (and an earlier run's torn down) read a third to half of what they
+# read later on two cores, whether meshinfo starts at once or sleeps before
+# its matrix: the host, not meshinfo, is warming up.
+sleep "$settle"
 
 # ------------------------------------------------------------ the matrix
 t0=$(date +%s.%N)
@@ -117,7 +125,7 @@ done
 
 # ------------------------------------------------------------- figures
 echo
-echo "# eight hosts, XDC_RATE=$XDC_RATE, cables ${CABLE:-unshaped}"
+echo "# eight hosts, XDC_RATE=$XDC_RATE, cables ${CABLE:-unshaped}, meshinfo ${MESHINFO_ARGS:-defaults}, ${settle} s settle, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '# matrix: %s s by the report, %s s wall (bar: 30 s)\n' \
 	"$reported" "$wall"
 printf '# %-10s %-9s %12s %12s %7s\n' pair class "meshinfo" "meshperf" ratio
