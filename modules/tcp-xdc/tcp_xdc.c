@@ -51,7 +51,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Plaintext bytes per encrypted record (encrypt = true); a record is verified whole before any of it is delivered." },
 	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
-	{ "inline_max", MESH_PARAM_SIZE, "64K", 0, TCP_XDC_MAX_CHUNK,
+	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, TCP_XDC_MAX_CHUNK,
 	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
