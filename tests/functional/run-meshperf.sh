@@ -13,6 +13,9 @@
 #   --server-env V=X   environment only for the server (fault injection)
 #   --env V=X          environment for both processes
 #   --expect-log RE    on success, a log line of either side matches RE
+#   --max-threads-per-core K   the client's process never ran more than
+#                      K x cores threads (+ 2: its own and one more)
+#   --max-fds N        ... nor held more than N descriptors (needs --json)
 set -u
 
 meshperf=$1
@@ -26,6 +29,8 @@ expect_fail=""
 expect_log=""
 both_env=()
 limit=90
+max_threads_per_core=""
+max_fds=""
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 	case $1 in
 	--server-arg) server_args+=("$2"); shift 2 ;;
@@ -36,6 +41,8 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 	--results) results=$2; shift 2 ;;
 	--expect-fail) expect_fail=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
+	--max-threads-per-core) max_threads_per_core=$2; shift 2 ;;
+	--max-fds) max_fds=$2; shift 2 ;;
 	*) echo "run-meshperf.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -132,6 +139,22 @@ if [ -n "$results" ]; then
 		fail "client printed $got results, expected $results"
 	grep -q '"event":"summary".*"status":"ok"' "$tmp/server.log" ||
 		fail "server summary missing or not ok"
+fi
+summary_field() {
+	sed -n 's/.*"event":"summary".*"'"$1"'":\([0-9-]*\).*/\1/p' "$tmp/client.log"
+}
+if [ -n "$max_threads_per_core" ]; then
+	got=$(summary_field threads_max)
+	bound=$((max_threads_per_core * $(nproc) + 2))
+	[ -n "$got" ] && [ "$got" -ge 1 ] && [ "$got" -le "$bound" ] ||
+		fail "client ran ${got:-?} threads, bound $bound ($(nproc) cores)"
+	echo "client: at most $got threads (bound $bound)"
+fi
+if [ -n "$max_fds" ]; then
+	got=$(summary_field fds_max)
+	[ -n "$got" ] && [ "$got" -ge 1 ] && [ "$got" -le "$max_fds" ] ||
+		fail "client held ${got:-?} descriptors, bound $max_fds"
+	echo "client: at most $got descriptors (bound $max_fds)"
 fi
 if [ -n "$expect_log" ]; then
 	cat "$tmp/server.log" "$tmp/client.log" | grep -Eq -- "$expect_log" ||
