@@ -56,15 +56,26 @@ struct worker_view {
 	struct pollfd *pfd;		/* [0]: eventfd, then lane by lane */
 };
 
+/* The cores this process may run on (its affinity, as taskset or a
+ * container's cpuset leave it), or the online ones. */
+static int cores_usable(void)
+{
+	cpu_set_t set;
+	long online;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	online = sysconf(_SC_NPROCESSORS_ONLN);
+	return online > 0 ? (int)online : 1;
+}
+
 int tcp_xdc_pool_size(int threads)
 {
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int cores = cores_usable();
 
 	if (threads > 0)
 		return threads;
-	if (cores < 1)
-		cores = 1;
-	return cores > TCP_XDC_MAX_THREADS ? TCP_XDC_MAX_THREADS : (int)cores;
+	return cores > TCP_XDC_MAX_THREADS ? TCP_XDC_MAX_THREADS : cores;
 }
 
 static void worker_wake(struct tcp_xdc_worker *w)
