@@ -381,6 +381,13 @@ static bool same_path(const struct cl_pair *a, const struct cl_pair *b)
 	return !strcmp(a->cls, b->cls) && a->nrelays == 0 && b->nrelays == 0;
 }
 
+/* The attributes of a direct edge: an arrow unless both ways connect. */
+static const char *direct_attrs(bool both, bool mark)
+{
+	return both ? (mark ? ", dir=none" MARK_ATTRS : ", dir=none") :
+		      (mark ? ", dir=forward" MARK_ATTRS : ", dir=forward");
+}
+
 /* One way of a pair whose two ways differ: its own arrow. */
 static void dot_way(FILE *out, const struct cl_report *r,
 		    const struct cl_pair *p, const char *prefix, bool mark)
@@ -395,7 +402,7 @@ static void dot_way(FILE *out, const struct cl_report *r,
 		return;
 	}
 	dot_edge(out, p->from, p->to, mark ? "red" : color(p->cls),
-		 mark ? ", dir=forward" MARK_ATTRS : ", dir=forward", text);
+		 direct_attrs(false, mark), text);
 }
 
 static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
@@ -428,8 +435,8 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 		snprintf(prefix + len, sizeof(prefix) - len, "%s: ", mark);
 	}
 	if (a->ok && b->ok && !same_path(a, b)) {
-		dot_way(out, r, a, prefix, mark);
-		dot_way(out, r, b, prefix, mark);
+		dot_way(out, r, a, prefix, mark != NULL);
+		dot_way(out, r, b, prefix, mark != NULL);
 		return;
 	}
 	dot_rate(ra, sizeof(ra), a);
@@ -443,16 +450,11 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 
 	via_text(r, p, text, sizeof(text));
 	if (!strcmp(p->cls, "relayed")) {
-		dot_relayed(out, r, p, text, mark);
+		dot_relayed(out, r, p, text, mark != NULL);
 		return;
 	}
-	if (mark)
-		dot_edge(out, p->from, p->to, "red", a->ok && b->ok ?
-			 ", dir=none" MARK_ATTRS : ", dir=forward" MARK_ATTRS,
-			 text);
-	else
-		dot_edge(out, p->from, p->to, color(p->cls), a->ok && b->ok ?
-			 ", dir=none" : ", dir=forward", text);
+	dot_edge(out, p->from, p->to, mark ? "red" : color(p->cls),
+		 direct_attrs(a->ok && b->ok, mark != NULL), text);
 }
 
 void cl_print_dot(FILE *out, const struct cl_report *r)
