@@ -14,14 +14,14 @@
 #
 #   triangle  mesh.sh's triangle (hosts tri1..tri3, mesh-rdma.conf, whose
 #             hca lists break index pairing): every pair connects over
-#             rdma-mesh on the one cable joining it, so the report's local
-#             and remote addresses of pair i -> j are node i's and node
-#             j's ends of cable i-j.
+#             rdma-mesh on the one cable joining it: the report's device
+#             of pair i -> j is rxe<i><j>, its local and remote addresses
+#             node i's and node j's ends of cable i-j.
 #   ring      relay.sh's ring of four (hosts n1..n4, relay-ring.conf, a
 #             meshrelay per node): neighbours connect directly over their
 #             cable, the diagonal pairs are "relayed" through a node next
-#             to both, and the picture (DOT) draws each relayed way
-#             through its relay's node.
+#             to both, leaving on the cable to that node, and the picture
+#             (DOT) draws each relayed way through its relay's node.
 #
 # The guest has neither python3 nor Graphviz: the JSON report is read with
 # awk (it is printed one key per line), the picture as DOT text; where
@@ -92,9 +92,9 @@ cluster_show() {
 }
 
 # cluster_pairs JSON: one line per pair of the report,
-# "from|to|ok|class|module|local|remote|relays|gbps|error" with host names
-# for ranks, relays comma-separated, "-" for null or none.  meshinfo
-# prints its JSON one key per line, two spaces deeper per level.
+# "from|to|ok|class|module|local|remote|relays|gbps|error|devices" with
+# host names for ranks, the lists comma-separated, "-" for null or none.
+# meshinfo prints its JSON one key per line, two spaces deeper per level.
 cluster_pairs() {
 	awk '
 	function val(s) {
@@ -107,17 +107,17 @@ cluster_pairs() {
 	sec == "hosts" && /^      "rank": / { rank = val($0) }
 	sec == "hosts" && /^      "host": / { name[rank] = val($0) }
 	sec != "pairs" { next }
-	inrel && /\]/ { inrel = 0; next }
-	inrel { v = $0; gsub(/[ ",]/, "", v); rel = rel (rel == "" ? "" : ",") v; next }
-	/^      "relays": \[$/ { inrel = 1; rel = ""; next }
-	/^      "relays": \[\]/ { rel = ""; next }
+	list != "" && /\]/ { list = ""; next }
+	list != "" { v = $0; gsub(/[ ",]/, "", v); l[list] = l[list] (l[list] == "" ? "" : ",") v; next }
+	/^      "[a-z_]+": \[$/ { list = $1; gsub(/[":]/, "", list); next }
 	/^      "[a-z_]+": / { k = $1; gsub(/[":]/, "", k); f[k] = val($0) }
 	/^    }/ {
 		print name[f["from"]] "|" name[f["to"]] "|" f["ok"] "|" f["class"] "|" \
 		      f["module"] "|" f["local"] "|" f["remote"] "|" \
-		      (rel == "" ? "-" : rel) "|" f["gbps"] "|" f["error"]
+		      (l["relays"] == "" ? "-" : l["relays"]) "|" f["gbps"] "|" \
+		      f["error"] "|" (l["devices"] == "" ? "-" : l["devices"])
 		delete f
-		rel = ""
+		delete l
 	}' "$1"
 }
 
@@ -126,10 +126,10 @@ cluster_findings() {
 	sed -n '/^  "findings": \[/,/^  \]/s/^      "text": "\(.*\)"$/\1/p' "$1"
 }
 
-# cluster_expect PAIRS FROM TO CLASS MODULE LOCAL_RE REMOTE_RE RELAYS_RE:
-# the line of FROM -> TO in PAIRS (cluster_pairs) connected with that
-# class and module, its addresses and relays matching the expressions,
-# and a measured bandwidth.
+# cluster_expect PAIRS FROM TO CLASS MODULE LOCAL_RE REMOTE_RE RELAYS_RE
+# DEVICES_RE: the line of FROM -> TO in PAIRS (cluster_pairs) connected
+# with that class and module, its addresses, relays and local devices
+# matching the expressions, and a measured bandwidth.
 cluster_expect() {
 	local line f
 
@@ -140,12 +140,13 @@ cluster_expect() {
 	IFS='|' read -ra f <<<"$line"
 	if [ "${f[2]}" = true ] && [ "${f[3]}" = "$4" ] && [ "${f[4]}" = "$5" ] &&
 	   [[ ${f[5]} =~ ^($6)$ ]] && [[ ${f[6]} =~ ^($7)$ ]] &&
-	   [[ ${f[7]} =~ ^($8)$ ]] && [[ ${f[8]} =~ ^[0-9.]+$ ]] &&
+	   [[ ${f[7]} =~ ^($8)$ ]] && [[ ${f[10]} =~ ^($9)$ ]] &&
+	   [[ ${f[8]} =~ ^[0-9.]+$ ]] &&
 	   awk -v g="${f[8]}" 'BEGIN { exit !(g > 0) }'; then
-		echo "$2 -> $3: ${f[3]} ${f[4]} ${f[5]} -> ${f[6]} via ${f[7]}, ${f[8]} Gb/s"
+		echo "$2 -> $3: ${f[3]} ${f[4]} over ${f[10]} ${f[5]} -> ${f[6]} via ${f[7]}, ${f[8]} Gb/s"
 		return 0
 	fi
-	echo "$2 -> $3: expected ok $4 $5 /$6/ -> /$7/ via /$8/, got:"
+	echo "$2 -> $3: expected ok $4 $5 over /$9/ /$6/ -> /$7/ via /$8/, got:"
 	echo "    $line"
 	return 1
 }
@@ -214,7 +215,7 @@ check_cluster_triangle() {
 			[ "$i" = "$j" ] && continue
 			cluster_expect "$CLUSTER_PAIRS" "tri$i" "tri$j" same-DC \
 				rdma-mesh "$(cluster_addr_re "$i" "$j")" \
-				"$(cluster_addr_re "$j" "$i")" - || rc=1
+				"$(cluster_addr_re "$j" "$i")" - "rxe$i$j" || rc=1
 		done
 	done
 	[ "$rc" -eq 0 ] || cluster_show "$tag"
@@ -262,17 +263,23 @@ check_cluster_ring() {
 			if [ $(((i - j + 4) % 2)) = 1 ]; then
 				cluster_expect "$CLUSTER_PAIRS" "n$i" "n$j" same-DC \
 					rdma-mesh "$(cluster_addr_re "$i" "$j")" \
-					"$(cluster_addr_re "$j" "$i")" - || rc=1
+					"$(cluster_addr_re "$j" "$i")" - "rxe$i$j" || rc=1
 				continue
 			fi
 			via=$(relay_between "$i" "$j")
 			cluster_expect "$CLUSTER_PAIRS" "n$i" "n$j" relayed \
-				rdma-mesh - "10\.77\.[0-9]+\.$j:[0-9]+" "n($via)" || {
+				rdma-mesh - "10\.77\.[0-9]+\.$j:[0-9]+" "n($via)" \
+				"rxe$i($via)" || {
 				rc=1
 				continue
 			}
 			line=$(printf '%s\n' "$CLUSTER_PAIRS" | grep -E "^n$i\|n$j\|")
 			relay=$(cut -d'|' -f8 <<<"$line")
+			# the first hop leaves on the cable to that relay
+			if [ "$(cut -d'|' -f11 <<<"$line")" != "rxe$i${relay#n}" ]; then
+				echo "n$i -> n$j: via $relay, but not over rxe$i${relay#n}"
+				rc=1
+			fi
 			if cluster_dot_relayed "$i" "$j" "${relay#n}" "$LOGDIR/$tag.dot"; then
 				echo "    drawn through $relay"
 			else

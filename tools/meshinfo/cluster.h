@@ -24,6 +24,7 @@
 
 #define CL_MAX_RAILS 16
 #define CL_MAX_RELAYS 8
+#define CL_MAX_DEVICES 8
 #define CL_NAME_MAX 64
 #define CL_ADDR_MAX 72
 #define CL_PATH_MAX 512
@@ -80,6 +81,9 @@ struct cl_pair {
 	int nrelays;
 	char relays[CL_MAX_RELAYS][CL_NAME_MAX];
 	char relay_addrs[CL_MAX_RELAYS][CL_ADDR_MAX];
+	/* a verbs module's local devices for the pair, one per cable */
+	int ndevices;
+	char devices[CL_MAX_DEVICES][CL_NAME_MAX];
 	double gbps;		/* < 0: not measured */
 	double lat_us;		/* < 0: not measured */
 	const char *error;	/* failure class, NULL when ok */

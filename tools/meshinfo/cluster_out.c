@@ -108,6 +108,10 @@ static void text_pairs(FILE *out, const struct cl_report *r, int rail)
 				continue;
 			}
 			fprintf(out, "%s %s ", p->cls, p->module);
+			for (int k = 0; k < p->ndevices; k++)
+				fprintf(out, "%s%s%s", k ? "+" : "over ",
+					p->devices[k],
+					k + 1 == p->ndevices ? " " : "");
 			if (p->nrelays) {
 				fprintf(out, "via");
 				for (int k = 0; k < p->nrelays; k++)
@@ -201,6 +205,10 @@ static void json_pair(struct json *j, const struct cl_pair *p)
 	json_bool(j, "ok", p->ok);
 	json_str(j, "class", p->ok ? p->cls : NULL);
 	json_str(j, "module", p->ok && p->module[0] ? p->module : NULL);
+	json_open(j, "devices", '[');
+	for (int k = 0; p->ok && k < p->ndevices; k++)
+		json_str(j, NULL, p->devices[k]);
+	json_close(j, ']');
 	json_str(j, "local", p->ok && p->local[0] ? p->local : NULL);
 	json_str(j, "remote", p->ok && p->remote[0] ? p->remote : NULL);
 	json_open(j, "relays", '[');

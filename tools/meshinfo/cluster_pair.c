@@ -461,24 +461,55 @@ static bool parse_direct(const char *l, struct cl_pair *p)
 	return true;
 }
 
+/* The verbs layer's "send comm 3 to peer 10.0.0.2:4000: 2 QPs over rxe13
+ * GID 1 -> ::ffff:10.0.0.2 (index 1), MTU 4096; rxe12b GID 1 -> ...":
+ * the local device of each cable the connection uses. */
+static bool parse_devices(const char *l, struct cl_pair *p)
+{
+	const char *s = strstr(l, " QPs over ");
+
+	if (strncmp(l, "send comm ", 10) || !s)
+		return false;
+	s += 10;
+	for (p->ndevices = 0; *s && p->ndevices < CL_MAX_DEVICES;) {
+		size_t n = strcspn(s, " ,;");
+
+		snprintf(p->devices[p->ndevices++], CL_NAME_MAX, "%.*s",
+			 (int)n, s);
+		s = strstr(s, "; ");
+		if (!s)
+			break;
+		s += 2;
+	}
+	return true;
+}
+
 void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
 {
 	char line[CL_REASON_MAX];
+	bool path = false, devices = false;
 
 	(void)rail;
-	for (const char *l = lines; *l; l = strchr(l, '\n') + 1) {
+	for (const char *l = lines; *l && !(path && devices);
+	     l = strchr(l, '\n') + 1) {
 		/* one line at a time: the parsers search with strstr, which
 		 * must not find its words in the lines after this one */
 		size_t n = strcspn(l, "\n");
+		const char *tail;
 
 		if (l[0] != 'I' || n < 2)
 			continue;
 		snprintf(line, sizeof(line), "%.*s", (int)(n - 2), l + 2);
-		if (!strncmp(line, "relay: ", 7) &&
-		    parse_relayed(line + 7, p))
-			return;
-		if (parse_direct(line, p))
-			return;
+		/* a module's own line: "rdma-mesh: send comm ..." */
+		tail = strstr(line, ": ");
+		if (!devices && tail)
+			devices = parse_devices(tail + 2, p);
+		if (path)
+			continue;
+		if (!strncmp(line, "relay: ", 7))
+			path = parse_relayed(line + 7, p);
+		if (!path)
+			path = parse_direct(line, p);
 	}
 }
 

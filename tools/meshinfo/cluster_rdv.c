@@ -169,6 +169,9 @@ static void put_pair(struct cl_buf *b, const struct cl_pair *p)
 		put_str(b, p->relays[i]);
 		put_str(b, p->relay_addrs[i]);
 	}
+	put_int(b, p->ndevices);
+	for (int i = 0; i < p->ndevices; i++)
+		put_str(b, p->devices[i]);
 	put_str(b, p->reason);
 }
 
@@ -188,6 +191,13 @@ static void get_pair(struct cl_buf *b, struct cl_pair *p)
 		get_str(b, p->relays[i], sizeof(p->relays[i]));
 		get_str(b, p->relay_addrs[i], sizeof(p->relay_addrs[i]));
 	}
+	p->ndevices = get_int(b);
+	if (p->ndevices < 0 || p->ndevices > CL_MAX_DEVICES) {
+		b->bad = true;
+		p->ndevices = 0;
+	}
+	for (int i = 0; i < p->ndevices; i++)
+		get_str(b, p->devices[i], sizeof(p->devices[i]));
 	get_str(b, p->reason, sizeof(p->reason));
 }
 
