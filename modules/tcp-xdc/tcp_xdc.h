@@ -165,6 +165,7 @@ struct tcp_xdc_comm {
 	int nlanes;
 	int timeout_ms;
 	size_t inline_max;
+	bool recv_inline;		/* proxy: test() reads stream 0 */
 	uint64_t ping_busy_ns;		/* recv: quiet time before a ping;
 					 * send: period of the stall check */
 	uint64_t ping_idle_ns;		/* the same with no receive posted */

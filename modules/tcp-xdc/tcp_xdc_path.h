@@ -90,5 +90,7 @@ bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req);
 int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd);
 /* test()'s fast path: reads small chunks on stream 0 itself. */
 void xdc_recv_inline(struct tcp_xdc_comm *comm);
+/* ... and no more: stream 0 goes back to its data thread. */
+void xdc_recv_inline_stop(struct tcp_xdc_comm *comm);
 
 #endif

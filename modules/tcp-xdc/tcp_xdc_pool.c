@@ -113,7 +113,9 @@ static bool worker_refresh(struct tcp_xdc_worker *w, struct worker_view *v)
 		ok = lanes && pfd;
 	}
 	if (ok) {
-		memcpy(v->lanes, w->lanes, (size_t)w->nlanes * sizeof(*v->lanes));
+		if (w->nlanes)
+			memcpy(v->lanes, w->lanes,
+			       (size_t)w->nlanes * sizeof(*v->lanes));
 		v->nlanes = w->nlanes;
 		v->nfds = nfds;
 		v->gen = w->gen;

@@ -461,3 +461,11 @@ void xdc_recv_inline(struct tcp_xdc_comm *comm)
 				      memory_order_relaxed);
 	xdc_stream_hand_back(s, left);
 }
+
+void xdc_recv_inline_stop(struct tcp_xdc_comm *comm)
+{
+	struct tcp_xdc_stream *s = &comm->streams[0];
+
+	atomic_store(&s->proxy_reads, false);
+	xdc_lane_wake(s->lane);
+}
