@@ -434,11 +434,11 @@ int main(int argc, char **argv)
 
 	test_devices();
 	test_refuse();
-	test_sizes("sizes, 8 streams on 8 threads, 512K chunks");
+	test_sizes("sizes, 8 streams on one data thread per core, 512K chunks");
 	param_set("streams", "5");
 	param_set("threads", "2");
 	param_set("chunk_size", "4K");
-	test_sizes("sizes, 5 streams on 2 threads, 4K chunks");
+	test_sizes("sizes, 5 streams on 2 data threads, 4K chunks");
 	param_set("streams", "1");
 	param_set("threads", "1");
 	param_set("chunk_size", "64M");
