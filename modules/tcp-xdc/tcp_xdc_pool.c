@@ -44,6 +44,7 @@ struct tcp_xdc_pool {
 	int spin_us;
 	atomic_int stop;
 	atomic_uint next;		/* first thread of the next comm */
+	atomic_int ncomms;		/* attached, not yet detached */
 	struct tcp_xdc_worker workers[];
 };
 
@@ -294,6 +295,9 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 	unsigned int first = atomic_fetch_add(&pool->next,
 					      (unsigned int)comm->nlanes);
 
+	/* Detach uncounts it: lane 0 names its thread before anything fails. */
+	atomic_fetch_add(&pool->ncomms, 1);
+
 	for (int i = 0; i < comm->nlanes; i++) {
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 		int ret;
@@ -313,13 +317,19 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 
 void xdc_pool_detach(struct tcp_xdc_comm *comm)
 {
+	struct tcp_xdc_pool *pool = NULL;
+
 	for (int i = 0; i < comm->nlanes; i++) {
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 
-		if (l->worker)
-			worker_remove(l->worker, l);
+		if (!l->worker)
+			continue;
+		pool = l->worker->pool;
+		worker_remove(l->worker, l);
 		l->worker = NULL;
 	}
+	if (pool)
+		atomic_fetch_sub(&pool->ncomms, 1);
 }
 
 int xdc_pool_workers(const struct tcp_xdc_ctx *ctx)
@@ -329,7 +339,7 @@ int xdc_pool_workers(const struct tcp_xdc_ctx *ctx)
 
 /* ---- life of the pool ---- */
 
-static void pool_stop(struct tcp_xdc_pool *pool)
+static void pool_join(struct tcp_xdc_pool *pool)
 {
 	atomic_store(&pool->stop, 1);
 	for (int i = 0; i < pool->nworkers; i++) {
@@ -338,7 +348,16 @@ static void pool_stop(struct tcp_xdc_pool *pool)
 		if (w->started) {
 			worker_wake(w);
 			pthread_join(w->tid, NULL);
+			w->started = false;
 		}
+	}
+}
+
+static void pool_free(struct tcp_xdc_pool *pool)
+{
+	for (int i = 0; i < pool->nworkers; i++) {
+		struct tcp_xdc_worker *w = &pool->workers[i];
+
 		if (w->efd >= 0)
 			close(w->efd);
 		free(w->lanes);
@@ -403,7 +422,8 @@ int tcp_xdc_pool_start(struct tcp_xdc_ctx *ctx)
 		ret = worker_start(&pool->workers[i], i);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		pool_stop(pool);
+		pool_join(pool);
+		pool_free(pool);
 		goto out;
 	}
 	MESH_INFO("%d data threads, shared by all connections", n);
@@ -413,9 +433,24 @@ out:
 	return ret;
 }
 
+/*
+ * NCCL closes its comms before it finalizes the plugin.  Should one still
+ * be open, its lanes keep pointing at the pool: the threads stop, but the
+ * pool's memory and eventfds stay, so that closing it later is safe.
+ */
 void tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx)
 {
-	if (ctx->pool)
-		pool_stop(ctx->pool);
+	struct tcp_xdc_pool *pool = ctx->pool;
+	int open;
+
+	if (!pool)
+		return;
+	pool_join(pool);
+	open = atomic_load(&pool->ncomms);
+	if (open)
+		MESH_INFO("%d connections still open at finalize: their data threads stopped, their state stays",
+			  open);
+	else
+		pool_free(pool);
 	ctx->pool = NULL;
 }
