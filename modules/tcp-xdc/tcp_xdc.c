@@ -23,7 +23,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "streams", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_STREAMS,
 	  "TCP data connections per NCCL connection." },
 	{ "threads", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_THREADS,
-	  "Data-path threads of the process, shared by all connections; 0: one per core it may run on." },
+	  "Data-path threads of the process, shared by all connections; 0: two per core it may run on." },
 	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
 	  TCP_XDC_MAX_CHUNK,
 	  "Messages are cut into chunks of this size, each sent on whichever stream is free." },

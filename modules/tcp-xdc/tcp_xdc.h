@@ -205,7 +205,7 @@ int tcp_xdc_close_send(void *send_comm);
 int tcp_xdc_close_recv(void *recv_comm);
 
 /* tcp_xdc_pool.c */
-/* The pool size for a threads setting (0: one per core). */
+/* The pool size for a threads setting (0: two per core). */
 int tcp_xdc_pool_size(int threads);
 int tcp_xdc_pool_start(struct tcp_xdc_ctx *ctx);
 void tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx);

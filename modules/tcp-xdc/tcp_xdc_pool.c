@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp-xdc's data-path threads: one pool per process, sized from the cores
- * (or the threads key), shared by every comm.  A comm's streams are split
+ * (two per core, or the threads key), shared by every comm.  A comm's streams are split
  * into lanes, one per pool thread it uses; a thread steps each of its lanes
  * (tcp_xdc_send.c, tcp_xdc_recv.c) and then sleeps in one poll() over all
  * their sockets and its eventfd.  So threads follow the cores, and a comm
@@ -70,13 +70,18 @@ static int cores_usable(void)
 	return online > 0 ? (int)online : 1;
 }
 
+/*
+ * Two per core by default: a thread that waits on a full socket leaves its
+ * core to the other (measured on two cores, 64 MiB: 2 threads 21.0 Gb/s,
+ * 4 threads 22.8).
+ */
 int tcp_xdc_pool_size(int threads)
 {
-	int cores = cores_usable();
+	int n = 2 * cores_usable();
 
 	if (threads > 0)
 		return threads;
-	return cores > TCP_XDC_MAX_THREADS ? TCP_XDC_MAX_THREADS : cores;
+	return n > TCP_XDC_MAX_THREADS ? TCP_XDC_MAX_THREADS : n;
 }
 
 static void worker_wake(struct tcp_xdc_worker *w)

@@ -29,7 +29,7 @@ command -v iperf3 >/dev/null || { echo "iperf3 is not installed" >&2; exit 2; }
 
 cat >"$work/bench.conf" <<CONF
 modules = [ "tcp-xdc" ];
-tcp-xdc: { ifname = "lo"; streams = $streams; threads = $streams; };
+tcp-xdc: { ifname = "lo"; streams = $streams; };
 CONF
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }

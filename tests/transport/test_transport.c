@@ -434,7 +434,7 @@ int main(int argc, char **argv)
 
 	test_devices();
 	test_refuse();
-	test_sizes("sizes, 8 streams on one data thread per core, 512K chunks");
+	test_sizes("sizes, 8 streams on two data threads per core, 512K chunks");
 	param_set("streams", "5");
 	param_set("threads", "2");
 	param_set("chunk_size", "4K");
