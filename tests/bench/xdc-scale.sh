@@ -58,4 +58,5 @@ done
 one=$(bench_median <"$work/bw.1")
 many=$(bench_median <"$work/bw.$total")
 python3 -c "print('%d channels / 1 channel: %.3f (bar 0.9)' % ($total, $many / $one))"
-echo "threads per process: at most $(sort -g "$work"/threads.* | tail -1 | cut -d. -f1) with $(nproc) cores (bar $((2 * $(nproc))))"
+t=$(sort -g "$work"/threads.* | tail -1 | cut -d. -f1)
+echo "threads per process: at most $t, meshperf's own included: $((t - 1)) data threads with $(nproc) cores (bar $((2 * $(nproc))))"
