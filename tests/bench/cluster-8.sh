@@ -4,11 +4,14 @@
 # four per DC behind NAT (xdc_cluster_topology in tests/netns/lib.sh),
 # with the default burst settings.  The bars of the cluster view:
 #  - the full matrix (56 ordered pairs) completes in at most 30 s;
-#  - its pair bandwidths are within 10% of meshperf's on the same pairs,
-#    measured right after in 4 MiB messages as meshinfo sends them, on one
-#    same-DC and three cross-DC pairs: 64 MiB across the shaped link (about
-#    the length of meshinfo's burst), MP_FAST_BUDGET (default 1G) inside a
-#    DC, where 64 MiB would be over before the streams are up to speed.
+#  - its pair bandwidths are within 10% of meshperf's on the same pairs.
+#    meshperf is run right after as meshinfo ran each pair (rank 0's -v
+#    lines say how): the same message size and count per burst, the same
+#    window (32 MiB of buffers), as many bursts in one connection, the
+#    first dropped where meshinfo dropped it, all bytes over all time of
+#    the rest, each burst on the slower side's clock.  A long meshperf run
+#    beside it (1 GiB inside a DC, 32 MiB across, after a first transfer
+#    as long) is the rate a longer transfer gets.
 # Prints the report, both figures per pair and their ratio; exits 1 when a
 # bar is missed.
 #
@@ -16,7 +19,8 @@
 #
 # Environment: XDC_RATE (the shaped inter-DC link, default 200mbit),
 # CABLE (a tc rate for every host's own cable; default unshaped veth),
-# ROUNDS (meshperf runs per pair, median; default 3), MP_FAST_BUDGET,
+# ROUNDS (meshperf runs per pair, median; default 3), MP_FAST_BUDGET (the
+# long run inside a DC, default 1G),
 # MESHINFO_ARGS (more meshinfo options, e.g. "--burst-ms 200"), PAIRS (the
 # compared pairs, "FROM:TO ...", default "a1:a2 a1:b1 b2:a3 b4:a4"),
 # SETTLE (seconds between building the namespaces and starting meshinfo,
@@ -65,7 +69,8 @@ for ((r = 0; r < size; r++)); do
 	h=${XDC_HOSTS[$r]}
 	read -r addr port < <(xdc_dial "$h" a1)
 	extra=()
-	[ "$r" -eq 0 ] && extra=(--json "$NETNS_TMP/cluster.json")
+	# rank 0's -v lines name each burst it timed
+	[ "$r" -eq 0 ] && extra=(--json "$NETNS_TMP/cluster.json" -v)
 	netns_spawn "$h" "$NETNS_TMP/rank$r" env NCCL_MESH_HOSTNAME="$h" \
 		NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR" \
 		"$MESHINFO" --cluster --rendezvous "$addr:$port" --rank "$r" \
@@ -81,24 +86,48 @@ for ((r = 0; r < size; r++)); do
 	fi
 done
 wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
-cat "$NETNS_TMP/rank0"
+grep -v '^meshinfo\[0\] INFO' "$NETNS_TMP/rank0"
 reported=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['elapsed_s'])" \
 	"$NETNS_TMP/cluster.json")
 
 # ---------------------------------------------- meshperf, the same pairs
-# meshperf_gbps RECEIVER SENDER ROUND: one run; prints its Gb/s at 4 MiB
-meshperf_gbps() {
-	local to=$1 from=$2 tag=mp-$2-$1-$3 rc=0 budget=64M
+# bursts_of FROM TO: meshinfo's bursts of that pair, "N SIZE" per line
+bursts_of() {
+	local from=$1 to=$2 rf rt
 
-	[ "${XDC_ROUTER[$from]}" = "${XDC_ROUTER[$to]}" ] && budget=$fast_budget
-	xdc_meshperf "$to" "$from" "$tag" 90 --json --sizes 4M --budget "$budget" \
-		--mem 64M --no-latency --timeout 30 || rc=$?
+	rf=$(rank_of "$from")
+	rt=$(rank_of "$to")
+	sed -n "s/^meshinfo\[0\] INFO burst $rf -> $rt rail 0: \([0-9]*\) x \([0-9]*\) B in .*/\1 \2/p" \
+		"$NETNS_TMP/rank0"
+}
+rank_of() {
+	local r
+
+	for r in "${!XDC_HOSTS[@]}"; do
+		[ "${XDC_HOSTS[$r]}" = "$1" ] && { echo "$r"; return; }
+	done
+	netns_die "no host $1"
+}
+
+# meshperf_rate RECEIVER SENDER TAG NSIZES SIZE BUDGET: one run of NSIZES
+# transfers of BUDGET bytes in SIZE messages over one connection; prints
+# the Gb/s of all but the first (all bytes over all seconds), or of the
+# only one.
+meshperf_rate() {
+	local to=$1 from=$2 tag=$3 n=$4 sz=$5 budget=$6 sizes rc=0
+
+	sizes=$(printf "$sz%.0s," $(seq "$n"))
+	xdc_meshperf "$to" "$from" "$tag" 120 --json --sizes "${sizes%,}" \
+		--budget "$budget" --mem 32M --no-latency --timeout 30 || rc=$?
 	if [ "$rc" -ne 0 ]; then
 		xdc_show_logs "$tag" >&2
 		netns_die "meshperf $from -> $to failed ($rc)"
 	fi
-	grep '"event":"result"' "$NETNS_TMP/$tag.client" |
-		grep -o '"gbits_per_s":[0-9.]*' | cut -d: -f2
+	grep '"event":"result"' "$NETNS_TMP/$tag.client" | python3 -c '
+import json, sys
+r = [json.loads(l) for l in sys.stdin]
+r = r[1:] if len(r) > 1 else r
+print("%.4f" % (8 * sum(x["bytes"] for x in r) / sum(x["seconds"] for x in r) / 1e9))'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -107,8 +136,17 @@ rows=()
 for p in "${pairs[@]}"; do
 	from=${p%:*}
 	to=${p#*:}
-	mp=$(for ((k = 0; k < rounds; k++)); do
-		meshperf_gbps "$to" "$from" "$k"
+	read -r nb sz < <(bursts_of "$from" "$to" | tail -1)
+	nbursts=$(bursts_of "$from" "$to" | wc -l)
+	[ -n "${nb:-}" ] || netns_die "no burst of $from -> $to in rank 0's log"
+	same=$(for ((k = 0; k < rounds; k++)); do
+		meshperf_rate "$to" "$from" "mp-$from-$to-$k" "$nbursts" \
+			"$sz" $((nb * sz))
+	done | median)
+	long=32M
+	[ "${XDC_ROUTER[$from]}" = "${XDC_ROUTER[$to]}" ] && long=$fast_budget
+	lng=$(for ((k = 0; k < rounds; k++)); do
+		meshperf_rate "$to" "$from" "ml-$from-$to-$k" 2 4M "$long"
 	done | median)
 	mi=$(python3 - "$NETNS_TMP/cluster.json" "$from" "$to" <<'PY'
 import json, sys
@@ -120,7 +158,7 @@ for p in doc["pairs"]:
         print(p["gbps"], p["class"])
 PY
 )
-	rows+=("$from $to ${mi% *} $mp ${mi#* }")
+	rows+=("$from $to ${mi% *} $same $lng ${mi#* } ${nbursts}x${nb}x$((sz >> 20))M")
 done
 
 # ------------------------------------------------------------- figures
@@ -128,16 +166,26 @@ echo
 echo "# eight hosts, XDC_RATE=$XDC_RATE, cables ${CABLE:-unshaped}, meshinfo ${MESHINFO_ARGS:-defaults}, ${settle} s settle, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '# matrix: %s s by the report, %s s wall (bar: 30 s)\n' \
 	"$reported" "$wall"
-printf '# %-10s %-9s %12s %12s %7s\n' pair class "meshinfo" "meshperf" ratio
+printf '# %-8s %-9s %-10s %9s %9s %7s %9s %7s\n' pair class bursts \
+	meshinfo "mp same" ratio "mp long" ratio
 miss=0
 for row in "${rows[@]}"; do
-	read -r from to mi mp cls <<<"$row"
+	read -r from to mi mp lng cls shape <<<"$row"
 	ratio=$(python3 -c "print('%.3f' % ($mi / $mp))")
-	printf '  %-10s %-9s %8.3f Gb/s %8.3f Gb/s %7s\n' "$from->$to" "$cls" \
-		"$mi" "$mp" "$ratio"
+	lratio=$(python3 -c "print('%.3f' % ($mi / $lng))")
+	printf '  %-8s %-9s %-10s %9.3f %9.3f %7s %9.3f %7s\n' "$from->$to" \
+		"$cls" "$shape" "$mi" "$mp" "$ratio" "$lng" "$lratio"
 	python3 -c "import sys; sys.exit(0 if abs($mi / $mp - 1) <= 0.10 else 1)" ||
 		miss=1
 done
+for p in "${pairs[@]}"; do
+	printf '# meshinfo %s: bursts of%s s\n' "${p/:/->}" "$(sed -n \
+		"s/^meshinfo\[0\] INFO burst $(rank_of "${p%:*}") -> $(rank_of "${p#*:}") rail 0: .* in \([0-9.]*\) s$/ \1/p" \
+		"$NETNS_TMP/rank0" | tr -d '\n')"
+done
+echo "# Gb/s; bursts: meshinfo's, count x messages x size (the first dropped"
+echo "# when more than one); mp same: meshperf the same way; mp long: meshperf"
+echo "# ${fast_budget} inside a DC, 32M across, after a first transfer as long"
 if python3 -c "import sys; sys.exit(0 if $reported <= 30 else 1)"; then
 	echo "PASS matrix in $reported s (<= 30 s)"
 else

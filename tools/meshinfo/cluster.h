@@ -85,6 +85,9 @@ struct cl_pair {
 	int ndevices;
 	char devices[CL_MAX_DEVICES][CL_NAME_MAX];
 	double gbps;		/* < 0: not measured */
+	/* the fastest burst: what the link carries when neither host gets
+	 * in the way; the findings judge links by it, not by gbps */
+	double peak_gbps;
 	double lat_us;		/* < 0: not measured */
 	const char *error;	/* failure class, NULL when ok */
 	char reason[CL_REASON_MAX];

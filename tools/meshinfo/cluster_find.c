@@ -95,7 +95,14 @@ static int cmp_dbl(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median bandwidth of the rail's connected pairs of a class; 0: none. */
+/*
+ * Links are judged by each pair's fastest burst, not by its rate over all
+ * of them: on hosts that bound the transfer themselves the bursts of one
+ * pair spread by 2-4x, and a hiccup is the host's, not the cable's.
+ */
+
+/* Median of the fastest bursts of the rail's connected pairs of a class;
+ * 0: none. */
 static double median(const struct cl_report *r, int rail, const char *cls)
 {
 	int n = r->nhosts, m = 0;
@@ -107,9 +114,9 @@ static double median(const struct cl_report *r, int rail, const char *cls)
 		for (int j = 0; j < n; j++) {
 			const struct cl_pair *p = at(r, rail, i, j);
 
-			if (i != j && p->ok && p->gbps >= 0 &&
+			if (i != j && p->ok && p->peak_gbps >= 0 &&
 			    !strcmp(p->cls, cls))
-				v[m++] = p->gbps;
+				v[m++] = p->peak_gbps;
 		}
 	qsort(v, (size_t)m, sizeof(*v), cmp_dbl);
 	med = !m ? 0 : m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
@@ -119,9 +126,10 @@ static double median(const struct cl_report *r, int rail, const char *cls)
 
 static bool degraded(const struct cl_report *r, const struct cl_pair *p)
 {
-	double med = p->ok && p->gbps >= 0 ? median(r, p->rail, p->cls) : 0;
+	double med = p->ok && p->peak_gbps >= 0 ?
+		median(r, p->rail, p->cls) : 0;
 
-	return med > 0 && p->gbps < CL_DEGRADED * med;
+	return med > 0 && p->peak_gbps < CL_DEGRADED * med;
 }
 
 static void find_pair(struct cl_report *r, int rail, int i, int j)
@@ -149,20 +157,21 @@ static void find_pair(struct cl_report *r, int rail, int i, int j)
 		const struct cl_pair *slow = da ? a : b;
 
 		add(r, "degraded", rail, slow->from, slow->to,
-		    "rail %d: %s -> %s %.2f Gb/s%s, below %.0f%% of the %s median %.2f Gb/s",
-		    rail, name(r, slow->from), name(r, slow->to), slow->gbps,
+		    "rail %d: %s -> %s at best %.2f Gb/s%s, below %.0f%% of the %s median %.2f Gb/s",
+		    rail, name(r, slow->from), name(r, slow->to),
+		    slow->peak_gbps,
 		    da && db ? " (and the other way)" : "",
 		    CL_DEGRADED * 100, slow->cls, median(r, rail, slow->cls));
-	} else if (a->gbps > 0 && b->gbps > 0 &&
-		   (a->gbps > CL_ASYMMETRIC * b->gbps ||
-		    b->gbps > CL_ASYMMETRIC * a->gbps)) {
-		const struct cl_pair *slow = a->gbps < b->gbps ? a : b;
+	} else if (a->peak_gbps > 0 && b->peak_gbps > 0 &&
+		   (a->peak_gbps > CL_ASYMMETRIC * b->peak_gbps ||
+		    b->peak_gbps > CL_ASYMMETRIC * a->peak_gbps)) {
+		const struct cl_pair *slow = a->peak_gbps < b->peak_gbps ? a : b;
 		const struct cl_pair *fast = slow == a ? b : a;
 
 		add(r, "asymmetric", rail, slow->from, slow->to,
-		    "rail %d: %s -> %s %.2f Gb/s but %.2f Gb/s the other way",
-		    rail, name(r, slow->from), name(r, slow->to), slow->gbps,
-		    fast->gbps);
+		    "rail %d: %s -> %s at best %.2f Gb/s but %.2f Gb/s the other way",
+		    rail, name(r, slow->from), name(r, slow->to),
+		    slow->peak_gbps, fast->peak_gbps);
 	}
 }
 
@@ -191,7 +200,7 @@ static void find_differs(struct cl_report *r, const char *kind,
 	}
 }
 
-/* The best bandwidth measured on a rail with the host at either end. */
+/* The fastest burst on a rail with the host at either end. */
 static double best_of(const struct cl_report *r, int rail, int h)
 {
 	double best = 0;
@@ -199,10 +208,10 @@ static double best_of(const struct cl_report *r, int rail, int h)
 	for (int k = 0; k < r->nhosts; k++) {
 		if (k == h)
 			continue;
-		if (at(r, rail, h, k)->gbps > best)
-			best = at(r, rail, h, k)->gbps;
-		if (at(r, rail, k, h)->gbps > best)
-			best = at(r, rail, k, h)->gbps;
+		if (at(r, rail, h, k)->peak_gbps > best)
+			best = at(r, rail, h, k)->peak_gbps;
+		if (at(r, rail, k, h)->peak_gbps > best)
+			best = at(r, rail, k, h)->peak_gbps;
 	}
 	return best;
 }
