@@ -160,6 +160,10 @@ int cl_recv_host(int fd, struct cl_host *h, int timeout_s);
 /* Rendezvous: fills rdv host/port, rank and size from the arguments or
  * the launcher's environment; 0, or -EINVAL after saying what is missing. */
 int cl_rdv_resolve(struct cl_opts *o);
+
+/* cluster_opts.c: parses the command line into o (whose defaults are set);
+ * returns -1 to go on, else the exit status. */
+int cl_parse_args(int argc, char **argv, struct cl_opts *o);
 /* Rank 0: fds[k] for k = 1..size-1 (fds[0] = -1); others: fds[0] = the
  * socket to rank 0.  0 or negative errno, said on stderr. */
 int cl_rdv_connect(const struct cl_opts *o, int *fds);
