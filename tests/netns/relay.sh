@@ -130,7 +130,7 @@ XDC_ENV=()
 XDC_SERVER_ENV=("$key")
 XDC_CLIENT_ENV=(NCCL_MESH_CONNECT_TIMEOUT_MS=5000)
 # refusals g0 logged: one line each, or counted in its rate-limited
-# summaries (once a second)
+# summaries (once per 5 s)
 refused_g0() {
 	{
 		grep -c "refused connection from ${RELAY_IP[a1]//./\\.}" \
@@ -162,7 +162,9 @@ before=$after
 nsx a1 timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" &&
 	head -c 4096 /dev/urandom >&3; sleep 0.3' "${RELAY_IP[g0]}" "$RELAY_PORT" ||
 	netns_die "a1 cannot reach g0's relay port"
-for _ in $(seq 30); do
+# a refusal right after another is only counted in the next summary,
+# which the listener logs once per 5 s
+for _ in $(seq 70); do
 	[ "$(refused_g0)" -gt "$before" ] && break
 	sleep 0.1
 done
