@@ -18,11 +18,14 @@
 #   tests/bench/cluster-8.sh [BUILD_DIR]
 #
 # Environment: XDC_RATE (the shaped inter-DC link, default 200mbit),
-# CABLE (a tc rate for every host's own cable; default unshaped veth),
+# CABLE (a tc rate for every host's own cable, default 5gbit; "none"
+# leaves the veth unshaped, where two CPUs shared by eight hosts, not a
+# cable, set each pair's rate and no two runs of either tool agree to 10%:
+# docs/benchmarks.md),
 # ROUNDS (meshperf runs per pair, median; default 3), MP_FAST_BUDGET (the
 # long run inside a DC, default 1G),
 # MESHINFO_ARGS (more meshinfo options, e.g. "--burst-ms 200"), PAIRS (the
-# compared pairs, "FROM:TO ...", default "a1:a2 a1:b1 b2:a3 b4:a4"),
+# compared pairs, "FROM:TO ...", default "a1:a2 a3:a4 b3:b4 b2:b1 a1:b1 b4:a4"),
 # SETTLE (seconds between building the namespaces and starting meshinfo,
 # default 6).
 set -euo pipefail
@@ -43,16 +46,17 @@ settle=${SETTLE:-6}
 # shellcheck disable=SC2206 # words on purpose
 more=(${MESHINFO_ARGS:-})
 # shellcheck disable=SC2206 # words on purpose
-pairs=(${PAIRS:-a1:a2 a1:b1 b2:a3 b4:a4})	# from:to, the sender first
+pairs=(${PAIRS:-a1:a2 a3:a4 b3:b4 b2:b1 a1:b1 b4:a4})	# from:to, the sender first
 
 for f in "$MESHINFO" "$MESHPERF" "$PLUGIN"; do
 	[ -e "$f" ] || { echo "no $f: build first" >&2; exit 2; }
 done
 netns_init
 xdc_cluster_topology 4
-if [ -n "${CABLE:-}" ]; then
+cable=${CABLE:-5gbit}
+if [ "$cable" != none ]; then
 	for h in "${XDC_HOSTS[@]}"; do
-		netns_shape_split "$h" "lan-$h" "$CABLE"
+		netns_shape_split "$h" "lan-$h" "$cable"
 	done
 fi
 size=${#XDC_HOSTS[@]}
@@ -163,7 +167,7 @@ done
 
 # ------------------------------------------------------------- figures
 echo
-echo "# eight hosts, XDC_RATE=$XDC_RATE, cables ${CABLE:-unshaped}, meshinfo ${MESHINFO_ARGS:-defaults}, ${settle} s settle, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# eight hosts, XDC_RATE=$XDC_RATE, cables $cable, meshinfo ${MESHINFO_ARGS:-defaults}, ${settle} s settle, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '# matrix: %s s by the report, %s s wall (bar: 30 s)\n' \
 	"$reported" "$wall"
 printf '# %-8s %-9s %-10s %9s %9s %7s %9s %7s\n' pair class bursts \

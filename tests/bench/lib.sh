@@ -39,3 +39,19 @@ bench_meshperf() {
 	wait "$spid" || rc=$?
 	[ "$rc" = 0 ] || { echo "meshperf failed ($rc): $(tail -3 "$out.client" "$out.server")" >&2; return 1; }
 }
+
+# bench_loopback_conf BUILD: sets work to a new folder (removed at exit)
+# holding a config of tcp-xdc on loopback at its defaults, and exports it
+# and BUILD's module folder for meshperf.
+bench_loopback_conf() {
+	work=$(mktemp -d)
+	# shellcheck disable=SC2064 # the folder's name now
+	trap "rm -rf '$work'" EXIT
+	cat >"$work/bench.conf" <<CONF
+version = 1;
+modules = [ "tcp-xdc" ];
+tcp-xdc: { ifname = "lo"; };
+CONF
+	export NCCL_MESH_CONF=$work/bench.conf
+	export NCCL_MESH_MODULE_PATH=$1/modules/tcp-xdc
+}

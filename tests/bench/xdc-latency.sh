@@ -21,15 +21,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 pingpong=$build/tests/bench/tcp_pingpong
 [ -x "$pingpong" ] || { echo "no $pingpong: build first" >&2; exit 2; }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat >"$work/bench.conf" <<CONF
-version = 1;
-modules = [ "tcp-xdc" ];
-tcp-xdc: { ifname = "lo"; };
-CONF
-export NCCL_MESH_CONF=$work/bench.conf
-export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
+bench_loopback_conf "$build"
 
 mesh_lat() {
 	bench_meshperf "$build" "$work" "$work/mp.json" --sizes "$size" \

@@ -21,15 +21,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$src/tests/bench/lib.sh"
 [ -x "$build/tools/meshperf/meshperf" ] || { echo "no meshperf in $build: build first" >&2; exit 2; }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat >"$work/bench.conf" <<CONF
-version = 1;
-modules = [ "tcp-xdc" ];
-tcp-xdc: { ifname = "lo"; };
-CONF
-export NCCL_MESH_CONF=$work/bench.conf
-export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
+bench_loopback_conf "$build"
 
 channels=(1 8 "$total")
 for r in $(seq "$rounds"); do
