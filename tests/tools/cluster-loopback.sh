@@ -13,6 +13,8 @@
 #               got it a finding)
 #   dead-relay  the route's relay is not running: exit 1 on every rank,
 #               the pair fails as "no relay" and is the one finding
+#   encrypted   tcp-xdc with a key and encrypt = true: every pair reports
+#               AES-256-GCM in the JSON and the text (direct: "none")
 #
 # usage: cluster-loopback.sh BUILD_DIR SOURCE_DIR [CASE...]
 set -uo pipefail
@@ -21,7 +23,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 shift 2
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(direct relayed dead-relay)
+[ ${#cases[@]} -gt 0 ] || cases=(direct relayed dead-relay encrypted)
 meshinfo=$build/tools/meshinfo/meshinfo
 meshrelay=$build/tools/meshrelay/meshrelay
 plugin=$build/core/libnccl-net-mesh.so
@@ -115,6 +117,7 @@ case_direct() {
 		json_check "$tmp/c.json" '
 d["version"] == 1 and len(d["hosts"]) == 3 and len(d["pairs"]) == 6
 and all(p["ok"] and p["class"] == "same-DC" and p["module"] == "tcp-xdc"
+        and p["encryption"] == "none"
         and p["gbps"] > 0 and p["lat_us"] > 0 and p["error"] is None
         and p["remote"].startswith("127.0.0.1%d:" % p["to"])
         for p in d["pairs"])
@@ -195,6 +198,28 @@ and [(f["kind"], f["from"], f["to"]) for f in d["findings"]
      if f["kind"] == "unreachable" or "does not" in f["text"]]
     == [("asymmetric", 0, 2)]'
 	check dead-relay $? "the unrelayed pair fails as 'no relay', every rank exits 1, in $((SECONDS - t0)) s"
+}
+
+case_encrypted() {
+	local t0=$SECONDS
+	ROUTES=()
+	(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
+		>"$tmp/key")
+	cat >"$tmp/encrypted.conf" <<CONF
+version = 1;
+modules = [ "tcp-xdc" ];
+auth_key_file = "$tmp/key";
+tcp-xdc: { ifname = "lo"; streams = 2; threads = 2; encrypt = true; };
+CONF
+	cluster NCCL_MESH_CONF="$tmp/encrypted.conf" \
+		NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" -- \
+		--json "$tmp/c.json" --burst-bytes 4M --lat-iters 10
+	[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+		[ "$(grep -c ' tcp-xdc .*  AES-256-GCM  ' "$tmp/r0.log")" -eq 6 ] &&
+		json_check "$tmp/c.json" '
+len(d["pairs"]) == 6
+and all(p["ok"] and p["encryption"] == "AES-256-GCM" for p in d["pairs"])'
+	check encrypted $? "every pair reports AES-256-GCM (JSON and text), in $((SECONDS - t0)) s"
 }
 
 for c in "${cases[@]}"; do

@@ -84,6 +84,9 @@ struct cl_pair {
 	/* a verbs module's local devices for the pair, one per cable */
 	int ndevices;
 	char devices[CL_MAX_DEVICES][CL_NAME_MAX];
+	/* the cipher the connection's bytes cross the link under, "none"
+	 * in clear; empty where the module says neither (verbs) */
+	char cipher[24];
 	double gbps;		/* < 0: not measured */
 	/* the fastest burst: what the link carries when neither host gets
 	 * in the way; the findings judge links by it, not by gbps */

@@ -120,6 +120,9 @@ static void text_pairs(FILE *out, const struct cl_report *r, int rail)
 			} else {
 				fprintf(out, "%s -> %s", p->local, p->remote);
 			}
+			if (p->cipher[0])
+				fprintf(out, "  %s", strcmp(p->cipher, "none") ?
+					p->cipher : "clear");
 			if (p->gbps >= 0)
 				fprintf(out, "  %.2f Gb/s", p->gbps);
 			if (p->lat_us >= 0)
@@ -215,6 +218,7 @@ static void json_pair(struct json *j, const struct cl_pair *p)
 	for (int k = 0; p->ok && k < p->nrelays; k++)
 		json_str(j, NULL, p->relays[k]);
 	json_close(j, ']');
+	json_str(j, "encryption", p->ok && p->cipher[0] ? p->cipher : NULL);
 	json_num(j, "gbps", p->gbps, p->ok && p->gbps >= 0);
 	json_num(j, "lat_us", p->lat_us, p->ok && p->lat_us >= 0);
 	json_str(j, "error", p->ok ? NULL : p->error);

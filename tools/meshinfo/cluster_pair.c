@@ -484,13 +484,33 @@ static bool parse_devices(const char *l, struct cl_pair *p)
 	return true;
 }
 
+/* tcp-xdc's "send comm 4 to 10.0.0.2:40000: 8 streams on 4 data threads,
+ * ..., encrypted (AES-256-GCM, 256 KiB records)", or "..., not encrypted":
+ * how the connection's bytes cross the link. */
+static bool parse_cipher(const char *l, struct cl_pair *p)
+{
+	const char *s;
+
+	if (strncmp(l, "send comm ", 10))
+		return false;
+	if (strstr(l, ", not encrypted")) {
+		snprintf(p->cipher, sizeof(p->cipher), "none");
+		return true;
+	}
+	s = strstr(l, ", encrypted (");
+	if (!s)
+		return false;
+	take(s + 13, ",", p->cipher, sizeof(p->cipher));
+	return true;
+}
+
 void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
 {
 	char line[CL_REASON_MAX];
-	bool path = false, devices = false;
+	bool path = false, devices = false, cipher = false;
 
 	(void)rail;
-	for (const char *l = lines; *l && !(path && devices);
+	for (const char *l = lines; *l && !(path && devices && cipher);
 	     l = strchr(l, '\n') + 1) {
 		/* one line at a time: the parsers search with strstr, which
 		 * must not find its words in the lines after this one */
@@ -504,6 +524,9 @@ void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
 		tail = strstr(line, ": ");
 		if (!devices && tail)
 			devices = parse_devices(tail + 2, p);
+		/* a relayed connection's first leg: relays see clear text */
+		if (!cipher && tail)
+			cipher = parse_cipher(tail + 2, p);
 		if (path)
 			continue;
 		if (!strncmp(line, "relay: ", 7))

@@ -172,6 +172,7 @@ static void put_pair(struct cl_buf *b, const struct cl_pair *p)
 	put_int(b, p->ndevices);
 	for (int i = 0; i < p->ndevices; i++)
 		put_str(b, p->devices[i]);
+	put_str(b, p->cipher);
 	put_str(b, p->reason);
 }
 
@@ -198,6 +199,7 @@ static void get_pair(struct cl_buf *b, struct cl_pair *p)
 	}
 	for (int i = 0; i < p->ndevices; i++)
 		get_str(b, p->devices[i], sizeof(p->devices[i]));
+	get_str(b, p->cipher, sizeof(p->cipher));
 	get_str(b, p->reason, sizeof(p->reason));
 }
 
