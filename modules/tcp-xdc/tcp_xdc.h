@@ -140,7 +140,10 @@ struct tcp_xdc_stream {
 /* The streams of one comm that one pool thread serves. */
 struct tcp_xdc_lane {
 	struct tcp_xdc_comm *comm;
+	/* set once at attach and kept: a thread failing the comm may still
+	 * wake it while another detaches the lane */
 	struct tcp_xdc_worker *worker;
+	bool attached;			/* in its thread's lane list */
 	int nstreams;
 	struct tcp_xdc_stream **streams;
 	atomic_int want_work;		/* send: an idle stream waits for work */

@@ -321,7 +321,9 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 	for (int i = 0; i < comm->nlanes && woken < req->nchunks; i++) {
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 
-		if (atomic_load_explicit(&l->want_work, memory_order_relaxed) &&
+		/* seq_cst, like the store of posted above and the thread's
+		 * want_work-then-posted: neither side misses the other */
+		if (atomic_load(&l->want_work) &&
 		    atomic_exchange(&l->want_work, 0)) {
 			xdc_lane_wake(l);
 			woken++;
@@ -545,7 +547,9 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 							chunk_size;
 	comm->timeout_ms = ctx->timeout_ms;
 	comm->inline_max = ctx->inline_max;
-	comm->recv_inline = !is_send && ctx->inline_max;
+	/* the record layer reads whole records (up to record_size): that
+	 * work stays off NCCL's proxy thread */
+	comm->recv_inline = !is_send && ctx->inline_max && !record_size;
 	if (ctx->timeout_ms) {
 		uint64_t busy = (uint64_t)ctx->timeout_ms / 8;
 

@@ -310,6 +310,7 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 		l->worker = &pool->workers[(first + (unsigned int)i) %
 					   (unsigned int)pool->nworkers];
 		ret = worker_add(l->worker, l);
+		l->attached = !ret;
 		if (ret) {
 			MESH_WARN("%s comm %u: out of memory for a lane",
 				  xdc_comm_kind(comm), comm->id);
@@ -327,11 +328,11 @@ void xdc_pool_detach(struct tcp_xdc_comm *comm)
 	for (int i = 0; i < comm->nlanes; i++) {
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 
-		if (!l->worker)
+		if (!l->attached)
 			continue;
 		pool = l->worker->pool;
 		worker_remove(l->worker, l);
-		l->worker = NULL;
+		l->attached = false;
 	}
 	if (pool)
 		atomic_fetch_sub(&pool->ncomms, 1);

@@ -322,7 +322,9 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
  * died would wait for TCP keepalive, minutes later.  The quiet time is
  * short while a receive is outstanding, and for a parked stream: its sender
  * is blocked on our closed window and takes the acknowledgements of pings
- * as the sign that we live (send_check_stalls).  Otherwise it is half the
+ * as the sign that we live (send_check_stalls).  So is stream 0 while
+ * test() reads it: the pool does not watch it then, and a sender may fill
+ * its window before a receive is posted.  Otherwise it is half the
  * keepalive idle time, so the kernel's keepalive never probes a stream (it
  * would drop one with TCP_USER_TIMEOUT at the first lost probe).  A stream
  * the peer ended gets none.  Returns 0 or -errno; *next: when the stream
@@ -332,7 +334,10 @@ static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     uint64_t now, bool busy, uint64_t *next)
 {
 	static const char ping = 'p';
-	uint64_t period = busy || s->state == TCP_XDC_PARKED ?
+	bool unwatched = s->state == TCP_XDC_IDLE &&
+			 atomic_load_explicit(&s->proxy_reads,
+					      memory_order_relaxed);
+	uint64_t period = busy || s->state == TCP_XDC_PARKED || unwatched ?
 			  comm->ping_busy_ns : comm->ping_idle_ns;
 
 	if (s->state == TCP_XDC_ENDED || s->peer_done)
@@ -383,7 +388,9 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 	int ret = 0;
 
 	s->revents = 0;
-	if (s->state == TCP_XDC_PARKED && revents)
+	/* POLLIN may be left from before the stream parked (test() parks
+	 * stream 0 too): only a hangup or an error says the peer is done */
+	if (s->state == TCP_XDC_PARKED && (revents & (POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
 	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
 		     s->ahead_pos < s->ahead_len))
@@ -448,18 +455,27 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 void xdc_recv_inline(struct tcp_xdc_comm *comm)
 {
 	struct tcp_xdc_stream *s = &comm->streams[0];
-	bool left;
+	enum tcp_xdc_stream_state state;
+	bool left, was_reading;
+	uint64_t rx;
 
 	if (!xdc_stream_hold(s))
 		return;
+	state = s->state;
+	rx = s->rx_bytes;
 	if (s->state != TCP_XDC_ENDED && s->state != TCP_XDC_DEAD)
 		recv_progress(comm, s, comm->inline_max);
 	left = s->state == TCP_XDC_PARKED || s->state == TCP_XDC_PAYLOAD;
-	if (left != !atomic_load_explicit(&s->proxy_reads,
-					  memory_order_relaxed))
+	was_reading = atomic_load_explicit(&s->proxy_reads,
+					   memory_order_relaxed);
+	if (left == was_reading)
 		atomic_store_explicit(&s->proxy_reads, !left,
 				      memory_order_relaxed);
-	xdc_stream_hand_back(s, left);
+	/* NCCL calls test() in a tight loop: wake the thread only for what
+	 * it has not seen, not for a parked stream or a large chunk it is
+	 * already reading */
+	xdc_stream_hand_back(s, left && (was_reading || s->state != state ||
+					 s->rx_bytes != rx));
 }
 
 void xdc_recv_inline_stop(struct tcp_xdc_comm *comm)

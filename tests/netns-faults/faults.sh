@@ -20,13 +20,16 @@
 #             the client's 4 MiB messages wait at a zero window; the client
 #             closes its send comm as soon as its last send tests done.
 #             Both succeed, every byte verified, no WARN.
+#   late-small  the same after a run of small messages, which test()
+#             reads on stream 0 while the data thread leaves that stream
+#             alone: its pings must go on while nobody reads it.
 #   closeloop 10 cycles of init, connect, transfer, close right after the
 #             last completion, finalize: every byte verified, no WARN.
 #
 # Neither process may hang, crash (exit status >= 128) or be stopped by
 # meshperf's own watchdog: meshperf's --timeout is far above the plugin's.
 #
-# usage: faults.sh MESHPERF PLUGIN MODULE_DIR kill|linkdrop|late|closeloop
+# usage: faults.sh MESHPERF PLUGIN MODULE_DIR kill|linkdrop|late|late-small|closeloop
 # Needs root and network namespaces; exits 77 (skip) without them.
 set -euo pipefail
 
@@ -36,7 +39,7 @@ moddir=$3
 fault=$4
 
 TIMEOUT_MS=3000
-case $fault in late | closeloop) TIMEOUT_MS=2000 ;; esac
+case $fault in late* | closeloop) TIMEOUT_MS=2000 ;; esac
 LATE_S=${FAULTS_LATE_S:-10}
 # meshperf gives up after this long without progress: more than the delay
 MP_TIMEOUT=60
@@ -235,14 +238,16 @@ check_ok() {
 		fail "$name logged a warning or an error"
 }
 
+# no_fault_late [SIZES]: every size's receives posted LATE_S late
 no_fault_late() {
-	local t0
+	local t0 sizes=${1:-4M} n
 
 	t0=$(now_ms)
 	start_server --recv-delay "$LATE_S"
-	run "$NS_C" client --client "$IP_S" --sizes 4M --iters 8 --window 8 \
-		--no-latency --close-early
-	wait_end client $((LATE_S + 40))
+	run "$NS_C" client --client "$IP_S" --sizes "$sizes" --iters 8 \
+		--window 8 --no-latency --close-early
+	n=$(tr -cd , <<<"$sizes" | wc -c)
+	wait_end client $(((n + 1) * LATE_S + 40))
 	wait_end server 20
 	check_ok client
 	check_ok server
@@ -271,6 +276,7 @@ case $fault in
 kill) start_transfer; fault_kill ;;
 linkdrop) start_transfer; fault_linkdrop ;;
 late) no_fault_late ;;
+late-small) no_fault_late 4K,4M ;;
 closeloop) no_fault_closeloop ;;
 *) fail "unknown fault $fault" ;;
 esac
