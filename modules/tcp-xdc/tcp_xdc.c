@@ -138,12 +138,25 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 static void tcp_xdc_fini(void *mctx)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
+	int open;
 
 	if (!ctx)
 		return;
-	/* No thread of ours outlives the module. */
-	tcp_xdc_pool_fini(ctx);
+	/* No thread of ours outlives the module.  A comm NCCL left open
+	 * still points at the context: it stays, and closing the comm later
+	 * closes its sockets without lingering. */
+	pthread_mutex_lock(&ctx->linger_lock);
+	ctx->finished = true;
+	pthread_mutex_unlock(&ctx->linger_lock);
+	open = tcp_xdc_pool_fini(ctx);
 	tcp_xdc_linger_fini(ctx);
+	if (!open)
+		tcp_xdc_ctx_free(ctx);
+}
+
+void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx)
+{
+	tcp_xdc_pool_free(ctx);
 	pthread_mutex_destroy(&ctx->linger_lock);
 	free(ctx->devs);
 	free(ctx);

@@ -57,6 +57,7 @@ struct tcp_xdc_ctx {
 	struct tcp_xdc_linger *linger;	/* closed send streams, draining */
 	struct tcp_xdc_pool *pool;	/* the data-path threads */
 	pthread_mutex_t linger_lock;	/* guards starting either */
+	bool finished;			/* fini ran with comms still open */
 };
 
 /* ---- data path ---- */
@@ -180,6 +181,7 @@ struct tcp_xdc_comm {
 	_Atomic uint64_t cursor;	/* send: next chunk to claim */
 	_Atomic uint64_t completed;	/* requests test() saw finish */
 	atomic_int stop;
+	bool frees_ctx;			/* the last comm open at fini */
 	atomic_int error;		/* first failure, negative errno */
 	atomic_int ended;		/* recv: streams the peer ended */
 	atomic_int ended_reset;		/* recv: of those, ended by a reset */
@@ -211,7 +213,11 @@ int tcp_xdc_close_recv(void *recv_comm);
 /* The pool size for a threads setting (0: two per core). */
 int tcp_xdc_pool_size(int threads);
 int tcp_xdc_pool_start(struct tcp_xdc_ctx *ctx);
-void tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx);
+/* Stops the threads; returns how many comms are still open (their last
+ * close frees the pool and the context). */
+int tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx);
+void tcp_xdc_pool_free(struct tcp_xdc_ctx *ctx);
+void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx);
 
 /* tcp_xdc_linger.c */
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,

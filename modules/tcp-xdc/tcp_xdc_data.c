@@ -365,12 +365,17 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 static void lanes_stop(struct tcp_xdc_comm *comm)
 {
 	atomic_store(&comm->stop, 1);
-	xdc_pool_detach(comm);
+	if (xdc_pool_detach(comm))
+		comm->frees_ctx = true;
 }
 
 static void comm_destroy(struct tcp_xdc_comm *comm)
 {
+	struct tcp_xdc_ctx *ctx = comm->ctx;
+	bool frees_ctx;
+
 	lanes_stop(comm);
+	frees_ctx = comm->frees_ctx;
 	for (int i = 0; i < comm->nlanes; i++)
 		free(comm->lanes[i].streams);
 	for (int i = 0; i < comm->nstreams; i++) {
@@ -384,6 +389,8 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 	free(comm->lanes);
 	free(comm->streams);
 	free(comm);
+	if (frees_ctx)
+		tcp_xdc_ctx_free(ctx);
 }
 
 /* Every request handed over was written whole: nothing is owed. */

@@ -285,7 +285,7 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 	int ret;
 
 	pthread_mutex_lock(&ctx->linger_lock);
-	if (!ctx->linger)
+	if (!ctx->linger && !ctx->finished)
 		ctx->linger = linger_start(ctx);
 	l = ctx->linger;
 	pthread_mutex_unlock(&ctx->linger_lock);

@@ -37,8 +37,10 @@ bool xdc_comm_stopped(struct tcp_xdc_comm *comm);
 
 /* tcp_xdc_pool.c */
 int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm);
-/* Returns once no pool thread looks at the comm's streams any more. */
-void xdc_pool_detach(struct tcp_xdc_comm *comm);
+/* Returns once no pool thread looks at the comm's streams any more; true
+ * when it was the last comm open at the module's fini, which left the
+ * context to it (tcp_xdc_ctx_free). */
+bool xdc_pool_detach(struct tcp_xdc_comm *comm);
 int xdc_pool_workers(const struct tcp_xdc_ctx *ctx);
 void xdc_lane_wake(struct tcp_xdc_lane *l);
 

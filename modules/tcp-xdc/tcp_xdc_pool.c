@@ -321,7 +321,7 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 	return 0;
 }
 
-void xdc_pool_detach(struct tcp_xdc_comm *comm)
+bool xdc_pool_detach(struct tcp_xdc_comm *comm)
 {
 	struct tcp_xdc_pool *pool = NULL;
 
@@ -334,8 +334,8 @@ void xdc_pool_detach(struct tcp_xdc_comm *comm)
 		worker_remove(l->worker, l);
 		l->attached = false;
 	}
-	if (pool)
-		atomic_fetch_sub(&pool->ncomms, 1);
+	return pool && atomic_fetch_sub(&pool->ncomms, 1) == 1 &&
+	       atomic_load(&pool->stop);
 }
 
 int xdc_pool_workers(const struct tcp_xdc_ctx *ctx)
@@ -441,22 +441,29 @@ out:
 
 /*
  * NCCL closes its comms before it finalizes the plugin.  Should one still
- * be open, its lanes keep pointing at the pool: the threads stop, but the
- * pool's memory and eventfds stay, so that closing it later is safe.
+ * be open, the threads stop but the pool stays, so that closing the comm
+ * later is safe; the last such close frees it.
  */
-void tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx)
+int tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx)
 {
 	struct tcp_xdc_pool *pool = ctx->pool;
 	int open;
 
 	if (!pool)
-		return;
+		return 0;
 	pool_join(pool);
 	open = atomic_load(&pool->ncomms);
 	if (open)
-		MESH_INFO("%d connections still open at finalize: their data threads stopped, their state stays",
+		MESH_INFO("%d connections still open at finalize: their data threads stopped, their state stays until they close",
 			  open);
 	else
-		pool_free(pool);
+		tcp_xdc_pool_free(ctx);
+	return open;
+}
+
+void tcp_xdc_pool_free(struct tcp_xdc_ctx *ctx)
+{
+	if (ctx->pool)
+		pool_free(ctx->pool);
 	ctx->pool = NULL;
 }
