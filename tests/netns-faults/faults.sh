@@ -14,13 +14,13 @@
 #             as a dead link does: both sides fail within timeout_ms plus
 #             slack, each naming peer, connection, stream and the timeout.
 #
-# and two that must not fail anything, with timeout_ms = 2000:
+# and three that must not fail anything, with timeout_ms = 2000:
 #
 #   late      the server posts its receives 10 s late (5x timeout_ms) while
 #             the client's 4 MiB messages wait at a zero window; the client
 #             closes its send comm as soon as its last send tests done.
 #             Both succeed, every byte verified, no WARN.
-#   late-small  the same after a run of small messages, which test()
+#   late-small the same after a run of small messages, which test()
 #             reads on stream 0 while the data thread leaves that stream
 #             alone: its pings must go on while nobody reads it.
 #   closeloop 10 cycles of init, connect, transfer, close right after the
