@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The large-message bar of tests/gpu, in rounds: Socket and one or more Mesh
+# variants alternate, each round one run of each at SIZE, so that the host's
+# drift between runs hits every variant alike.  Prints each run's busbw and
+# the most cores the host kept busy over a second of it, then per variant the median busbw and the
+# median of its per-round ratios to Socket.
+#
+# Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
+#                            [VARIANT ...]
+#
+# A VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (NCCL_MESH_* or NCCL_*
+# settings for that Mesh run); without any, one Mesh variant at the
+# defaults of tests/gpu/gpu.conf.  Example:
+#   tests/gpu/rounds.sh build --rounds 3 default threads16:NCCL_MESH_TCP_XDC_THREADS=16
+
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+python=${PYTHON:-python3}
+build=build
+rounds=3
+size=256M
+iters=20
+variants=()
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) rounds=${2:?}; shift ;;
+	--size) size=${2:?}; shift ;;
+	--iters) iters=${2:?}; shift ;;
+	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	-*) echo "rounds.sh: unknown option $1" >&2; exit 2 ;;
+	*)
+		if [ -d "$1" ] && [ ${#variants[@]} -eq 0 ] && [ "$build" = build ]; then
+			build=$1
+		else
+			variants+=("$1")
+		fi
+		;;
+	esac
+	shift
+done
+[ ${#variants[@]} -gt 0 ] || variants=(default)
+build=$(cd "$build" && pwd) || exit 2
+out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
+
+export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -d "$build/extra-libs" ] && LD_LIBRARY_PATH=$build/extra-libs:$LD_LIBRARY_PATH
+export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_NET_PLUGIN_REF_COUNT=1
+
+# sample_cpu FILE: appends "seconds busy-jiffies total-jiffies" of the
+# host four times a second until killed.
+sample_cpu() {
+	while :; do
+		awk -v t="$(date +%s.%N)" 'NR == 1 { b = 0; a = 0
+			for (i = 2; i <= NF; i++) { a += $i; if (i != 5 && i != 6) b += $i }
+			print t, b, a; exit }' /proc/stat >>"$1"
+		sleep 0.25
+	done
+}
+
+# peak_busy FILE: the most cores busy over any second of the samples.
+peak_busy() {
+	awk '{ t[NR] = $1; b[NR] = $2 } END { best = 0
+		for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++)
+			if (t[j] - t[i] >= 1) { c = (b[j] - b[i]) / 100 / (t[j] - t[i])
+				if (c > best) best = c; break }
+		printf "%.1f", best }' "$1"
+}
+
+# run_one NAME [VAR=VALUE ...]: busbw (GB/s) and busy cores of one run.
+run_one() {
+	local name=$1 file spid bw
+	shift
+	file=$out/$name.jsonl
+	rm -f "$file" "$out/$name.cpu"
+	sample_cpu "$out/$name.cpu" &
+	spid=$!
+	if ! env "$@" timeout -k 10 300 "$python" "$here/allreduce.py" \
+		--sizes "$size" --iters "$iters" --out "$file" \
+		--log-dir "$out/logs-$name" >"$out/$name.log" 2>&1; then
+		kill "$spid"
+		echo "$name FAILED: $(tail -3 "$out/$name.log")" >&2
+		echo "0 0"
+		return
+	fi
+	kill "$spid"
+	wait "$spid" 2>/dev/null
+	bw=$("$python" -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "busbw_GBps" in d: print(d["busbw_GBps"])' "$file" | tail -1)
+	echo "${bw:-0} $(peak_busy "$out/$name.cpu")"
+}
+
+echo "rounds.sh: $rounds rounds at $size, $iters calls; $(nproc) cores; logs in $out"
+for r in $(seq "$rounds"); do
+	read -r sbw scpu < <(run_one socket NCCL_NET=Socket NCCL_NET_PLUGIN=none)
+	echo "round $r socket busbw $sbw GB/s (peak busy cores $scpu)"
+	echo "socket $sbw" >>"$out/all"
+	for v in "${variants[@]}"; do
+		name=${v%%:*} env_list=()
+		[ "$v" != "$name" ] && IFS=, read -r -a env_list <<<"${v#*:}"
+		read -r bw cpu < <(run_one "$name" NCCL_NET=Mesh \
+			NCCL_NET_PLUGIN="$build/core/libnccl-net-mesh.so" \
+			NCCL_MESH_CONF="$here/gpu.conf" \
+			NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" \
+			${env_list[@]+"${env_list[@]}"})
+		ratio=$(awk -v a="$bw" -v b="$sbw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio"
+		echo "$name $bw $ratio" >>"$out/all"
+	done
+done
+
+# shellcheck source=tests/bench/lib.sh
+. "$repo/tests/bench/lib.sh"
+echo "summary (medians of $rounds rounds):"
+echo "socket busbw $(awk '$1 == "socket" { print $2 }' "$out/all" | bench_median) GB/s"
+for v in "${variants[@]}"; do
+	name=${v%%:*}
+	echo "$name busbw $(awk -v n="$name" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s," \
+	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)"
+done
