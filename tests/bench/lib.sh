@@ -37,7 +37,7 @@ bench_meshperf() {
 		-P "$b/core/libnccl-net-mesh.so" --json "$@" >"$out" \
 		2>"$out.client" || rc=$?
 	wait "$spid" || rc=$?
-	[ "$rc" = 0 ] || { echo "meshperf failed ($rc): $(tail -3 "$out.client" "$out.server")" >&2; return 1; }
+	[ "$rc" = 0 ] || { echo "meshperf failed ($rc): $(tail -n 3 "$out.client" "$out.server")" >&2; return 1; }
 }
 
 # bench_loopback_conf BUILD: sets work to a new folder (removed at exit)

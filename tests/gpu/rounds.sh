@@ -83,7 +83,7 @@ run_one() {
 		--sizes "$size" --iters "$iters" --out "$file" \
 		--log-dir "$out/logs-$name" >"$out/$name.log" 2>&1; then
 		kill "$spid"
-		echo "$name FAILED: $(tail -3 "$out/$name.log")" >&2
+		echo "$name FAILED: $(tail -n 3 "$out/$name.log")" >&2
 		echo "0 0"
 		return
 	fi
