@@ -4,11 +4,17 @@
  * between two processes on loopback, TCP_NODELAY, one socket, nothing else.
  * Prints the half round trip (median and mean, microseconds) for each mode:
  *   block  read() sleeps until the reply is there, as most programs do;
- *   busy   recv(MSG_DONTWAIT) in a loop, as NCCL's proxy polls test().
+ *   busy   recv(MSG_DONTWAIT) in a loop, never leaving the core;
+ *   yield  the same, yielding the core after each empty recv(), as NCCL's
+ *          proxy thread yields after a pass over test() that found nothing;
+ *   split  polled as busy, but each way on its own connection, as NCCL's
+ *          send and receive comms are (a reply cannot carry the ACK of
+ *          the message it answers).
  *
  *   tcp_pingpong [SIZE] [ITERS]
  */
 #include <errno.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -35,7 +41,14 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void xfer(int fd, char *buf, size_t len, bool send_it, bool busy)
+enum wait_mode { WAIT_BLOCK, WAIT_BUSY, WAIT_YIELD, WAIT_SPLIT, WAIT_MODES };
+
+static const char *const mode_names[WAIT_MODES] = {
+	"block", "busy", "yield", "split",
+};
+
+static void xfer(int fd, char *buf, size_t len, bool send_it,
+		 enum wait_mode mode)
 {
 	size_t done = 0;
 
@@ -43,7 +56,7 @@ static void xfer(int fd, char *buf, size_t len, bool send_it, bool busy)
 		ssize_t n = send_it ?
 			send(fd, buf + done, len - done, MSG_NOSIGNAL) :
 			recv(fd, buf + done, len - done,
-			     busy ? MSG_DONTWAIT : 0);
+			     mode == WAIT_BLOCK ? 0 : MSG_DONTWAIT);
 
 		if (n > 0)
 			done += (size_t)n;
@@ -51,6 +64,8 @@ static void xfer(int fd, char *buf, size_t len, bool send_it, bool busy)
 			die("peer closed");
 		else if (errno != EAGAIN && errno != EINTR)
 			die(send_it ? "send" : "recv");
+		else if (mode == WAIT_YIELD)
+			sched_yield();
 	}
 }
 
@@ -61,21 +76,26 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One mode: the client times iters round trips, the server echoes. */
-static void run(int fd, bool client, bool busy, char *buf, size_t size,
-		int iters, uint64_t *rtt)
+/*
+ * One mode: the client times iters round trips, the server echoes.  The
+ * client sends on fd[0]; replies come on fd[1] in split mode, else on fd[0].
+ */
+static void run(const int *fd, bool client, enum wait_mode mode, char *buf,
+		size_t size, int iters, uint64_t *rtt)
 {
+	int back = fd[mode == WAIT_SPLIT];
+
 	for (int i = 0; i < iters + iters / 10; i++) {
 		uint64_t t0 = now_ns();
 
 		if (client) {
-			xfer(fd, buf, size, true, busy);
-			xfer(fd, buf, size, false, busy);
+			xfer(fd[0], buf, size, true, mode);
+			xfer(back, buf, size, false, mode);
 			if (i >= iters / 10)
 				rtt[i - iters / 10] = now_ns() - t0;
 		} else {
-			xfer(fd, buf, size, false, busy);
-			xfer(fd, buf, size, true, busy);
+			xfer(fd[0], buf, size, false, mode);
+			xfer(back, buf, size, true, mode);
 		}
 	}
 }
@@ -99,7 +119,7 @@ int main(int argc, char **argv)
 	int iters = argc > 2 ? atoi(argv[2]) : 20000;
 	struct sockaddr_in addr = { .sin_family = AF_INET };
 	socklen_t alen = sizeof(addr);
-	int one = 1, lfd, fd, status;
+	int one = 1, lfd, fd[2], status;
 	char *buf = calloc(1, size ? size : 1);
 	uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
 	pid_t pid;
@@ -109,30 +129,35 @@ int main(int argc, char **argv)
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0 || bind(lfd, (void *)&addr, sizeof(addr)) ||
-	    listen(lfd, 1) || getsockname(lfd, (void *)&addr, &alen))
+	    listen(lfd, 2) || getsockname(lfd, (void *)&addr, &alen))
 		die("listen");
 	fflush(stdout);
 	pid = fork();
 	if (pid < 0)
 		die("fork");
-	if (pid == 0) {
-		fd = accept(lfd, NULL, NULL);
-	} else {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd >= 0 && connect(fd, (void *)&addr, sizeof(addr)))
-			die("connect");
+	/* two connections, accepted in the order they were made */
+	for (int i = 0; i < 2; i++) {
+		if (pid == 0) {
+			fd[i] = accept(lfd, NULL, NULL);
+		} else {
+			fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+			if (fd[i] >= 0 &&
+			    connect(fd[i], (void *)&addr, sizeof(addr)))
+				die("connect");
+		}
+		if (fd[i] < 0 || setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY,
+					    &one, sizeof(one)))
+			die("socket");
 	}
-	if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-				 sizeof(one)))
-		die("socket");
-	for (int busy = 0; busy < 2; busy++) {
-		run(fd, pid != 0, busy, buf, size, iters, rtt);
+	for (int mode = 0; mode < WAIT_MODES; mode++) {
+		run(fd, pid != 0, (enum wait_mode)mode, buf, size, iters, rtt);
 		if (pid)
-			report(busy ? "busy" : "block", size, rtt, iters);
+			report(mode_names[mode], size, rtt, iters);
 	}
 	if (pid == 0)
 		_exit(0);
-	close(fd);
+	close(fd[0]);
+	close(fd[1]);
 	waitpid(pid, &status, 0);
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : 1;
 }

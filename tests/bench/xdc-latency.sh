@@ -3,7 +3,9 @@
 # Benchmark (not a test): the 8-byte half round trip through the plugin and
 # tcp-xdc on loopback (meshperf's ping-pong) against a plain C TCP
 # ping-pong on the same link (tests/bench/tcp_pingpong.c: read() that
-# sleeps, and recv() polled as NCCL's proxy polls test()), and tcp-xdc with
+# sleeps, recv() polled without a break, recv() polled yielding the core
+# when nothing came, as NCCL's proxy thread does, and polled with each way
+# on its own connection, as NCCL's send and receive comms are), and tcp-xdc with
 # its fast path off (inline_max = 0: every message handed to a data
 # thread), alternating, median of ROUNDS each.
 # Bar: tcp-xdc <= 1.3 x the plain ping-pong.
@@ -31,7 +33,7 @@ mesh_lat() {
 
 for r in $(seq "$rounds"); do
 	"$pingpong" "$size" "$iters" >"$work/pp.json"
-	for m in block busy; do
+	for m in block busy yield split; do
 		python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     d = json.loads(l)
@@ -41,13 +43,17 @@ for l in open(sys.argv[1]):
 	mesh_lat >>"$work/mesh"
 	NCCL_MESH_TCP_XDC_INLINE_MAX=0 mesh_lat >>"$work/handoff"
 	echo "round $r: block $(tail -1 "$work/block") busy $(tail -1 "$work/busy")" \
+		"yield $(tail -1 "$work/yield") split $(tail -1 "$work/split")" \
 		"tcp-xdc $(tail -1 "$work/mesh") handed-off $(tail -1 "$work/handoff") us"
 done
 block=$(bench_median <"$work/block")
 busy=$(bench_median <"$work/busy")
+yield=$(bench_median <"$work/yield")
+split=$(bench_median <"$work/split")
 mesh=$(bench_median <"$work/mesh")
 handoff=$(bench_median <"$work/handoff")
 echo "host: $(nproc) cores; $size-byte half round trip on loopback, medians of $rounds rounds"
-echo "plain TCP: read() $block us, polled recv() $busy us"
+echo "plain TCP: read() $block us, polled recv() $busy us, polled recv() yielding $yield us,"
+echo "           polled recv() with one connection each way $split us"
 echo "tcp-xdc: $mesh us; with every message handed to a data thread: $handoff us"
-python3 -c "print('tcp-xdc / plain read(): %.2f (bar 1.3); / polled recv(): %.2f' % ($mesh / $block, $mesh / $busy))"
+python3 -c "print('tcp-xdc / plain read(): %.2f (bar 1.3); / polled recv(): %.2f; / polled recv() yielding: %.2f; / polled recv() one connection each way: %.2f' % ($mesh / $block, $mesh / $busy, $mesh / $yield, $mesh / $split))"
