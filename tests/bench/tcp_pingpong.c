@@ -158,6 +158,8 @@ int main(int argc, char **argv)
 		_exit(0);
 	close(fd[0]);
 	close(fd[1]);
+	free(buf);
+	free(rtt);
 	waitpid(pid, &status, 0);
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : 1;
 }
