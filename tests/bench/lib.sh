@@ -2,9 +2,11 @@
 # shellcheck shell=bash
 # Shared by the benchmark scripts: sourced, never run.
 
-# The median of the numbers on stdin, one per line.
+# The median of the numbers on stdin, one per line (of an even count, the
+# mean of the middle two).
 bench_median() {
-	sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+	sort -g | awk '{ v[NR] = $1 } END { m = int((NR + 1) / 2)
+		print NR % 2 ? v[m] : (v[m] + v[m + 1]) / 2 }'
 }
 
 # bench_figure FILE KEY: figure KEY of the last result line meshperf wrote
