@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The large-message bar of tests/gpu, in rounds: Socket and one or more Mesh
-# variants alternate, each round one run of each at SIZE, so that the host's
-# drift between runs hits every variant alike.  Prints each run's busbw and
-# the most cores the host kept busy over a second of it, then per variant the median busbw and the
-# median of its per-round ratios to Socket.
+# The large-message bar of tests/gpu, in rounds: Socket and one or more
+# Mesh variants alternate, each round one run of each at SIZE, so that the
+# host's drift between runs hits every variant alike.  Prints each run's
+# busbw and the most cores the host kept busy over a second of it, then per
+# variant the median busbw and the median of its per-round ratios to
+# Socket.  Exits 1 if any run failed (allreduce.py checks every result and
+# that NCCL used the network asked for).
 #
 # Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
 #                            [VARIANT ...]
@@ -84,6 +86,7 @@ run_one() {
 		--log-dir "$out/logs-$name" >"$out/$name.log" 2>&1; then
 		kill "$spid"
 		echo "$name FAILED: $(tail -n 3 "$out/$name.log")" >&2
+		echo "failed" >>"$out/failures"
 		echo "0 0"
 		return
 	fi
@@ -124,3 +127,7 @@ for v in "${variants[@]}"; do
 	echo "$name busbw $(awk -v n="$name" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s," \
 	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)"
 done
+if [ -s "$out/failures" ]; then
+	echo "rounds.sh: $(wc -l <"$out/failures") run(s) failed; logs in $out" >&2
+	exit 1
+fi
