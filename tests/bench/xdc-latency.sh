@@ -5,9 +5,9 @@
 # ping-pong on the same link (tests/bench/tcp_pingpong.c: read() that
 # sleeps, recv() polled without a break, recv() polled yielding the core
 # when nothing came, as NCCL's proxy thread does, and polled with each way
-# on its own connection, as NCCL's send and receive comms are), and tcp-xdc with
-# its fast path off (inline_max = 0: every message handed to a data
-# thread), alternating, median of ROUNDS each.
+# on its own connection, as NCCL's send and receive comms are), and
+# tcp-xdc with its fast path off (inline_max = 0: every message handed to
+# a data thread), alternating, median of ROUNDS each.
 # Bar: tcp-xdc <= 1.3 x the plain ping-pong.
 #
 #   tests/bench/xdc-latency.sh [BUILD_DIR] [ROUNDS] [SIZE]
