@@ -46,14 +46,16 @@ for l in open(sys.argv[1]):
 		"yield $(tail -1 "$work/yield") split $(tail -1 "$work/split")" \
 		"tcp-xdc $(tail -1 "$work/mesh") handed-off $(tail -1 "$work/handoff") us"
 done
-block=$(bench_median <"$work/block")
-busy=$(bench_median <"$work/busy")
-yield=$(bench_median <"$work/yield")
-split=$(bench_median <"$work/split")
-mesh=$(bench_median <"$work/mesh")
-handoff=$(bench_median <"$work/handoff")
+declare -A med
+for m in block busy yield split mesh handoff; do
+	med[$m]=$(bench_median <"$work/$m")
+done
 echo "host: $(nproc) cores; $size-byte half round trip on loopback, medians of $rounds rounds"
-echo "plain TCP: read() $block us, polled recv() $busy us, polled recv() yielding $yield us,"
-echo "           polled recv() with one connection each way $split us"
-echo "tcp-xdc: $mesh us; with every message handed to a data thread: $handoff us"
-python3 -c "print('tcp-xdc / plain read(): %.2f (bar 1.3); / polled recv(): %.2f; / polled recv() yielding: %.2f; / polled recv() one connection each way: %.2f' % ($mesh / $block, $mesh / $busy, $mesh / $yield, $mesh / $split))"
+echo "plain TCP: read() ${med[block]} us, polled recv() ${med[busy]} us," \
+     "polled recv() yielding ${med[yield]} us,"
+echo "           polled recv() with one connection each way ${med[split]} us"
+echo "tcp-xdc: ${med[mesh]} us; with every message handed to a data thread: ${med[handoff]} us"
+awk -v x="${med[mesh]}" -v a="${med[block]}" -v b="${med[busy]}" \
+    -v c="${med[yield]}" -v d="${med[split]}" 'BEGIN {
+	printf "tcp-xdc / plain read(): %.2f (bar 1.3); / polled recv(): %.2f;", x / a, x / b
+	printf " / polled recv() yielding: %.2f; / polled recv() one connection each way: %.2f\n", x / c, x / d }'

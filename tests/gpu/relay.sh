@@ -85,22 +85,10 @@ for f in "$plugin" "$build/modules/tcp-xdc/mesh-tcp-xdc.so" \
 done
 command -v "$python" >/dev/null || die "$python not found"
 
-export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -d "$build/extra-libs" ]; then
-	LD_LIBRARY_PATH=$build/extra-libs:$LD_LIBRARY_PATH
-fi
-# NCCL dlopens the plugin and the core the modules: a library missing
-# there would show only as a fallback or a module not loaded, so say it.
-if command -v ldd >/dev/null; then
-	for f in "$plugin" "$build/modules/relay/mesh-relay.so" "$meshinfo"; do
-		missing=$(ldd "$f" 2>&1 | grep 'not found')
-		if [ -n "$missing" ]; then
-			echo "relay.sh: $f cannot be loaded, libraries missing:" >&2
-			echo "$missing" >&2
-			die "put them in $build/extra-libs"
-		fi
-	done
-fi
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_libs "$build" "$plugin" "$build/modules/relay/mesh-relay.so" \
+	"$meshinfo" || exit 2
 
 if [ -z "$out" ]; then
 	out=$(mktemp -d -t nccl-mesh-relay.XXXXXX) || die "mktemp failed"
@@ -110,9 +98,7 @@ out=$(cd "$out" && pwd)
 
 export NCCL_NET_PLUGIN=$plugin
 export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc:$build/modules/relay
-export NCCL_SOCKET_IFNAME=lo
-export NCCL_IB_DISABLE=1
-export NCCL_NET_PLUGIN_REF_COUNT=1
+gpu_nccl_env
 unset NCCL_ALGO NCCL_PROTO
 
 py_args=(--conf "$conf" --meshinfo "$meshinfo" --timeout "$timeout_s")

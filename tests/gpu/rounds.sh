@@ -47,19 +47,21 @@ while [ $# -gt 0 ]; do
 done
 [ ${#variants[@]} -gt 0 ] || variants=(default)
 build=$(cd "$build" && pwd) || exit 2
+plugin=$build/core/libnccl-net-mesh.so
 out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
 
-export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-[ -d "$build/extra-libs" ] && LD_LIBRARY_PATH=$build/extra-libs:$LD_LIBRARY_PATH
-export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_NET_PLUGIN_REF_COUNT=1
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_libs "$build" "$plugin" || exit 2
+gpu_nccl_env
 
-# sample_cpu FILE: appends "seconds busy-jiffies total-jiffies" of the
-# host four times a second until killed.
+# sample_cpu FILE: appends "seconds busy-jiffies" of the host (all but
+# idle and iowait) four times a second until killed.
 sample_cpu() {
 	while :; do
-		awk -v t="$(date +%s.%N)" 'NR == 1 { b = 0; a = 0
-			for (i = 2; i <= NF; i++) { a += $i; if (i != 5 && i != 6) b += $i }
-			print t, b, a; exit }' /proc/stat >>"$1"
+		awk -v t="$(date +%s.%N)" 'NR == 1 { b = 0
+			for (i = 2; i <= NF; i++) if (i != 5 && i != 6) b += $i
+			print t, b; exit }' /proc/stat >>"$1"
 		sleep 0.25
 	done
 }
@@ -108,7 +110,7 @@ for r in $(seq "$rounds"); do
 		name=${v%%:*} env_list=()
 		[ "$v" != "$name" ] && IFS=, read -r -a env_list <<<"${v#*:}"
 		read -r bw cpu < <(run_one "$name" NCCL_NET=Mesh \
-			NCCL_NET_PLUGIN="$build/core/libnccl-net-mesh.so" \
+			NCCL_NET_PLUGIN="$plugin" \
 			NCCL_MESH_CONF="$here/gpu.conf" \
 			NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" \
 			${env_list[@]+"${env_list[@]}"})

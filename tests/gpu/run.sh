@@ -88,22 +88,9 @@ if ! ls "$module_dir"/mesh-tcp-xdc*.so >/dev/null 2>&1; then
 fi
 command -v "$python" >/dev/null || die "$python not found"
 
-export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -d "$build/extra-libs" ]; then
-	LD_LIBRARY_PATH=$build/extra-libs:$LD_LIBRARY_PATH
-fi
-
-# NCCL dlopens the plugin RTLD_NOW: a missing library (libconfig, most
-# often) would only show up as a silent fallback, so say it here.
-if command -v ldd >/dev/null; then
-	missing=$(ldd "$plugin" 2>&1 | grep 'not found')
-	if [ -n "$missing" ]; then
-		echo "run.sh: the plugin cannot be loaded, libraries missing:" >&2
-		echo "$missing" >&2
-		echo "run.sh: put them in $build/extra-libs" >&2
-		exit 2
-	fi
-fi
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_libs "$build" "$plugin" || exit 2
 
 if [ -z "$out" ]; then
 	out=$(mktemp -d -t nccl-mesh-gpu.XXXXXX) || die "mktemp failed"
@@ -116,12 +103,7 @@ common_args=(--timeout "$timeout_s")
 [ -n "$gpus" ] && common_args+=(--gpus "$gpus")
 [ $debug -eq 1 ] && common_args+=(--debug)
 
-# Settings shared by every run.  The sweep variables are cleared so that
-# the plain Socket run really is NCCL at its defaults.
-export NCCL_SOCKET_IFNAME=lo
-export NCCL_IB_DISABLE=1
-export NCCL_NET_PLUGIN_REF_COUNT=1
-unset NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD
+gpu_nccl_env
 
 failures=0
 

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# Shared by the GPU scripts (run.sh, rounds.sh, relay.sh): sourced, never run.
+
+# gpu_libs BUILD FILE...: puts BUILD's core (and BUILD/extra-libs, where
+# libraries missing on this host go) on LD_LIBRARY_PATH, then checks that
+# each FILE's libraries resolve.  NCCL dlopens the plugin and the core the
+# modules: a library missing there would show only as a silent fallback or
+# a module not loaded, so say it.  Returns 2 when one is missing.
+gpu_libs() {
+	local build=$1 f missing
+	shift
+	export LD_LIBRARY_PATH=$build/core${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	if [ -d "$build/extra-libs" ]; then
+		LD_LIBRARY_PATH=$build/extra-libs:$LD_LIBRARY_PATH
+	fi
+	command -v ldd >/dev/null || return 0
+	for f in "$@"; do
+		missing=$(ldd "$f" 2>&1 | grep 'not found')
+		if [ -n "$missing" ]; then
+			echo "$f cannot be loaded, libraries missing:" >&2
+			echo "$missing" >&2
+			echo "put them in $build/extra-libs" >&2
+			return 2
+		fi
+	done
+}
+
+# gpu_nccl_env: what every run shares: both ranks on loopback, no IB, the
+# plugin loaded once per process.  The Socket sweep's variables are cleared
+# so that a plain Socket run really is NCCL at its defaults.
+gpu_nccl_env() {
+	export NCCL_SOCKET_IFNAME=lo
+	export NCCL_IB_DISABLE=1
+	export NCCL_NET_PLUGIN_REF_COUNT=1
+	unset NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD
+}
