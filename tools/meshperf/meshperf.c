@@ -165,6 +165,7 @@ enum {
 	OPT_LAT_MAX,
 	OPT_NO_LATENCY,
 	OPT_BIDIR,
+	OPT_NO_VERIFY,
 	OPT_RELOAD,
 	OPT_TC,
 	OPT_JSON,
@@ -194,6 +195,7 @@ static const struct option long_opts[] = {
 	{ "lat-max", required_argument, NULL, OPT_LAT_MAX },
 	{ "no-latency", no_argument, NULL, OPT_NO_LATENCY },
 	{ "bidir", no_argument, NULL, OPT_BIDIR },
+	{ "no-verify", no_argument, NULL, OPT_NO_VERIFY },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "recv-size", required_argument, NULL, OPT_RECV_SIZE },
 	{ "recv-delay", required_argument, NULL, OPT_RECV_DELAY },
@@ -240,6 +242,9 @@ static void usage(FILE *out)
 "      --no-latency        no ping-pong (and no reverse connection\n"
 "                          unless --bidir)\n"
 "      --bidir             traffic in both directions at once\n"
+"      --no-verify         neither fill messages nor check their bytes (sizes\n"
+"                          still are): where one thread filling and checking\n"
+"                          every byte is slower than the transport\n"
 "      --channels N        connections per direction, 1..%d (default 1);\n"
 "                          iterations, budget and memory are split across\n"
 "                          them, latency runs on channel 0\n"
@@ -460,6 +465,9 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		return 0;
 	case OPT_BIDIR:
 		p->bidir = 1;
+		return 0;
+	case OPT_NO_VERIFY:
+		p->unverified = 1;
 		return 0;
 	case OPT_NO_LATENCY:
 		p->lat_max = -1;

@@ -41,6 +41,7 @@ struct perf_params {
 	int64_t lat_max;	/* largest size with a ping-pong, -1: none */
 	uint64_t recv_size;	/* receives post at least this many bytes */
 	uint32_t bidir;
+	uint32_t unverified;	/* neither fill nor check message bytes */
 	uint32_t reload;	/* init..dlclose cycles */
 	uint32_t timeout;	/* seconds without progress before giving up */
 	uint64_t comm_id;	/* what NCCL would pass as commHash */
@@ -246,6 +247,7 @@ struct perf_plan {
 	int window;
 	uint32_t iters;
 	uint64_t recv_size;	/* bytes each receive posts */
+	bool verify;		/* fill every message, check every byte */
 };
 
 void perf_plan_size(const struct perf_params *p, uint64_t size, int group,

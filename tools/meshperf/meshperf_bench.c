@@ -42,6 +42,7 @@ void perf_plan_size(const struct perf_params *p, uint64_t size, int group,
 
 	plan->size = size;
 	plan->recv_size = max_u64(size, p->recv_size);
+	plan->verify = !p->unverified;
 	plan->group = (int)min_u64(group, max_u64(1, p->mem / unit));
 	per_iter = plan->group * size;
 	plan->window = per_iter ? (int)min_u64(p->window,
@@ -171,7 +172,7 @@ static uint64_t pattern_find_bad(const uint8_t *p, uint64_t len, uint64_t seed)
 
 static int verify_message(const struct perf_dir *d, const uint8_t *p,
 			  uint64_t size, int got_size, uint64_t iter,
-			  int member)
+			  int member, bool bytes_too)
 {
 	uint64_t seed = pattern_seed(size, iter, member, d);
 	uint64_t bad, nbad = 0, off;
@@ -184,6 +185,8 @@ static int verify_message(const struct perf_dir *d, const uint8_t *p,
 			 PERF_TAG(d->sender_rank, member));
 		return -EBADMSG;
 	}
+	if (!bytes_too)
+		return 0;
 	bad = pattern_find_bad(p, size, seed);
 	if (bad == size)
 		return 0;
@@ -252,7 +255,7 @@ static int send_post(struct stream *st, struct slot *sl, int idx, bool *progress
 	uint64_t size = st->plan.size;
 	double t0;
 
-	if (!sl->posted) {
+	if (!sl->posted && st->plan.verify) {
 		t0 = perf_now();
 		for (int k = 0; k < group; k++)
 			pattern_fill(slot_data(st, idx, k), st->plan.size,
@@ -378,7 +381,8 @@ static int recv_complete(struct stream *st, int idx, const int *sizes)
 
 	for (int k = 0; k < st->plan.group && !rc; k++)
 		rc = verify_message(st->dir, slot_data(st, idx, k),
-				    st->plan.size, sizes[k], sl->iter, k);
+				    st->plan.size, sizes[k], sl->iter, k,
+				    st->plan.verify);
 	st->overhead += perf_now() - t0;
 	return rc;
 }
@@ -588,6 +592,7 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 	struct perf_plan plan = {
 		.size = size, .group = 1, .window = 1, .iters = iters,
 		.recv_size = max_u64(size, s->params->recv_size),
+		.verify = !s->params->unverified,
 	};
 	struct stream tx, rx;
 	struct stream *both[2] = { &tx, &rx };

@@ -389,7 +389,8 @@ size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
 	q = put64(q, p->budget);
 	q = put64(q, p->mem);
 	q = put64(q, (uint64_t)p->lat_max);
-	q = put64(q, (uint64_t)p->bidir << 32 | p->reload);
+	q = put64(q, (uint64_t)p->unverified << 33 |
+		     (uint64_t)p->bidir << 32 | p->reload);
 	q = put64(q, p->timeout);
 	q = put64(q, p->nsizes);
 	q = put64(q, p->comm_id);
@@ -418,7 +419,8 @@ int perf_params_decode(struct perf_params *p, const uint8_t *buf, size_t len)
 	p->budget = v[3];
 	p->mem = v[4];
 	p->lat_max = (int64_t)v[5];
-	p->bidir = (uint32_t)(v[6] >> 32);
+	p->bidir = (uint32_t)(v[6] >> 32) & 1;
+	p->unverified = (uint32_t)(v[6] >> 33) & 1;
 	p->reload = (uint32_t)v[6];
 	p->timeout = (uint32_t)v[7];
 	p->nsizes = (uint32_t)v[8];

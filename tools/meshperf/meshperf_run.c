@@ -585,8 +585,9 @@ static void print_header(const struct cycle *c)
 		return;
 	if (c->p->reload > 1)
 		printf("# cycle %u of %u\n", c->index + 1, c->p->reload);
-	printf("# %s%s\n", c->p->bidir ? "bandwidth is both directions together; " : "",
-	       "latency is half the ping-pong round trip");
+	printf("# %s%s%s\n", c->p->bidir ? "bandwidth is both directions together; " : "",
+	       "latency is half the ping-pong round trip",
+	       c->p->unverified ? "; message bytes NOT verified" : "");
 	if (c->nch > 1)
 		printf("# %d channels per direction: group, window and iters are per channel, the rates over all; latency on channel 0\n",
 		       c->nch);
@@ -616,14 +617,16 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 	if (c->o->json) {
 		printf("{\"event\":\"result\",\"role\":\"%s\",\"cycle\":%u,"
 		       "\"size\":%" PRIu64 ",\"group\":%d,\"window\":%d,"
-		       "\"iters\":%u,\"bidir\":%s,\"channels\":%d,\"bytes\":%.0f,"
+		       "\"iters\":%u,\"bidir\":%s,\"verified\":%s,"
+		       "\"channels\":%d,\"bytes\":%.0f,"
 		       "\"seconds\":%.6f,\"gbytes_per_s\":%.4f,"
 		       "\"gbits_per_s\":%.4f,\"mmsgs_per_s\":%.4f,"
 		       "\"threads\":%ld,\"fds\":%ld,\"peak_rss_kib\":%ld,"
 		       "\"lat_iters\":%u,\"lat_us\":",
 		       c->client ? "client" : "server", c->index, r->size,
 		       r->fwd.group, r->fwd.window, r->fwd.iters,
-		       c->p->bidir ? "true" : "false", c->nch, bytes, t, gbs,
+		       c->p->bidir ? "true" : "false",
+		       c->p->unverified ? "false" : "true", c->nch, bytes, t, gbs,
 		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, r->proc.threads,
 		       r->proc.fds, r->proc.peak_rss_kib, r->lat_iters);
 		if (r->lat_iters)
