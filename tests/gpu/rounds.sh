@@ -9,8 +9,18 @@
 # Socket.  Exits 1 if any run failed (allreduce.py checks every result and
 # that NCCL used the network asked for).
 #
+# With --raw-tcp STREAMS, each round also measures raw loopback TCP, both
+# directions at once with STREAMS connections each way (tests/bench's
+# tcp_stream, built with the project), and every variant's twice busbw
+# (two ranks: each byte of busbw crosses loopback once each way) as a
+# share of it: how close the run comes to what the host's loopback carries.
+# --raw-ring R1,R2,... measures it once for each ring size, the memory each
+# of tcp_stream's threads steps through in 512 KiB buffers (default 512K:
+# one buffer, hot in the caches; NCCL's host buffers, 4 MiB per channel and
+# direction on each rank, are not).
+#
 # Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
-#                            [VARIANT ...]
+#                            [--raw-tcp STREAMS [--raw-ring R,...]] [VARIANT ...]
 #
 # A VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (NCCL_MESH_* or NCCL_*
 # settings for that Mesh run); without any, one Mesh variant at the
@@ -26,6 +36,8 @@ build=build
 rounds=3
 size=256M
 iters=20
+raw_streams=0
+raw_rings=512K
 variants=()
 
 while [ $# -gt 0 ]; do
@@ -33,6 +45,8 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=${2:?}; shift ;;
 	--size) size=${2:?}; shift ;;
 	--iters) iters=${2:?}; shift ;;
+	--raw-tcp) raw_streams=${2:?}; shift ;;
+	--raw-ring) raw_rings=${2:?}; shift ;;
 	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "rounds.sh: unknown option $1" >&2; exit 2 ;;
 	*)
@@ -48,6 +62,11 @@ done
 [ ${#variants[@]} -gt 0 ] || variants=(default)
 build=$(cd "$build" && pwd) || exit 2
 plugin=$build/core/libnccl-net-mesh.so
+raw_tool=$build/tests/bench/tcp_stream
+if [ "$raw_streams" -gt 0 ] && [ ! -x "$raw_tool" ]; then
+	echo "rounds.sh: no $raw_tool: build the project first" >&2
+	exit 2
+fi
 out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
 
 # shellcheck source=tests/gpu/lib.sh
@@ -101,8 +120,35 @@ for l in open(sys.argv[1]):
 	echo "${bw:-0} $(peak_busy "$out/$name.cpu")"
 }
 
+IFS=, read -r -a rings <<<"$raw_rings"
+
+# raw_once RING: GB/s of raw loopback TCP, both ways together.
+raw_once() {
+	"$raw_tool" "$raw_streams" 5 512K "$1" |
+		sed -n 's/.*: \([0-9.]*\) GB\/s both ways.*/\1/p'
+}
+
+# share BUSBW RAW...: twice BUSBW as a share of each RAW, comma-separated.
+share() {
+	local bw=$1 out="" r
+	shift
+	for r in "$@"; do
+		out+=$(awk -v a="$bw" -v b="$r" 'BEGIN { printf "%.3f", (b > 0 ? 2 * a / b : 0) }'),
+	done
+	echo "${out%,}"
+}
+
 echo "rounds.sh: $rounds rounds at $size, $iters calls; $(nproc) cores; logs in $out"
 for r in $(seq "$rounds"); do
+	raws=()
+	if [ "$raw_streams" -gt 0 ]; then
+		for ring in "${rings[@]}"; do
+			raw=$(raw_once "$ring")
+			echo "round $r raw loopback TCP, $raw_streams streams each way, ring $ring: ${raw:=0} GB/s both ways"
+			echo "raw-$ring $raw" >>"$out/all"
+			raws+=("$raw")
+		done
+	fi
 	read -r sbw scpu < <(run_one socket NCCL_NET=Socket NCCL_NET_PLUGIN=none)
 	echo "round $r socket busbw $sbw GB/s (peak busy cores $scpu)"
 	echo "socket $sbw" >>"$out/all"
@@ -115,8 +161,10 @@ for r in $(seq "$rounds"); do
 			NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" \
 			${env_list[@]+"${env_list[@]}"})
 		ratio=$(awk -v a="$bw" -v b="$sbw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
-		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio"
-		echo "$name $bw $ratio" >>"$out/all"
+		shares=$(share "$bw" ${raws[@]+"${raws[@]}"})
+		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio" \
+		     "${shares:+2 x busbw / raw (ring $raw_rings) $shares}"
+		echo "$name $bw $ratio ${shares//,/ }" >>"$out/all"
 	done
 done
 
@@ -124,10 +172,21 @@ done
 . "$repo/tests/bench/lib.sh"
 echo "summary (medians of $rounds rounds):"
 echo "socket busbw $(awk '$1 == "socket" { print $2 }' "$out/all" | bench_median) GB/s"
+if [ "$raw_streams" -gt 0 ]; then
+	for ring in "${rings[@]}"; do
+		echo "raw loopback TCP, ring $ring: $(awk -v n="raw-$ring" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s both ways"
+	done
+fi
 for v in "${variants[@]}"; do
-	name=${v%%:*}
+	name=${v%%:*} shares=""
+	if [ "$raw_streams" -gt 0 ]; then
+		for i in "${!rings[@]}"; do
+			shares+=$(awk -v n="$name" -v c=$((4 + i)) '$1 == n { print $c }' "$out/all" | bench_median),
+		done
+	fi
 	echo "$name busbw $(awk -v n="$name" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s," \
-	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)"
+	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)${shares:+,}" \
+	     "${shares:+2 x busbw / raw (ring $raw_rings) ${shares%,}}"
 done
 if [ -s "$out/failures" ]; then
 	echo "rounds.sh: $(wc -l <"$out/failures") run(s) failed; logs in $out" >&2
