@@ -375,7 +375,7 @@ static const uint8_t *get64(const uint8_t *p, uint64_t *v)
 }
 
 /* Bump when the hello layout changes: both ends must run the same one. */
-#define PERF_PROTO_VERSION 3
+#define PERF_PROTO_VERSION 4
 #define PERF_PARAMS_FIXED 12	/* scalar fields before the sizes */
 
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf)
