@@ -289,7 +289,10 @@ int oob_send_msg(int fd, enum perf_msg type, const void *buf, size_t len,
 	rc = send_all(fd, &hdr, sizeof(hdr), deadline);
 	if (!rc)
 		rc = send_all(fd, buf, len, deadline);
-	if (rc)
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		perf_err("bootstrap: peer closed the connection while we sent %s",
+			 msg_name(type));
+	else if (rc)
 		perf_err("bootstrap: sending %s to the peer: %s",
 			 msg_name(type), strerror(-rc));
 	return rc;
