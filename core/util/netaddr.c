@@ -170,25 +170,6 @@ bool mesh_addr_is_loopback(const struct mesh_addr *a)
 	return !memcmp(a->ip, v6_loop, 16);
 }
 
-bool mesh_sock_same_host(int fd)
-{
-	struct sockaddr_storage ss;
-	struct mesh_addr local, peer;
-	socklen_t len = sizeof(ss);
-
-	if (getsockname(fd, (struct sockaddr *)&ss, &len))
-		return false;
-	mesh_addr_from_sockaddr((struct sockaddr *)&ss, &local);
-	len = sizeof(ss);
-	if (getpeername(fd, (struct sockaddr *)&ss, &len))
-		return false;
-	mesh_addr_from_sockaddr((struct sockaddr *)&ss, &peer);
-	if (!local.family || !peer.family)
-		return false;
-	return mesh_addr_equal_ip(&local, &peer) ||
-	       (mesh_addr_is_loopback(&local) && mesh_addr_is_loopback(&peer));
-}
-
 bool mesh_addr_is_link_local(const struct mesh_addr *a)
 {
 	if (a->family == AF_INET)

@@ -37,9 +37,6 @@ bool mesh_addr_same_subnet(const struct mesh_addr *local,
 			   const struct mesh_addr *peer);
 bool mesh_addr_is_loopback(const struct mesh_addr *a);
 bool mesh_addr_is_link_local(const struct mesh_addr *a);
-/* Are both ends of connected socket fd in this network namespace: both on
- * loopback, or both on one address?  False when either is unknown. */
-bool mesh_sock_same_host(int fd);
 
 /*
  * Up interfaces with at least one usable address (link-local skipped).

@@ -31,8 +31,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  TCP_XDC_MAX_CHUNK,
 	  "Smallest piece a message is cut into to spread it over the streams." },
 	{ "sndbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
-	  "SO_SNDBUF of each data stream; 0 keeps kernel autotuning "
-	  "(256K between two processes of one host)." },
+	  "SO_SNDBUF of each data stream; 0 keeps kernel autotuning." },
 	{ "rcvbuf", MESH_PARAM_SIZE, "0", 0, 1LL << 30,
 	  "SO_RCVBUF of each data stream; 0 keeps kernel autotuning." },
 	{ "speed_mbps", MESH_PARAM_INT, "0", 0, 100000000,

@@ -26,15 +26,6 @@ extern const struct mesh_host *tcp_xdc_host;
 /* What a receive on stream 0 takes beyond what it asked for: the header
  * and payload of a small message then cost one system call, not three. */
 #define TCP_XDC_READ_AHEAD 4096
-/*
- * SO_SNDBUF of a sending stream between two processes of one host when the
- * sndbuf key is 0.  Such a stream's round trip is microseconds, so kernel
- * autotuning's megabytes only hold data long enough for it to leave the
- * caches before the receiver copies it: 256K (the kernel counts half as
- * payload) gained 6 to 10% in NCCL's 256 MiB all-reduce between two ranks
- * of one host (docs/benchmarks.md, "Where the large-message time goes").
- */
-#define TCP_XDC_SAME_HOST_SNDBUF (256 << 10)
 /* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
 #define TCP_XDC_MAX_REQUESTS 32
 

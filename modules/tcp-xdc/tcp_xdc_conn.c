@@ -85,9 +85,6 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd,
 	if (ctx->sndbuf)
 		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
 			peer);
-	else if (is_send && mesh_sock_same_host(fd))
-		set_opt(fd, SOL_SOCKET, SO_SNDBUF, TCP_XDC_SAME_HOST_SNDBUF,
-			"SO_SNDBUF", peer);
 	if (ctx->rcvbuf)
 		set_opt(fd, SOL_SOCKET, SO_RCVBUF, ctx->rcvbuf, "SO_RCVBUF",
 			peer);

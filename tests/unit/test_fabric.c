@@ -2,14 +2,11 @@
 /*
  * Unit tests of the pure logic under the control plane: fabricIds and path
  * classes, the handle codec (including what does not fit in 128 bytes and
- * what is not a handle at all), the subnet matching that orders dials, and
- * telling a connection between two processes of one host.
+ * what is not a handle at all), and the subnet matching that orders dials.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "fabric.h"
@@ -188,52 +185,6 @@ static void test_subnets(void)
 	CHECK(mesh_addr_parse("1.2.3.4/33", &local) == -EINVAL);
 }
 
-/* A TCP connection to a loopback listener from source address from. */
-static bool loopback_pair_same_host(const char *from)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	struct sockaddr_in src = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM, 0);
-	int cfd = socket(AF_INET, SOCK_STREAM, 0);
-	int afd = -1;
-	bool same = false;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	inet_pton(AF_INET, from, &src.sin_addr);
-	if (lfd >= 0 && cfd >= 0 &&
-	    !bind(lfd, (struct sockaddr *)&a, sizeof(a)) && !listen(lfd, 1) &&
-	    !getsockname(lfd, (struct sockaddr *)&a, &len) &&
-	    !bind(cfd, (struct sockaddr *)&src, sizeof(src)) &&
-	    !connect(cfd, (struct sockaddr *)&a, sizeof(a)) &&
-	    (afd = accept(lfd, NULL, NULL)) >= 0)
-		same = mesh_sock_same_host(cfd) && mesh_sock_same_host(afd);
-	else
-		fprintf(stderr, "loopback connection from %s failed\n", from);
-	close(lfd);
-	close(cfd);
-	if (afd >= 0)
-		close(afd);
-	return same;
-}
-
-static void test_same_host(void)
-{
-	int pair[2];
-	int lone = socket(AF_INET, SOCK_STREAM, 0);
-
-	CHECK(loopback_pair_same_host("127.0.0.1"));
-	CHECK(loopback_pair_same_host("127.0.0.2"));
-	/* not connected: no peer to compare */
-	CHECK(!mesh_sock_same_host(lone));
-	close(lone);
-	/* not an IP socket */
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
-	CHECK(!mesh_sock_same_host(pair[0]));
-	close(pair[0]);
-	close(pair[1]);
-}
-
 static void test_ifname_filter(void)
 {
 	CHECK(mesh_netif_match("eth", "eth0"));
@@ -253,7 +204,6 @@ int main(void)
 	test_handle_members();
 	test_handle_garbage();
 	test_subnets();
-	test_same_host();
 	test_ifname_filter();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
