@@ -162,8 +162,7 @@ for r in $(seq "$rounds"); do
 			${env_list[@]+"${env_list[@]}"})
 		ratio=$(awk -v a="$bw" -v b="$sbw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 		shares=$(share "$bw" ${raws[@]+"${raws[@]}"})
-		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio" \
-		     "${shares:+2 x busbw / raw (ring $raw_rings) $shares}"
+		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio${shares:+ 2 x busbw / raw (ring $raw_rings) $shares}"
 		echo "$name $bw $ratio ${shares//,/ }" >>"$out/all"
 	done
 done
@@ -185,8 +184,7 @@ for v in "${variants[@]}"; do
 		done
 	fi
 	echo "$name busbw $(awk -v n="$name" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s," \
-	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)${shares:+,}" \
-	     "${shares:+2 x busbw / raw (ring $raw_rings) ${shares%,}}"
+	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)${shares:+, 2 x busbw / raw (ring $raw_rings) ${shares%,}}"
 done
 if [ -s "$out/failures" ]; then
 	echo "rounds.sh: $(wc -l <"$out/failures") run(s) failed; logs in $out" >&2
