@@ -57,3 +57,26 @@ CONF
 	export NCCL_MESH_CONF=$work/bench.conf
 	export NCCL_MESH_MODULE_PATH=$1/modules/tcp-xdc
 }
+
+# bench_median_of FILE NAME [COLUMN]: the median of COLUMN (default 2) over
+# FILE's lines whose first word is NAME.
+bench_median_of() {
+	awk -v n="$2" -v c="${3:-2}" '$1 == n { print $c }' "$1" | bench_median
+}
+
+# bench_variant V: splits a variant, NAME or NAME:VAR=VALUE,VAR=VALUE, into
+# the caller's name and env_list (the VAR=VALUE words, maybe none).
+bench_variant() {
+	name=${1%%:*}
+	env_list=()
+	if [ "$1" != "$name" ]; then
+		IFS=, read -r -a env_list <<<"${1#*:}"
+	fi
+}
+
+# bench_tcp_stream BUILD STREAMS SECS BUF RING: GB/s both ways of raw
+# loopback TCP, tests/bench/tcp_stream of BUILD (see its header).
+bench_tcp_stream() {
+	"$1/tests/bench/tcp_stream" "$2" "$3" "$4" "$5" |
+		sed -n 's/.*: \([0-9.]*\) GB\/s both ways.*/\1/p'
+}

@@ -45,13 +45,11 @@ ring=$((channels * window * bytes / streams))
 [ "$ring" -ge "$bytes" ] || ring=$bytes
 
 for r in $(seq "$rounds"); do
-	raw=$("$build/tests/bench/tcp_stream" "$streams" 4 "$size" "$ring" |
-		sed -n 's/.*: \([0-9.]*\) GB\/s both ways.*/\1/p')
+	raw=$(bench_tcp_stream "$build" "$streams" 4 "$size" "$ring")
 	echo "raw $raw" >>"$work/all"
 	line="round $r: raw TCP $raw"
 	for v in "${variants[@]}"; do
-		name=${v%%:*} env_list=()
-		[ "$v" != "$name" ] && IFS=, read -r -a env_list <<<"${v#*:}"
+		bench_variant "$v"
 		(
 			for kv in ${env_list[@]+"${env_list[@]}"}; do export "${kv?}"; done
 			bench_meshperf "$build" "$work" "$work/mp.json" \
@@ -68,10 +66,10 @@ for r in $(seq "$rounds"); do
 done
 echo "host: $(nproc) cores; $channels channels x $window x $size each way;" \
      "raw TCP $streams streams each way, $ring bytes a thread"
-rawm=$(awk '$1 == "raw" { print $2 }' "$work/all" | bench_median)
+rawm=$(bench_median_of "$work/all" raw)
 echo "raw TCP: median $rawm GB/s both ways"
 for v in "${variants[@]}"; do
-	name=${v%%:*}
-	m=$(awk -v n="$name" '$1 == n { print $2 }' "$work/all" | bench_median)
+	bench_variant "$v"
+	m=$(bench_median_of "$work/all" "$name")
 	python3 -c "print('%s: median %s GB/s both ways, %.3f of raw TCP' % ('$name', '$m', $m / $rawm))"
 done

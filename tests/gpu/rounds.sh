@@ -71,6 +71,8 @@ out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
 
 # shellcheck source=tests/gpu/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/bench/lib.sh
+. "$repo/tests/bench/lib.sh"
 gpu_libs "$build" "$plugin" || exit 2
 gpu_nccl_env
 
@@ -122,12 +124,6 @@ for l in open(sys.argv[1]):
 
 IFS=, read -r -a rings <<<"$raw_rings"
 
-# raw_once RING: GB/s of raw loopback TCP, both ways together.
-raw_once() {
-	"$raw_tool" "$raw_streams" 5 512K "$1" |
-		sed -n 's/.*: \([0-9.]*\) GB\/s both ways.*/\1/p'
-}
-
 # share BUSBW RAW...: twice BUSBW as a share of each RAW, comma-separated.
 share() {
 	local bw=$1 out="" r
@@ -143,7 +139,7 @@ for r in $(seq "$rounds"); do
 	raws=()
 	if [ "$raw_streams" -gt 0 ]; then
 		for ring in "${rings[@]}"; do
-			raw=$(raw_once "$ring")
+			raw=$(bench_tcp_stream "$build" "$raw_streams" 5 512K "$ring")
 			echo "round $r raw loopback TCP, $raw_streams streams each way, ring $ring: ${raw:=0} GB/s both ways"
 			echo "raw-$ring $raw" >>"$out/all"
 			raws+=("$raw")
@@ -153,8 +149,7 @@ for r in $(seq "$rounds"); do
 	echo "round $r socket busbw $sbw GB/s (peak busy cores $scpu)"
 	echo "socket $sbw" >>"$out/all"
 	for v in "${variants[@]}"; do
-		name=${v%%:*} env_list=()
-		[ "$v" != "$name" ] && IFS=, read -r -a env_list <<<"${v#*:}"
+		bench_variant "$v"
 		read -r bw cpu < <(run_one "$name" NCCL_NET=Mesh \
 			NCCL_NET_PLUGIN="$plugin" \
 			NCCL_MESH_CONF="$here/gpu.conf" \
@@ -167,24 +162,23 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-# shellcheck source=tests/bench/lib.sh
-. "$repo/tests/bench/lib.sh"
 echo "summary (medians of $rounds rounds):"
-echo "socket busbw $(awk '$1 == "socket" { print $2 }' "$out/all" | bench_median) GB/s"
+echo "socket busbw $(bench_median_of "$out/all" socket) GB/s"
 if [ "$raw_streams" -gt 0 ]; then
 	for ring in "${rings[@]}"; do
-		echo "raw loopback TCP, ring $ring: $(awk -v n="raw-$ring" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s both ways"
+		echo "raw loopback TCP, ring $ring: $(bench_median_of "$out/all" "raw-$ring") GB/s both ways"
 	done
 fi
 for v in "${variants[@]}"; do
-	name=${v%%:*} shares=""
+	bench_variant "$v"
+	shares=""
 	if [ "$raw_streams" -gt 0 ]; then
 		for i in "${!rings[@]}"; do
-			shares+=$(awk -v n="$name" -v c=$((4 + i)) '$1 == n { print $c }' "$out/all" | bench_median),
+			shares+=$(bench_median_of "$out/all" "$name" $((4 + i))),
 		done
 	fi
-	echo "$name busbw $(awk -v n="$name" '$1 == n { print $2 }' "$out/all" | bench_median) GB/s," \
-	     "ratio to socket $(awk -v n="$name" '$1 == n { print $3 }' "$out/all" | bench_median)${shares:+, 2 x busbw / raw (ring $raw_rings) ${shares%,}}"
+	echo "$name busbw $(bench_median_of "$out/all" "$name") GB/s," \
+	     "ratio to socket $(bench_median_of "$out/all" "$name" 3)${shares:+, 2 x busbw / raw (ring $raw_rings) ${shares%,}}"
 done
 if [ -s "$out/failures" ]; then
 	echo "rounds.sh: $(wc -l <"$out/failures") run(s) failed; logs in $out" >&2
