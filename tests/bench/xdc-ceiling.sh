@@ -14,7 +14,9 @@
 # way, each of its 4 x STREAMS threads stepping through as much memory as
 # meshperf's buffers hold in all (2 processes x 2 directions x CHANNELS x
 # WINDOW x SIZE), so both miss the caches alike.  Variants and the
-# reference alternate; medians of ROUNDS.
+# reference alternate; medians of ROUNDS.  Each run also says when its
+# first channel was through, as a share of the run: how evenly the data
+# threads served the channels, since NCCL waits for the slowest.
 #
 #   tests/bench/xdc-ceiling.sh [BUILD_DIR] [ROUNDS] [VARIANT ...]
 #
@@ -59,8 +61,9 @@ for r in $(seq "$rounds"); do
 				--no-latency --bidir --no-verify
 		)
 		bw=$(bench_figure "$work/mp.json" gbytes_per_s)
-		echo "$name $bw" >>"$work/all"
-		line+=", $name $bw"
+		first=$(bench_figure "$work/mp.json" first_channel_share)
+		echo "$name $bw $first" >>"$work/all"
+		line+=", $name $bw (first channel through at $first)"
 	done
 	echo "$line GB/s both ways"
 done
@@ -71,5 +74,6 @@ echo "raw TCP: median $rawm GB/s both ways"
 for v in "${variants[@]}"; do
 	bench_variant "$v"
 	m=$(bench_median_of "$work/all" "$name")
-	python3 -c "print('%s: median %s GB/s both ways, %.3f of raw TCP' % ('$name', '$m', $m / $rawm))"
+	f=$(bench_median_of "$work/all" "$name" 3)
+	python3 -c "print('%s: median %s GB/s both ways, %.3f of raw TCP; first channel through at %s of the run' % ('$name', '$m', $m / $rawm, '$f'))"
 done

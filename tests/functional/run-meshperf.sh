@@ -139,6 +139,12 @@ if [ -n "$results" ]; then
 		fail "client printed $got results, expected $results"
 	grep -q '"event":"summary".*"status":"ok"' "$tmp/server.log" ||
 		fail "server summary missing or not ok"
+	# every result says when its first channel was through: a share of
+	# the run, at most 1
+	shares=$(grep -o '"first_channel_share":[0-9.]*' "$tmp/client.log" |
+		cut -d: -f2 | awk '$1 >= 0 && $1 <= 1' | wc -l)
+	[ "$shares" -eq "$got" ] ||
+		fail "$shares of $got results have a first_channel_share in [0, 1]"
 fi
 summary_field() {
 	sed -n 's/.*"event":"summary".*"'"$1"'":\([0-9-]*\).*/\1/p' "$tmp/client.log"

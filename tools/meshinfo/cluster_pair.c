@@ -367,11 +367,14 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 			s->rc = ready(n, true, note_fd);
 		if (s->rc)
 			break;
-		if (c->kind == CL_CMD_BURST)
+		if (c->kind == CL_CMD_BURST) {
+			struct perf_bw_times t = { 0 };
+
 			s->rc = perf_run_bw(&side, me ? &n->sdir : NULL,
 					    me ? NULL : &n->rdir, 1, c->size,
-					    &s->elapsed);
-		else
+					    &t);
+			s->elapsed = t.elapsed;
+		} else
 			s->rc = perf_run_latency(&side, &n->sdir, &n->rdir, me,
 						 8, (uint32_t)c->iters,
 						 &s->elapsed, &s->overhead);

@@ -263,10 +263,19 @@ struct perf_side {
 	int oob;		/* watched for a dead peer while waiting */
 };
 
+/* What a bandwidth run took: all of it, and until the first channel was
+ * through (its receives where this side receives, else its sends): with
+ * the pool shared fairly, every channel finishes near the end. */
+struct perf_bw_times {
+	double elapsed;
+	double first_channel;
+};
+
 /* send and recv: arrays of nch channels each, or NULL for no traffic that
  * way; all their streams run concurrently. */
 int perf_run_bw(struct perf_side *s, struct perf_dir *send,
-		struct perf_dir *recv, int nch, uint64_t size, double *elapsed);
+		struct perf_dir *recv, int nch, uint64_t size,
+		struct perf_bw_times *times);
 int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     struct perf_dir *recv, bool initiator, uint64_t size,
 		     uint32_t iters, double *elapsed, double *overhead);

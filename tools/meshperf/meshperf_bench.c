@@ -221,6 +221,7 @@ struct stream {
 	uint64_t oldest;	/* lowest iteration not yet completed */
 	struct slot slots[NCCL_NET_MAX_REQUESTS];
 	double overhead;	/* time spent filling and verifying */
+	double done_at;		/* when its last request completed */
 };
 
 static uint8_t *slot_data(struct stream *st, int slot, int member)
@@ -517,6 +518,8 @@ static int streams_run(const struct perf_side *s, struct stream **st, int n,
 				rc = stream_test(st[i], &progress);
 			if (rc)
 				return rc;
+			if (stream_done(st[i]))
+				st[i]->done_at = perf_now();
 			all_done &= stream_done(st[i]);
 		}
 		if (!all_done) {
@@ -539,12 +542,13 @@ static struct stream *bw_stream(const struct perf_side *s, struct stream *st,
 }
 
 int perf_run_bw(struct perf_side *s, struct perf_dir *send,
-		struct perf_dir *recv, int nch, uint64_t size, double *elapsed)
+		struct perf_dir *recv, int nch, uint64_t size,
+		struct perf_bw_times *times)
 {
 	struct stream *pool, *st[2 * PERF_MAX_CHANNELS];
 	char what[64];
 	int n = 0, rc;
-	double t0;
+	double t0, first;
 
 	pool = calloc(2 * (size_t)nch, sizeof(*pool));
 	if (!pool) {
@@ -565,7 +569,13 @@ int perf_run_bw(struct perf_side *s, struct perf_dir *send,
 	snprintf(what, sizeof(what), "bandwidth, size %" PRIu64, size);
 	t0 = perf_now();
 	rc = streams_run(s, st, n, what);
-	*elapsed = perf_now() - t0;
+	times->elapsed = perf_now() - t0;
+	first = times->elapsed;
+	for (int i = 0; i < n; i++)
+		if (st[i]->sender == !recv && st[i]->done_at > 0 &&
+		    st[i]->done_at - t0 < first)
+			first = st[i]->done_at - t0;
+	times->first_channel = first;
 	free(pool);
 	return rc;
 }

@@ -551,6 +551,7 @@ struct size_result {
 	uint64_t size;
 	struct perf_plan fwd, rev;
 	double bw_s[2];		/* [0] ours, [1] the peer's */
+	double first_channel_s;	/* ours: until the first channel was through */
 	double lat_s[2];
 	double lat_overhead_s[2];
 	uint32_t lat_iters;
@@ -601,6 +602,8 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group * c->nch;
 	double t = r->bw_s[0] > r->bw_s[1] ? r->bw_s[0] : r->bw_s[1];
 	double bytes, gbs, lat_us = -1;
+	/* 1: every channel finished with the run, none got ahead */
+	double first = r->bw_s[0] > 0 ? r->first_channel_s / r->bw_s[0] : 1;
 	/* the client initiates the ping-pong and timed it */
 	int ini = c->client ? 0 : 1;
 
@@ -621,13 +624,14 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		       "\"channels\":%d,\"bytes\":%.0f,"
 		       "\"seconds\":%.6f,\"gbytes_per_s\":%.4f,"
 		       "\"gbits_per_s\":%.4f,\"mmsgs_per_s\":%.4f,"
+		       "\"first_channel_share\":%.4f,"
 		       "\"threads\":%ld,\"fds\":%ld,\"peak_rss_kib\":%ld,"
 		       "\"lat_iters\":%u,\"lat_us\":",
 		       c->client ? "client" : "server", c->index, r->size,
 		       r->fwd.group, r->fwd.window, r->fwd.iters,
 		       c->p->bidir ? "true" : "false",
 		       c->p->unverified ? "false" : "true", c->nch, bytes, t, gbs,
-		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, r->proc.threads,
+		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, first, r->proc.threads,
 		       r->proc.fds, r->proc.peak_rss_kib, r->lat_iters);
 		if (r->lat_iters)
 			printf("%.3f}\n", lat_us);
@@ -642,6 +646,9 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		printf("%10.2f\n", lat_us);
 	else
 		printf("%10s\n", "-");
+	if (c->nch > 1)
+		printf("#%13s first of %d channels through at %.3f of the run\n",
+		       "", c->nch, first);
 }
 
 /* ---- the sweep ---- */
@@ -680,6 +687,7 @@ static int run_size(struct cycle *c, uint32_t i)
 	/* the per-channel plan; its timeout is the one latency needs too */
 	struct perf_side side = { &c->net, &c->chp, c->oob };
 	struct size_result r = { .size = c->p->sizes[i] };
+	struct perf_bw_times times;
 	uint32_t tag = c->index << 16 | i << 1;
 	/* one device per process: all channels of a direction share a group */
 	int fwd_group = c->client ? c->send[0].group : c->recv[0].group;
@@ -706,7 +714,9 @@ static int run_size(struct cycle *c, uint32_t i)
 	rc = perf_run_bw(&side,
 			 c->client || c->p->bidir ? c->send : NULL,
 			 !c->client || c->p->bidir ? c->recv : NULL, c->nch,
-			 r.size, &r.bw_s[0]);
+			 r.size, &times);
+	r.bw_s[0] = times.elapsed;
+	r.first_channel_s = times.first_channel;
 	/* every comm still open, the plugin's threads at work */
 	perf_proc_sample(&r.proc);
 	if (!rc)
