@@ -265,7 +265,7 @@ struct perf_side {
 
 /* What a bandwidth run took: all of it, and until the first channel was
  * through (its receives where this side receives, else its sends): with
- * the pool shared fairly, every channel finishes near the end. */
+ * connections served evenly, every channel finishes near the end. */
 struct perf_bw_times {
 	double elapsed;
 	double first_channel;
