@@ -22,6 +22,11 @@
 #define PERF_TAG(rank, k) ((rank) + 2 * (k))
 /* Idle passes between checks that the peer is still alive. */
 #define PERF_IDLE_CHECK 4096
+/* Seconds the plugin gets, once the peer's bootstrap connection closed, to
+ * report the failure itself: its reason (which connection, which route)
+ * says more than the bootstrap's, and a peer that failed first and exited
+ * closes the bootstrap before our plugin has seen its side break. */
+#define PERF_PEER_GONE_GRACE 3.0
 
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -458,6 +463,7 @@ static int stream_test(struct stream *st, bool *progress)
 struct waiter {
 	const struct perf_side *side;
 	double last_progress;
+	double peer_gone_at;	/* 0 while the bootstrap connection is open */
 	unsigned idle;
 	const char *what;
 };
@@ -467,6 +473,7 @@ static void waiter_init(struct waiter *w, const struct perf_side *s,
 {
 	w->side = s;
 	w->last_progress = perf_now();
+	w->peer_gone_at = 0;
 	w->idle = 0;
 	w->what = what;
 }
@@ -481,12 +488,18 @@ static int waiter_idle(struct waiter *w, bool progress)
 		perf_watchdog_kick();
 		return 0;
 	}
-	if (++w->idle % PERF_IDLE_CHECK)
-		goto out;
-	if (oob_peer_gone(w->side->oob)) {
+	if (w->peer_gone_at > 0) {
+		if (perf_now() - w->peer_gone_at < PERF_PEER_GONE_GRACE)
+			goto out;
 		perf_err("%s: peer closed the bootstrap connection (it died or failed)",
 			 w->what);
 		return -ECONNRESET;
+	}
+	if (++w->idle % PERF_IDLE_CHECK)
+		goto out;
+	if (oob_peer_gone(w->side->oob)) {
+		w->peer_gone_at = perf_now();
+		goto out;
 	}
 	if (perf_now() - w->last_progress > w->side->params->timeout) {
 		perf_err("%s: no progress for %u s", w->what,
