@@ -253,20 +253,15 @@ static int req_test(void *request, int *done, int *sizes)
 }
 
 /*
- * Chunk length for a message of size bytes, with `ahead` earlier messages
- * not yet all handed to streams: the streams are shared by the messages
- * waiting, so a lone message is cut into one piece per stream and a queue
- * of them into fewer, larger pieces (headers, wake-ups and partial writes
- * cost per chunk; the streams stay busy either way).  No smaller than
- * min_chunk, no larger than chunk_size; whole pages, so copies stay
- * aligned.
+ * Chunk length for a message of size bytes: one piece per stream, so that a
+ * lone message still uses them all, but no smaller than min_chunk (headers
+ * and wake-ups cost) and no larger than chunk_size.  Pieces are whole pages
+ * so that copies stay aligned.
  */
-static size_t message_piece(const struct tcp_xdc_comm *comm, size_t size,
-			    uint64_t ahead)
+static size_t message_piece(const struct tcp_xdc_comm *comm, size_t size)
 {
-	uint64_t share = (uint64_t)comm->nstreams / (ahead + 1);
-	size_t pieces = share > 1 ? (size_t)share : 1;
-	size_t piece = (size + pieces - 1) / pieces;
+	size_t piece = (size + (size_t)comm->nstreams - 1) /
+		       (size_t)comm->nstreams;
 
 	piece = (piece + 4095) & ~(size_t)4095;
 	if (piece < comm->min_chunk)
@@ -316,9 +311,7 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 	req = req_next(comm, data, size, tag);
 	if (!req)
 		return 0;
-	req->piece = message_piece(comm, size, req->seq -
-				   xdc_cursor_msg(atomic_load(&comm->cursor),
-						  req->seq));
+	req->piece = message_piece(comm, size);
 	req->nchunks = size ? (size + req->piece - 1) / req->piece : 1;
 	atomic_store(&comm->posted, req->seq + 1);
 	*request = req;

@@ -19,12 +19,6 @@
 #define TOTAL_UNKNOWN UINT64_MAX
 #define NO_WAIT UINT64_MAX
 
-/* The message a send cursor points into, given the messages posted. */
-static inline uint64_t xdc_cursor_msg(uint64_t cursor, uint64_t posted)
-{
-	return posted - ((posted - (cursor >> TCP_XDC_OFFSET_BITS)) & SEQ_MASK);
-}
-
 uint64_t xdc_now_ns(void);
 const char *xdc_comm_kind(const struct tcp_xdc_comm *comm);
 /* Records the first failure of a comm (logged when a request sees it). */

@@ -15,12 +15,17 @@
 #include "tcp_xdc_path.h"
 
 /* The full message number in the cursor; it is never behind by > 2^24. */
+static uint64_t cursor_msg(uint64_t cursor, uint64_t posted)
+{
+	return posted - ((posted - (cursor >> TCP_XDC_OFFSET_BITS)) & SEQ_MASK);
+}
+
 static bool send_work_available(struct tcp_xdc_comm *comm)
 {
 	uint64_t cur = atomic_load(&comm->cursor);
 	uint64_t posted = atomic_load(&comm->posted);
 
-	return xdc_cursor_msg(cur, posted) != posted;
+	return cursor_msg(cur, posted) != posted;
 }
 
 static void chunk_hdr_encode(struct tcp_xdc_stream *s)
@@ -48,7 +53,7 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	for (;;) {
 		uint64_t posted = atomic_load_explicit(&comm->posted,
 						       memory_order_acquire);
-		uint64_t msg = xdc_cursor_msg(cur, posted);
+		uint64_t msg = cursor_msg(cur, posted);
 		struct tcp_xdc_req *req;
 		uint64_t size, off, len, next, piece;
 
