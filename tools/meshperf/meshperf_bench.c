@@ -226,6 +226,7 @@ struct stream {
 	uint64_t oldest;	/* lowest iteration not yet completed */
 	struct slot slots[NCCL_NET_MAX_REQUESTS];
 	double overhead;	/* time spent filling and verifying */
+	bool stamp_done;	/* bandwidth runs: note when it completes */
 	double done_at;		/* when its last request completed */
 };
 
@@ -531,9 +532,10 @@ static int streams_run(const struct perf_side *s, struct stream **st, int n,
 				rc = stream_test(st[i], &progress);
 			if (rc)
 				return rc;
-			if (stream_done(st[i]))
+			if (!stream_done(st[i]))
+				all_done = false;
+			else if (st[i]->stamp_done)
 				st[i]->done_at = perf_now();
-			all_done &= stream_done(st[i]);
 		}
 		if (!all_done) {
 			rc = waiter_idle(&w, progress);
@@ -551,6 +553,7 @@ static struct stream *bw_stream(const struct perf_side *s, struct stream *st,
 
 	perf_plan_size(s->params, size, d->group, &plan);
 	stream_init(st, s->net, d, &plan, sender);
+	st->stamp_done = true;
 	return st;
 }
 
@@ -583,11 +586,15 @@ int perf_run_bw(struct perf_side *s, struct perf_dir *send,
 	t0 = perf_now();
 	rc = streams_run(s, st, n, what);
 	times->elapsed = perf_now() - t0;
+	/* the channels of the direction whose completion means arrival here:
+	 * our receives, or our sends where we only send */
 	first = times->elapsed;
-	for (int i = 0; i < n; i++)
-		if (st[i]->sender == !recv && st[i]->done_at > 0 &&
-		    st[i]->done_at - t0 < first)
+	for (int i = 0; i < n; i++) {
+		bool counted = recv ? !st[i]->sender : st[i]->sender;
+
+		if (counted && st[i]->done_at > 0 && st[i]->done_at - t0 < first)
 			first = st[i]->done_at - t0;
+	}
 	times->first_channel = first;
 	free(pool);
 	return rc;

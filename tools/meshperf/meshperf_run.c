@@ -551,7 +551,7 @@ struct size_result {
 	uint64_t size;
 	struct perf_plan fwd, rev;
 	double bw_s[2];		/* [0] ours, [1] the peer's */
-	double first_channel_s;	/* ours: until the first channel was through */
+	double first_channel_share; /* ours: when the first was through */
 	double lat_s[2];
 	double lat_overhead_s[2];
 	uint32_t lat_iters;
@@ -602,8 +602,6 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group * c->nch;
 	double t = r->bw_s[0] > r->bw_s[1] ? r->bw_s[0] : r->bw_s[1];
 	double bytes, gbs, lat_us = -1;
-	/* 1: every channel finished with the run, none got ahead */
-	double first = r->bw_s[0] > 0 ? r->first_channel_s / r->bw_s[0] : 1;
 	/* the client initiates the ping-pong and timed it */
 	int ini = c->client ? 0 : 1;
 
@@ -631,7 +629,8 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		       r->fwd.group, r->fwd.window, r->fwd.iters,
 		       c->p->bidir ? "true" : "false",
 		       c->p->unverified ? "false" : "true", c->nch, bytes, t, gbs,
-		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0, first, r->proc.threads,
+		       gbs * 8, t > 0 ? msgs / t / 1e6 : 0,
+		       r->first_channel_share, r->proc.threads,
 		       r->proc.fds, r->proc.peak_rss_kib, r->lat_iters);
 		if (r->lat_iters)
 			printf("%.3f}\n", lat_us);
@@ -648,7 +647,7 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		printf("%10s\n", "-");
 	if (c->nch > 1)
 		printf("#%13s first of %d channels through at %.3f of the run\n",
-		       "", c->nch, first);
+		       "", c->nch, r->first_channel_share);
 }
 
 /* ---- the sweep ---- */
@@ -716,7 +715,9 @@ static int run_size(struct cycle *c, uint32_t i)
 			 !c->client || c->p->bidir ? c->recv : NULL, c->nch,
 			 r.size, &times);
 	r.bw_s[0] = times.elapsed;
-	r.first_channel_s = times.first_channel;
+	/* 1: every channel finished with the run, none got ahead */
+	r.first_channel_share = times.elapsed > 0 ?
+				times.first_channel / times.elapsed : 1;
 	/* every comm still open, the plugin's threads at work */
 	perf_proc_sample(&r.proc);
 	if (!rc)
