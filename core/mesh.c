@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 #include "ctrl.h"
@@ -132,11 +133,50 @@ void core_state_free(struct core_state *st)
 	free(st);
 }
 
+/* -------------------------------------------------------- NCCL's settings */
+
+/*
+ * NCCL's SIMPLE protocol moves a channel's data in 8 steps of
+ * NCCL_BUFFSIZE / 8, and a step is refilled only once its last one has
+ * crossed.  Through host memory and TCP that round trip is long enough
+ * that NCCL's 4 MiB leaves its pipeline short (docs/benchmarks.md).  NCCL
+ * reads the variable once, after its first net plugin init, so setting it
+ * here reaches every communicator of the process.  What the user set, in
+ * the environment or NCCL's own config file, always wins, and a job that
+ * asked NCCL for another network is left alone.
+ */
+enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
+{
+	const char *net = getenv("NCCL_NET"), *set = getenv("NCCL_BUFFSIZE");
+	char text[32];
+
+	if (!st->nccl_buffsize)
+		return CORE_NCCL_OFFER_OFF;
+	if (net && *net && strcasecmp(net, "Mesh"))
+		return CORE_NCCL_OFFER_OTHER_NET;
+	if (set && *set) {
+		CORE_INFO("NCCL_BUFFSIZE=%s from the environment kept "
+			  "(nccl_buffsize would give %lld)", set,
+			  st->nccl_buffsize);
+		return CORE_NCCL_OFFER_USER_SET;
+	}
+	snprintf(text, sizeof(text), "%lld", st->nccl_buffsize);
+	if (setenv("NCCL_BUFFSIZE", text, 0)) {
+		CORE_WARN("could not set NCCL_BUFFSIZE=%s: %s", text,
+			  strerror(errno));
+		return CORE_NCCL_OFFER_FAILED;
+	}
+	CORE_INFO("NCCL_BUFFSIZE=%s set for NCCL (nccl_buffsize; 0 leaves "
+		  "NCCL's default)", text);
+	return CORE_NCCL_OFFER_SET;
+}
+
 /* ------------------------------------------------------------- lifecycle */
 
 static pthread_mutex_t mesh_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct core_state *mesh_state;
 static int mesh_refs;
+static bool nccl_offered;
 
 struct mesh_ctx {
 	uint64_t comm_id;
@@ -181,6 +221,10 @@ int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 		core_ctrl_set_auth_key(&mesh_state->auth_key);
 		if (!mesh_refs)
 			err = core_layer_start(mesh_state);
+	}
+	if (!err && !nccl_offered) {
+		nccl_offered = true;	/* NCCL reads it once per process */
+		core_offer_nccl_buffsize(mesh_state);
 	}
 	if (err && !mesh_refs && mesh_state)
 		teardown();

@@ -54,7 +54,11 @@
 	  "ones")                                                              \
 	X(CP_AUTH_KEY_FILE, "auth_key_file", MESH_PARAM_STR, "", 0, 0,         \
 	  "File holding a pre-shared key; when set, every connection is "      \
-	  "authenticated both ways before any data moves")
+	  "authenticated both ways before any data moves")                     \
+	X(CP_NCCL_BUFFSIZE, "nccl_buffsize", MESH_PARAM_SIZE, "8M", 0,         \
+	  1LL << 30, "NCCL_BUFFSIZE given to NCCL when the environment "       \
+	  "leaves it unset and NCCL_NET is unset or Mesh; 0: NCCL's own "      \
+	  "default")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,

@@ -37,6 +37,7 @@ struct core_state {
 	uint64_t dc;
 	uint64_t max_rails;
 	int connect_timeout_ms;
+	long long nccl_buffsize;	/* 0: leave NCCL's default */
 	int port_low, port_high;	/* 0, 0: any port */
 	struct core_advertise advertise;
 	struct core_auth_key auth_key;	/* len 0: no authentication */
@@ -52,6 +53,17 @@ struct core_state {
  */
 struct core_state *core_state_build(const char *conf_path);
 void core_state_free(struct core_state *st);
+
+/* What core_offer_nccl_buffsize did (core/mesh.c): nccl_buffsize given to
+ * NCCL as NCCL_BUFFSIZE, or why not. */
+enum core_nccl_offer {
+	CORE_NCCL_OFFER_SET,
+	CORE_NCCL_OFFER_OFF,		/* nccl_buffsize = 0 */
+	CORE_NCCL_OFFER_USER_SET,	/* NCCL_BUFFSIZE already set */
+	CORE_NCCL_OFFER_OTHER_NET,	/* NCCL_NET names another network */
+	CORE_NCCL_OFFER_FAILED,
+};
+enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st);
 
 /*
  * The core's rules (core/validate.c).  core_validate_config fills dc,

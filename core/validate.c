@@ -242,6 +242,7 @@ int core_validate_config(struct core_state *st)
 	st->dc = (uint64_t)CORE_VALUE(st, CP_DC)->num;
 	st->max_rails = (uint64_t)CORE_VALUE(st, CP_MAX_RAILS)->num;
 	st->connect_timeout_ms = (int)CORE_VALUE(st, CP_CONNECT_TIMEOUT_MS)->num;
+	st->nccl_buffsize = CORE_VALUE(st, CP_NCCL_BUFFSIZE)->num;
 	st->port_low = (int)(range >> 16);
 	st->port_high = (int)(range & 0xffff);
 	if (take_advertise(st))

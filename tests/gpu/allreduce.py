@@ -4,12 +4,14 @@
 
 Three roles in one file:
 
-  allreduce.py --net Mesh|Socket [options]
+  allreduce.py --net Mesh|Socket|SHM [options]
       launcher: starts two worker processes (ranks 0 and 1) of this script,
       each with its own NCCL_HOSTID so that NCCL treats them as two nodes and
       must move the data through the network plugin, even on one host and
       one GPU.  Prints one JSON line per size and a summary line, then the
-      NCCL log lines that say which network NCCL used.
+      NCCL log lines that say which network NCCL used.  SHM is a reference:
+      one node, NCCL's SHM transport through host memory (see
+      HOST_MEMORY_REF).
 
   allreduce.py --worker ...
       one rank (started by the launcher; not meant to be run by hand).
@@ -54,6 +56,13 @@ MAX_ITERS = 100
 PATTERN_MOD = 251
 
 USED_NET_RE = re.compile(r"Using network (\S+)")
+# --net SHM is a reference, not a network: both ranks on one "node" with
+# GPU peer access off, so NCCL's SHM transport carries the data through
+# host memory.  That is the path a network plugin without GPUDirect also
+# takes (the GPU writes into and reads from pinned host buffers), less
+# the network; its busbw bounds what any such plugin can reach on the host.
+HOST_MEMORY_REF = "SHM"
+USED_SHM_RE = re.compile(r" via (SHM)/")
 # NCCL log lines worth showing even without --debug.
 NOTABLE_RE = re.compile(r"NET/Plugin|NET/Mesh|NCCL WARN|Using network|"
                         r"NCCL version|NCCL_NET_PLUGIN|[Nn]etwork plugin|"
@@ -109,20 +118,30 @@ def warmup_for(size, args):
     return 2 if size >= LARGE else 5
 
 
-def used_net_lines(path):
-    """The "Using network X" lines of one rank's NCCL log."""
+def is_host_memory_ref(net):
+    return net.upper() == HOST_MEMORY_REF
+
+
+def used_net_regex(requested):
+    """What in the log names the path used: the network, or SHM's channels."""
+    return USED_SHM_RE if is_host_memory_ref(requested) else USED_NET_RE
+
+
+def used_net_lines(path, requested):
+    """The lines of one rank's NCCL log that name the path it used."""
+    regex = used_net_regex(requested)
     try:
         with open(path, errors="replace") as f:
-            return [l.rstrip("\n") for l in f if USED_NET_RE.search(l)]
+            return [l.rstrip("\n") for l in f if regex.search(l)]
     except OSError:
         return []
 
 
-def used_net(path):
-    lines = used_net_lines(path)
+def used_net(path, requested):
+    lines = used_net_lines(path, requested)
     if not lines:
         return None, None
-    return USED_NET_RE.search(lines[-1]).group(1), lines[-1]
+    return used_net_regex(requested).search(lines[-1]).group(1), lines[-1]
 
 
 # ---------------------------------------------------------------- worker --
@@ -148,11 +167,11 @@ def init_group(torch, dist, rank, device, timeout_s):
         dist.init_process_group(**kwargs)
 
 
-def wait_for_used_net(path, seconds=10.0):
+def wait_for_used_net(path, requested, seconds=10.0):
     """NCCL logs the line while creating the communicator; allow it to land."""
     deadline = time.monotonic() + seconds
     while True:
-        net, line = used_net(path)
+        net, line = used_net(path, requested)
         if net or time.monotonic() > deadline:
             return net, line
         time.sleep(0.1)
@@ -268,7 +287,7 @@ def worker_main(args):
     dist.all_reduce(probe)
     torch.cuda.synchronize(device)
 
-    net, line = wait_for_used_net(args.log)
+    net, line = wait_for_used_net(args.log, args.net)
     log("rank %d on %s (%s), NCCL_HOSTID=%s: %s" %
         (rank, device, torch.cuda.get_device_name(device),
          os.environ.get("NCCL_HOSTID"), line or "no 'Using network' line"))
@@ -340,10 +359,14 @@ def rank_env(args, rank, port, logfile):
         "NCCL_HOSTID": "mesh-host-%d" % rank,
         "NCCL_NET": args.net,
         "NCCL_DEBUG": "INFO",
-        "NCCL_DEBUG_SUBSYS": "ALL" if args.debug else "INIT,NET",
+        "NCCL_DEBUG_SUBSYS": "ALL" if args.debug else "INIT,NET,ENV",
         "NCCL_DEBUG_FILE": logfile,
         "PYTHONUNBUFFERED": "1",
     })
+    if is_host_memory_ref(args.net):
+        env.update({"NCCL_HOSTID": "mesh-host-shm", "NCCL_NET": "Socket",
+                    "NCCL_NET_PLUGIN": "none", "NCCL_P2P_DISABLE": "1",
+                    "NCCL_SHM_DISABLE": "0"})
     # NVLink SHARP cannot apply between two "nodes"; keep NCCL from
     # probing multicast at all.
     env.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -436,7 +459,7 @@ def check_used_nets(args, logs):
     """Returns (every rank named its network, every named one is right)."""
     all_known, all_right = True, True
     for rank, path in enumerate(logs):
-        net, line = used_net(path)
+        net, line = used_net(path, args.net)
         if net is None:
             log("rank %d: FAIL: NCCL never said which network it "
                 "used (no 'Using network' line in %s)" % (rank, path))
@@ -629,8 +652,9 @@ def parse_args(argv):
         description="Two-rank NCCL all-reduce through PyTorch: exact "
                     "result check and bus bandwidth per size.")
     p.add_argument("--net", default=os.environ.get("NCCL_NET"),
-                   help="network NCCL must use: Mesh or Socket "
-                        "(default: $NCCL_NET)")
+                   help="network NCCL must use: Mesh or Socket, or SHM "
+                        "for the host-memory reference (both ranks on one "
+                        "node, NCCL's SHM transport) (default: $NCCL_NET)")
     p.add_argument("--sizes", type=parse_sizes, default=DEFAULT_SIZES,
                    help="comma-separated sizes in bytes, K/M/G suffixes "
                         "allowed (default: 1M,2M,...,256M)")

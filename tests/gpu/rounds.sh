@@ -19,8 +19,15 @@
 # one buffer, hot in the caches; NCCL's host buffers, 4 MiB per channel and
 # direction on each rank, are not).
 #
+# With --host-memory-ref, each round also runs NCCL's SHM transport
+# between the two ranks as one node (allreduce.py --net SHM): the GPUs
+# write into and read from pinned host memory as they do under any network
+# plugin without GPUDirect, with no network between.  Every variant's
+# busbw is then also given as a share of it.
+#
 # Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
-#                            [--raw-tcp STREAMS [--raw-ring R,...]] [VARIANT ...]
+#                            [--raw-tcp STREAMS [--raw-ring R,...]]
+#                            [--host-memory-ref] [VARIANT ...]
 #
 # A VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (NCCL_MESH_* or NCCL_*
 # settings for that Mesh run); without any, one Mesh variant at the
@@ -38,6 +45,7 @@ size=256M
 iters=20
 raw_streams=0
 raw_rings=512K
+host_memory_ref=0
 variants=()
 
 while [ $# -gt 0 ]; do
@@ -47,6 +55,7 @@ while [ $# -gt 0 ]; do
 	--iters) iters=${2:?}; shift ;;
 	--raw-tcp) raw_streams=${2:?}; shift ;;
 	--raw-ring) raw_rings=${2:?}; shift ;;
+	--host-memory-ref) host_memory_ref=1 ;;
 	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "rounds.sh: unknown option $1" >&2; exit 2 ;;
 	*)
@@ -148,6 +157,12 @@ for r in $(seq "$rounds"); do
 	read -r sbw scpu < <(run_one socket NCCL_NET=Socket NCCL_NET_PLUGIN=none)
 	echo "round $r socket busbw $sbw GB/s (peak busy cores $scpu)"
 	echo "socket $sbw" >>"$out/all"
+	hbw=0
+	if [ "$host_memory_ref" = 1 ]; then
+		read -r hbw hcpu < <(run_one shm NCCL_NET=SHM)
+		echo "round $r host memory (NCCL SHM, one node) busbw $hbw GB/s (peak busy cores $hcpu)"
+		echo "shm $hbw" >>"$out/all"
+	fi
 	for v in "${variants[@]}"; do
 		bench_variant "$v"
 		read -r bw cpu < <(run_one "$name" NCCL_NET=Mesh \
@@ -159,6 +174,11 @@ for r in $(seq "$rounds"); do
 		shares=$(share "$bw" ${raws[@]+"${raws[@]}"})
 		echo "round $r $name busbw $bw GB/s (peak busy cores $cpu) ratio $ratio${shares:+ 2 x busbw / raw (ring $raw_rings) $shares}"
 		echo "$name $bw $ratio ${shares//,/ }" >>"$out/all"
+		if [ "$host_memory_ref" = 1 ]; then
+			hshare=$(awk -v a="$bw" -v b="$hbw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+			echo "round $r $name busbw / host memory $hshare"
+			echo "$name-of-shm $hshare" >>"$out/all"
+		fi
 	done
 done
 
@@ -169,6 +189,8 @@ if [ "$raw_streams" -gt 0 ]; then
 		echo "raw loopback TCP, ring $ring: $(bench_median_of "$out/all" "raw-$ring") GB/s both ways"
 	done
 fi
+[ "$host_memory_ref" = 0 ] ||
+	echo "host memory (NCCL SHM, one node) busbw $(bench_median_of "$out/all" shm) GB/s"
 for v in "${variants[@]}"; do
 	bench_variant "$v"
 	shares=""
@@ -179,6 +201,8 @@ for v in "${variants[@]}"; do
 	fi
 	echo "$name busbw $(bench_median_of "$out/all" "$name") GB/s," \
 	     "ratio to socket $(bench_median_of "$out/all" "$name" 3)${shares:+, 2 x busbw / raw (ring $raw_rings) ${shares%,}}"
+	[ "$host_memory_ref" = 0 ] ||
+		echo "$name busbw / host memory $(bench_median_of "$out/all" "$name-of-shm")"
 done
 if [ -s "$out/failures" ]; then
 	echo "rounds.sh: $(wc -l <"$out/failures") run(s) failed; logs in $out" >&2

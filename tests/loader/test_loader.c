@@ -4,7 +4,7 @@
  * (tests/modules) and checks that every broken module is skipped with the
  * reason a user needs, while the good one still loads and gives rails.
  *
- * usage: test_loader mixed|allbad|params|ops MODULE_DIR
+ * usage: test_loader mixed|allbad|params|ops|check|nccl-env MODULE_DIR
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -354,6 +354,61 @@ static void test_params(const struct tmp_files *t)
 	unsetenv("NCCL_MESH_GOOD_LEVEL");
 }
 
+/* One case of core_offer_nccl_buffsize: CONF_EXTRA added to a config of
+ * the good module, the environment as given (NULL: unset). */
+static void check_nccl_offer(const struct tmp_files *t, const char *conf_extra,
+			     const char *net, const char *preset,
+			     enum core_nccl_offer want, const char *want_env)
+{
+	struct core_state *st;
+	const char *got;
+	char text[512];
+
+	snprintf(text, sizeof(text), "version = 1;\nmodules = [ \"good\" ];\n%s",
+		 conf_extra);
+	write_conf(t, text);
+	unsetenv("NCCL_BUFFSIZE");
+	unsetenv("NCCL_NET");
+	if ((net && setenv("NCCL_NET", net, 1)) ||
+	    (preset && setenv("NCCL_BUFFSIZE", preset, 1)))
+		die("setenv");
+	st = core_state_build(NULL);
+	if (!st)
+		die("core_state_build");
+	CHECK(st->usable, "config '%s' not usable", conf_extra);
+	CHECK(core_offer_nccl_buffsize(st) == want, "config '%s', NCCL_NET=%s, "
+	      "NCCL_BUFFSIZE=%s: not outcome %d", conf_extra, net ? net : "-",
+	      preset ? preset : "-", (int)want);
+	got = getenv("NCCL_BUFFSIZE");
+	CHECK(want_env ? got && !strcmp(got, want_env) : !got,
+	      "config '%s', NCCL_NET=%s: NCCL_BUFFSIZE is %s, expected %s",
+	      conf_extra, net ? net : "-", got ? got : "unset",
+	      want_env ? want_env : "unset");
+	core_state_free(st);
+}
+
+/*
+ * nccl_buffsize reaches NCCL as NCCL_BUFFSIZE (8 MiB by default), never
+ * over a value the user set, never for a job that asked NCCL for another
+ * network, and not at all when it is 0.
+ */
+static void test_nccl_env(const struct tmp_files *t)
+{
+	check_nccl_offer(t, "", NULL, NULL, CORE_NCCL_OFFER_SET, "8388608");
+	check_nccl_offer(t, "", "Mesh", NULL, CORE_NCCL_OFFER_SET, "8388608");
+	check_nccl_offer(t, "", "mesh", NULL, CORE_NCCL_OFFER_SET, "8388608");
+	check_nccl_offer(t, "nccl_buffsize = \"16M\";\n", NULL, NULL,
+			 CORE_NCCL_OFFER_SET, "16777216");
+	check_nccl_offer(t, "", NULL, "2097152", CORE_NCCL_OFFER_USER_SET,
+			 "2097152");
+	check_nccl_offer(t, "", "Socket", NULL, CORE_NCCL_OFFER_OTHER_NET,
+			 NULL);
+	check_nccl_offer(t, "nccl_buffsize = 0;\n", NULL, NULL,
+			 CORE_NCCL_OFFER_OFF, NULL);
+	unsetenv("NCCL_BUFFSIZE");
+	unsetenv("NCCL_NET");
+}
+
 /*
  * Modules lacking one optional operation each load and work through the
  * core's defaults; older descriptors (ABI 1.0, 1.2) load without their
@@ -471,8 +526,8 @@ int main(int argc, char **argv)
 	const char *which;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s mixed|allbad|params|ops|check "
-			"MODULE_DIR\n",
+		fprintf(stderr, "usage: %s mixed|allbad|params|ops|check|"
+			"nccl-env MODULE_DIR\n",
 			argv[0]);
 		return 2;
 	}
@@ -492,6 +547,8 @@ int main(int argc, char **argv)
 		test_ops(&t);
 	} else if (!strcmp(which, "check")) {
 		test_check(&t);
+	} else if (!strcmp(which, "nccl-env")) {
+		test_nccl_env(&t);
 	} else {
 		fprintf(stderr, "unknown case %s\n", which);
 		failures++;
