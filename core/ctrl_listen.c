@@ -590,12 +590,32 @@ int ctrl_accept_progress(struct core_listen_comm *lc)
 	return err;
 }
 
-/* Whether the connector closed this socket already (it gave up on it). */
+/* Whether the connector closed this socket already. */
 static int peer_gone(const struct ctrl_conn *c)
 {
 	char b;
 
 	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static int has_stream(const struct ctrl_conn *c)
+{
+	for (int i = 0; i < c->nstreams; i++)
+		if (c->streams[i].fd >= 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * A connector that closed its control socket gave up on it, unless it
+ * opened a data stream first: a module whose connect needs nothing from
+ * the acceptor (streams only) completes once the listener's ack is in,
+ * and closes, maybe before our accept looks.  Its streams were dialed and
+ * said hello before that close, so one more progress routes them.
+ */
+static int abandoned(const struct ctrl_conn *c)
+{
+	return !c->lc_given && peer_gone(c) && !has_stream(c);
 }
 
 int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
@@ -604,13 +624,18 @@ int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 	int err = ctrl_accept_progress(lc);
 	struct ctrl_conn *c, *next;
 
+	for (c = lc->conns; c && !err; c = c->lc_next)
+		if (abandoned(c)) {
+			err = ctrl_accept_progress(lc);
+			break;
+		}
 	if (err)
 		return err;
 	for (c = lc->conns; c; c = next) {
 		next = c->lc_next;
 		if (c->lc_given)
 			continue;
-		if (!peer_gone(c))
+		if (!abandoned(c))
 			break;
 		core_conn_free(&c->pub);
 	}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control plane over loopback, in one thread so that the order is
+ * exact: a connector whose module needs only a data stream gets the
+ * listener's ack, opens its stream and closes the control socket before
+ * the accept is called (the listen was routing for another accept of
+ * it).  The accept must still get that connection and its stream; a
+ * connector that closes without a stream gave up and is dropped.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ctrl.h"
+#include "ctrl_priv.h"
+
+#define NONCE 0x6d657368u
+#define WAIT_NS (5 * 1000000000ll)
+
+static struct core_conn *dial_acked(struct core_listen_comm *lc,
+				    uint16_t port)
+{
+	struct core_handle h = { .nonce = NONCE, .naddrs = 1 };
+	struct core_conn *c = NULL;
+	int64_t end = core_now_ns() + WAIT_NS;
+	int err;
+
+	h.addrs[0] = (struct mesh_addr){ .family = AF_INET, .port = port,
+					 .ip = { 127, 0, 0, 1 } };
+	CHECK(core_ctrl_dial(&h, NULL, 0, core_module_tag("example"), 0,
+			     5000, &c) == 0);
+	if (!c)
+		return NULL;
+	do {
+		/* only routing: another accept of this listen polling */
+		ctrl_accept_progress(lc);
+		err = core_ctrl_dial_progress(c);
+	} while (err == -EAGAIN && core_now_ns() < end);
+	CHECK(err == 0);
+	return c;
+}
+
+static int accept_within(struct core_listen_comm *lc, int64_t ns,
+			 struct core_conn **conn)
+{
+	int64_t end = core_now_ns() + ns;
+	int err;
+
+	do
+		err = core_ctrl_accept(lc, 5000, conn);
+	while (err == -EAGAIN && core_now_ns() < end);
+	return err;
+}
+
+static void test_done_before_accept(struct core_listen_comm *lc,
+				    uint16_t port)
+{
+	struct core_conn *dial = dial_acked(lc, port), *acc = NULL;
+	int fd = -1, afd = -1, err;
+	char b = 0;
+
+	if (!dial)
+		return;
+	do
+		err = dial->ctrl.stream(&dial->ctrl, 0, &fd);
+	while (err == -EAGAIN);
+	CHECK(err == 0 && fd >= 0);
+	CHECK(send(fd, "x", 1, MSG_NOSIGNAL) == 1);
+	core_conn_free(dial);	/* the connect is complete */
+	usleep(20000);
+
+	CHECK(accept_within(lc, WAIT_NS, &acc) == 0 && acc);
+	if (acc) {
+		CHECK(acc->ctrl.stream(&acc->ctrl, 0, &afd) == 0);
+		CHECK(afd >= 0 && recv(afd, &b, 1, 0) == 1 && b == 'x');
+		core_conn_free(acc);
+	}
+	if (afd >= 0)
+		close(afd);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_gave_up(struct core_listen_comm *lc, uint16_t port)
+{
+	struct core_conn *dial = dial_acked(lc, port), *acc = NULL;
+
+	if (!dial)
+		return;
+	core_conn_free(dial);	/* closed with no stream: it gave up */
+	usleep(20000);
+	CHECK(accept_within(lc, 200000000ll, &acc) == -EAGAIN && !acc);
+	if (acc)
+		core_conn_free(acc);
+}
+
+int main(void)
+{
+	struct core_listen_comm *lc = NULL;
+	uint16_t port = 0;
+
+	CHECK(core_ctrl_listen(0, NONCE, 0, 0, &port, &lc) == 0);
+	if (lc) {
+		test_done_before_accept(lc, port);
+		test_gave_up(lc, port);
+		core_ctrl_close_listen(lc);
+	}
+	core_ctrl_shutdown();
+	return failures ? 1 : 0;
+}
