@@ -610,35 +610,32 @@ static int has_stream(const struct ctrl_conn *c)
  * A connector that closed its control socket gave up on it, unless it
  * opened a data stream first: a module whose connect needs nothing from
  * the acceptor (streams only) completes once the listener's ack is in,
- * and closes, maybe before our accept looks.  Its streams were dialed and
- * said hello before that close, so one more progress routes them.
+ * and closes, maybe before our accept looks.  Its streams said hello
+ * before that close, so one more progress routes them before we judge.
  */
-static int abandoned(const struct ctrl_conn *c)
-{
-	return !c->lc_given && peer_gone(c) && !has_stream(c);
-}
-
 int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 		     struct core_conn **conn)
 {
-	int err = ctrl_accept_progress(lc);
-	struct ctrl_conn *c, *next;
+	int err = ctrl_accept_progress(lc), rerouted = 0;
+	struct ctrl_conn *c = lc->conns, *next;
 
-	for (c = lc->conns; c && !err; c = c->lc_next)
-		if (abandoned(c)) {
-			err = ctrl_accept_progress(lc);
+	while (!err && c) {
+		next = c->lc_next;
+		if (c->lc_given) {
+			c = next;
+		} else if (!peer_gone(c) || has_stream(c)) {
 			break;
+		} else if (!rerouted) {
+			rerouted = 1;
+			err = ctrl_accept_progress(lc);
+			c = lc->conns;	/* the progress may have changed the list */
+		} else {
+			core_conn_free(&c->pub);
+			c = next;
 		}
+	}
 	if (err)
 		return err;
-	for (c = lc->conns; c; c = next) {
-		next = c->lc_next;
-		if (c->lc_given)
-			continue;
-		if (!abandoned(c))
-			break;
-		core_conn_free(&c->pub);
-	}
 	if (!c)
 		return -EAGAIN;
 	c->pub.deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;

@@ -152,7 +152,7 @@ enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
 
 	if (!st->nccl_buffsize)
 		return CORE_NCCL_OFFER_OFF;
-	if (net && *net && strcasecmp(net, "Mesh"))
+	if (net && *net && strcasecmp(net, MESH_NCCL_NET_NAME))
 		return CORE_NCCL_OFFER_OTHER_NET;
 	if (set && *set) {
 		CORE_INFO("NCCL_BUFFSIZE=%s from the environment kept "

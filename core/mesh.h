@@ -12,6 +12,9 @@
 #include "nccl-mesh/nccl_net.h"
 #include "fabric.h"
 
+/* The network's name as NCCL knows it (NCCL_NET=Mesh). */
+#define MESH_NCCL_NET_NAME "Mesh"
+
 /* What NCCL holds as a send or receive comm: one hop to the module. */
 struct core_comm {
 	const struct mesh_module *desc;

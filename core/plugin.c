@@ -248,7 +248,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 }
 
 #define V11_LIKE_MEMBERS(props_fn)                                             \
-	.name = "Mesh", .init = init_v11, .devices = p_devices,                \
+	.name = MESH_NCCL_NET_NAME, .init = init_v11, .devices = p_devices,                \
 	.getProperties = props_fn, .listen = p_listen, .connect = p_connect,   \
 	.accept = p_accept, .regMr = p_reg_mr,                                 \
 	.regMrDmaBuf = p_reg_mr_dmabuf, .deregMr = p_dereg_mr,                 \
@@ -301,7 +301,7 @@ static ncclResult_t connect_v10(int dev, ncclNetCommConfig_t *config,
 }
 
 PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-	.name = "Mesh",
+	.name = MESH_NCCL_NET_NAME,
 	.init = init_v10,
 	.devices = p_devices,
 	.getProperties = props_v10,
