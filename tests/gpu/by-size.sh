@@ -47,23 +47,23 @@ for r in $(seq "$runs"); do
 	fi
 done
 
-"$python" - "$out" "$runs" <<'PY'
-import json, os, statistics, sys
+"$python" - "$here" "$out" "$runs" <<'PY'
+import os, statistics, sys
 
-out, runs = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[1])
+from allreduce import read_results
+
+out, runs = sys.argv[2], int(sys.argv[3])
 times = {}
 for r in range(1, runs + 1):
     for net in ("mesh", "socket"):
         path = os.path.join(out, "run%d" % r, net + ".jsonl")
         if not os.path.exists(path):
             continue
-        for line in open(path):
-            if not line.startswith("{"):
-                continue
-            rec = json.loads(line)
-            if "bytes" in rec and rec.get("ok"):
-                times.setdefault(rec["bytes"], {}).setdefault(
-                    net, []).append(rec["time_us"])
+        for size, rec in read_results(path)[0].items():
+            if rec.get("ok"):
+                times.setdefault(size, {}).setdefault(net, []).append(
+                    rec["time_us"])
 
 print("%10s  %-28s %-28s %s" % ("size", "Mesh us (runs)", "Socket us (runs)",
                                 "median Mesh / Socket"))
