@@ -213,12 +213,12 @@ int core_ctrl_flush(struct core_conn *pub)
 	return 0;
 }
 
-int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len)
+/* Queues a length word and len bytes of msg, and sends what it can. */
+static int queue_out(struct ctrl_conn *c, uint32_t word, const void *msg,
+		     size_t len)
 {
 	int err;
 
-	if (len > CTRL_FRAME_MAX)
-		return -EMSGSIZE;
 	if (c->out_len + 4 + len > c->out_cap) {
 		size_t cap = (c->out_len + 4 + len) * 2;
 		uint8_t *grown = realloc(c->out, cap);
@@ -228,11 +228,30 @@ int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len)
 		c->out = grown;
 		c->out_cap = cap;
 	}
-	ctrl_put32(c->out + c->out_len, (uint32_t)len);
-	memcpy(c->out + c->out_len + 4, msg, len);
+	ctrl_put32(c->out + c->out_len, word);
+	if (len)
+		memcpy(c->out + c->out_len + 4, msg, len);
 	c->out_len += 4 + len;
 	err = core_ctrl_flush(&c->pub);
 	return err == -EAGAIN ? 0 : err;
+}
+
+int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len)
+{
+	if (len > CTRL_FRAME_MAX)
+		return -EMSGSIZE;
+	return queue_out(c, (uint32_t)len, msg, len);
+}
+
+int ctrl_queue_heard(struct ctrl_conn *c)
+{
+	return queue_out(c, CTRL_ACK_HEARD, NULL, 0);
+}
+
+static void drop_in(struct ctrl_conn *c, size_t n)
+{
+	memmove(c->in, c->in + n, c->in_len - n);
+	c->in_len -= n;
 }
 
 int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap)
@@ -248,10 +267,15 @@ int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap)
 		if (!c->in)
 			return -ENOMEM;
 	}
-	while ((err = ctrl_frame_peek(c->in, c->in_len, &len)) == -EAGAIN) {
-		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len,
-				 0);
+	while ((err = ctrl_frame_peek(c->in, c->in_len, &len)) == -EAGAIN ||
+	       err == CTRL_FRAME_HEARD) {
+		ssize_t n;
 
+		if (err == CTRL_FRAME_HEARD) {	/* for the accept, not us */
+			drop_in(c, 4);
+			continue;
+		}
+		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0)
@@ -263,8 +287,7 @@ int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap)
 	if (len > cap)
 		return -EMSGSIZE;
 	memcpy(buf, c->in + 4, len);
-	memmove(c->in, c->in + 4 + len, c->in_len - 4 - len);
-	c->in_len -= 4 + len;
+	drop_in(c, 4 + len);
 	return (int)len;
 }
 

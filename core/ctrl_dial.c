@@ -241,7 +241,7 @@ static int read_ack(struct ctrl_conn *c)
 	if (status)
 		return refused(c, status);
 	c->dial_stage = DIAL_DONE;
-	return 0;
+	return ctrl_queue_heard(c);
 }
 
 /* Waiting for the listener's answer: past this attempt's time, the next

@@ -590,52 +590,40 @@ int ctrl_accept_progress(struct core_listen_comm *lc)
 	return err;
 }
 
-/* Whether the connector closed this socket already. */
+/* Whether the connector closed (or reset) this socket with nothing left
+ * to read: a reset keeps what arrived before it readable. */
 static int peer_gone(const struct ctrl_conn *c)
 {
 	char b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 
-	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
-static int has_stream(const struct ctrl_conn *c)
-{
-	for (int i = 0; i < c->nstreams; i++)
-		if (c->streams[i].fd >= 0)
-			return 1;
-	return 0;
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
 /*
- * A connector that closed its control socket gave up on it, unless it
- * opened a data stream first: a module whose connect needs nothing from
- * the acceptor (streams only) completes once the listener's ack is in,
- * and closes, maybe before our accept looks.  Its streams said hello
- * before that close, so one more progress routes them before we judge.
+ * A connector that read our ack says so (CTRL_ACK_HEARD) before anything
+ * else, so a socket closed with nothing to read is one that gave up
+ * before the ack: it dials again, and this one is dropped.  One that heard
+ * the ack is handed out even when it closed already (a module that needs
+ * only data streams completes then), and its streams, which travel on
+ * sockets of their own, are routed to it whenever they come.
  */
 int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 		     struct core_conn **conn)
 {
-	int err = ctrl_accept_progress(lc), rerouted = 0;
-	struct ctrl_conn *c = lc->conns, *next;
+	int err = ctrl_accept_progress(lc);
+	struct ctrl_conn *c, *next;
 
-	while (!err && c) {
-		next = c->lc_next;
-		if (c->lc_given) {
-			c = next;
-		} else if (!peer_gone(c) || has_stream(c)) {
-			break;
-		} else if (!rerouted) {
-			rerouted = 1;
-			err = ctrl_accept_progress(lc);
-			c = lc->conns;	/* the progress may have changed the list */
-		} else {
-			core_conn_free(&c->pub);
-			c = next;
-		}
-	}
 	if (err)
 		return err;
+	for (c = lc->conns; c; c = next) {
+		next = c->lc_next;
+		if (c->lc_given)
+			continue;
+		if (!peer_gone(c))
+			break;
+		core_conn_free(&c->pub);
+	}
 	if (!c)
 		return -EAGAIN;
 	c->pub.deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;

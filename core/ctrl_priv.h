@@ -88,6 +88,8 @@ void ctrl_conn_bind_ops(struct ctrl_conn *c);
 void ctrl_conn_set_secret(struct ctrl_conn *c, const uint8_t *secret,
 			  size_t len);
 int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len);
+/* Tells the listener its ack was read (CTRL_ACK_HEARD). */
+int ctrl_queue_heard(struct ctrl_conn *c);
 int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap);
 int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd);
 /* Routes what reached the listener; for a stream the accepting side waits for. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #define HELLO_MAGIC 0x4348534du		/* "MSHC" */
-#define HELLO_VERSION 1
+#define HELLO_VERSION 2		/* 2: the connector says CTRL_ACK_HEARD */
 #define ACK_MAGIC 0x4b41534du		/* "MSAK" */
 
 void ctrl_put32(uint8_t *p, uint32_t v)
@@ -75,6 +75,10 @@ int ctrl_frame_peek(const uint8_t *buf, size_t len, size_t *payload_len)
 	if (len < 4)
 		return -EAGAIN;
 	n = ctrl_get32(buf);
+	if (n == CTRL_ACK_HEARD) {
+		*payload_len = 0;
+		return CTRL_FRAME_HEARD;
+	}
 	if (n > CTRL_FRAME_MAX)
 		return -EPROTO;
 	if (len - 4 < n)

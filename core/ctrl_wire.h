@@ -7,6 +7,8 @@
  *     nonce[8] | conn id[8] | fabric id[8] | auth flag | 0[3]
  *   frame  length[4] | payload (at most CTRL_FRAME_MAX bytes)
  *   ack    the listener's first frame: "MSAK" | status[4]
+ *   heard  the connector's first frame once it read an ack of status 0:
+ *          the length word CTRL_ACK_HEARD alone, no payload
  * All integers little-endian.  A status other than 0 is a refusal the
  * listener tells the connector before it closes (CTRL_STATUS_*).
  */
@@ -22,6 +24,13 @@
 #define CTRL_FRAME_MAX 4096
 #define CTRL_STREAMS_MAX 1024
 #define CTRL_ACK_SIZE 8
+/*
+ * Tells the acceptor the connection is set up on the connector's side, so
+ * that one closed early (a module that needs only data streams) is told
+ * apart from one that gave up before the ack and dials again.  Whoever
+ * reads frames skips it.
+ */
+#define CTRL_ACK_HEARD 0xffffffffu
 
 /* Ack statuses of a refusal; errno values, so that a peer that predates
  * them still prints something close. */
@@ -49,9 +58,11 @@ void ctrl_hello_encode(const struct ctrl_hello *h, uint8_t *b);
 const char *ctrl_hello_decode(const uint8_t *b, struct ctrl_hello *h);
 
 /*
- * Whether buf starts with a whole frame: 0 with *payload_len set, -EAGAIN
- * while it is incomplete, -EPROTO when its length is out of bounds.
+ * Whether buf starts with a whole frame: 0 with *payload_len set,
+ * CTRL_FRAME_HEARD (4 bytes, *payload_len 0) for the marker, -EAGAIN while
+ * it is incomplete, -EPROTO when its length is out of bounds.
  */
+#define CTRL_FRAME_HEARD 1
 int ctrl_frame_peek(const uint8_t *buf, size_t len, size_t *payload_len);
 
 void ctrl_ack_encode(uint8_t *ack, uint32_t status);

@@ -112,11 +112,13 @@ static void frames(const uint8_t *p, size_t n)
 	size_t off = 0, len;
 	int rc;
 
-	while ((rc = ctrl_frame_peek(p + off, n - off, &len)) == 0) {
+	while ((rc = ctrl_frame_peek(p + off, n - off, &len)) >= 0) {
 		uint32_t status;
 
 		REQUIRE(len <= CTRL_FRAME_MAX && off + 4 + len <= n);
-		if (!ctrl_ack_decode(p + off + 4, len, &status))
+		REQUIRE(rc == 0 || (rc == CTRL_FRAME_HEARD && len == 0 &&
+				    ctrl_get32(p + off) == CTRL_ACK_HEARD));
+		if (rc == 0 && !ctrl_ack_decode(p + off + 4, len, &status))
 			REQUIRE(len == CTRL_ACK_SIZE);
 		off += 4 + len;
 	}

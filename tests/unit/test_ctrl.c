@@ -138,6 +138,10 @@ static void test_frames(void)
 	CHECK(ctrl_ack_decode(buf + 4, len, &status) == 0 &&
 	      status == CTRL_STATUS_NEEDS_AUTH);
 	CHECK(ctrl_ack_decode(buf + 4, 7, &status) == -EPROTO);
+	/* the connector's marker: a length word alone */
+	ctrl_put32(buf, CTRL_ACK_HEARD);
+	CHECK(ctrl_frame_peek(buf, 3, &len) == -EAGAIN);
+	CHECK(ctrl_frame_peek(buf, 4, &len) == CTRL_FRAME_HEARD && len == 0);
 	/* "SSH-" read as a length is out of bounds: not our protocol */
 	memcpy(buf, "SSH-2.0-", 8);
 	CHECK(ctrl_frame_peek(buf, 8, &len) == -EPROTO);
