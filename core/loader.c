@@ -312,6 +312,13 @@ static int stub_report(void *mctx, char *buf, size_t cap)
 	return 0;
 }
 
+/* A module that does not describe its comms leaves the core's part. */
+static int stub_describe(void *comm, struct mesh_conn_info *info)
+{
+	(void)comm, (void)info;
+	return 0;
+}
+
 /* Reads member m only when the descriptor's size covers it. */
 #define OPTIONAL_OP(ops, d, m, stub) \
 	((ops)->m = MESH_MODULE_HAS(d, m) && (d)->m ? (d)->m : (stub))
@@ -349,6 +356,7 @@ static int fill_ops(struct core_module *mod, const struct mesh_module *d)
 	OPTIONAL_OP(ops, d, route_abandon, stub_route_abandon);
 	OPTIONAL_OP(ops, d, routes_to, stub_routes_to);
 	OPTIONAL_OP(ops, d, report, stub_report);
+	OPTIONAL_OP(ops, d, describe, stub_describe);
 	mod->has_route = ops->route != stub_route;
 	/* Call sites see a descriptor of this core's ABI, all members set. */
 	ops->size = sizeof(*ops);

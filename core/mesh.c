@@ -410,38 +410,76 @@ int mesh_close_listen(void *listen_comm)
 
 /* ------------------------------------------------------------ connection */
 
-static void log_connection(const char *dir, const struct core_rail *rail,
-			   const struct core_member *m,
-			   const struct core_conn *c)
+/* A direct connection's path: what its INFO line and tools show. */
+static struct core_comm_path direct_path(const struct core_rail *rail,
+					 const struct core_member *m,
+					 const struct core_conn *c)
 {
-	char local[MESH_ADDR_STRLEN], remote[MESH_ADDR_STRLEN];
 	uint64_t mine = rail->fabric_id, theirs = c->peer_fabric_id;
-	/* a layered module's accept: the last relay is the one dialing */
-	const char *cls = m->module->has_route ? "relayed" :
-		core_path_class_name(core_path_class(mine, theirs,
-						     mesh_state->max_rails));
 
-	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
-		  rail->name, m->module->name,
-		  mesh_addr_str(&c->local, local, sizeof(local)),
-		  mesh_addr_str(&c->remote, remote, sizeof(remote)), cls,
-		  (unsigned long long)mine, (unsigned long long)theirs);
+	return (struct core_comm_path){
+		.module = m->module->name,
+		/* a layered module's accept: the last relay is the one
+		 * dialing */
+		.path_class = m->module->has_route ? "relayed" :
+			core_path_class_name(core_path_class(
+				mine, theirs, mesh_state->max_rails)),
+		.direct = 1, .local = c->local, .remote = c->remote,
+		.fabric_id = mine, .peer_fabric_id = theirs };
 }
 
-static struct core_comm *comm_new(const struct mesh_module *d, void *mcomm)
+static void log_connection(const char *dir, const struct core_rail *rail,
+			   const struct core_comm *comm)
+{
+	const struct core_comm_path *p = &comm->path;
+	char local[MESH_ADDR_STRLEN], remote[MESH_ADDR_STRLEN];
+
+	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
+		  rail->name, p->module,
+		  mesh_addr_str(&p->local, local, sizeof(local)),
+		  mesh_addr_str(&p->remote, remote, sizeof(remote)),
+		  p->path_class, (unsigned long long)p->fabric_id,
+		  (unsigned long long)p->peer_fabric_id);
+}
+
+static struct core_comm *comm_new(const struct mesh_module *d, void *mcomm,
+				  const struct core_comm_path *path)
 {
 	struct core_comm *c = malloc(sizeof(*c));
 
 	if (c) {
 		c->desc = d;
 		c->mcomm = mcomm;
+		c->path = *path;
 	}
 	return c;
 }
 
+int mesh_conn_info(void *comm, struct mesh_conn_info *info)
+{
+	const struct core_comm *c = comm;
+	const struct core_comm_path *p;
+
+	if (!c || !info)
+		return -EINVAL;
+	p = &c->path;
+	memset(info, 0, sizeof(*info));
+	snprintf(info->module, sizeof(info->module), "%s", p->module);
+	snprintf(info->path_class, sizeof(info->path_class), "%s",
+		 p->path_class);
+	if (p->direct) {
+		mesh_addr_str(&p->local, info->local, sizeof(info->local));
+		mesh_addr_str(&p->remote, info->remote, sizeof(info->remote));
+		info->fabric_id = p->fabric_id;
+		info->peer_fabric_id = p->peer_fabric_id;
+	}
+	return c->desc->describe(c->mcomm, info);
+}
+
 /* The module's comm is built; the control channel still has to deliver
  * what the module queued last before the comm goes to NCCL. */
-static int finish_step(const struct core_member *m, struct core_conn *c,
+static int finish_step(const struct core_rail *rail,
+		       const struct core_member *m, struct core_conn *c,
 		       void **mcomm, void **comm)
 {
 	const struct mesh_module *d = m->module->desc;
@@ -452,7 +490,9 @@ static int finish_step(const struct core_member *m, struct core_conn *c,
 	if (err == -EAGAIN)
 		err = -ETIMEDOUT;
 	if (!err) {
-		*comm = comm_new(d, *mcomm);
+		struct core_comm_path path = direct_path(rail, m, c);
+
+		*comm = comm_new(d, *mcomm, &path);
 		if (*comm)
 			return 0;
 		err = -ENOMEM;
@@ -483,7 +523,7 @@ static int module_step(const char *dir, const struct core_rail *rail,
 		err = (c->connector ? d->connect : d->accept)(
 			m->module->mctx, m->dev, &c->ctrl, mcomm);
 	if (!err && *mcomm) {
-		err = finish_step(m, c, mcomm, comm);
+		err = finish_step(rail, m, c, mcomm, comm);
 	} else if (!err && core_now_ns() > c->deadline_ns) {
 		CORE_WARN("%s %s with %s: module %s did not finish its setup "
 			  "within %d ms", dir, rail->name, c->peer_text,
@@ -491,7 +531,7 @@ static int module_step(const char *dir, const struct core_rail *rail,
 		err = -ETIMEDOUT;
 	}
 	if (*comm)
-		log_connection(dir, rail, m, c);
+		log_connection(dir, rail, *comm);
 	return err == -EAGAIN ? 0 : err;
 }
 
@@ -592,8 +632,11 @@ static int route_step(const struct core_rail *rail,
 	if (err == -EAGAIN)
 		return 0;
 	if (!err && mcomm) {
+		struct core_comm_path path = { .module = cs->layer->name,
+					       .path_class = "relayed" };
+
 		cs->route_state = NULL;	/* the comm took it */
-		*send_comm = comm_new(d, mcomm);
+		*send_comm = comm_new(d, mcomm, &path);
 		if (!*send_comm) {
 			d->close_send(mcomm);
 			return -ENOMEM;

@@ -15,10 +15,20 @@
 /* The network's name as NCCL knows it (NCCL_NET=Mesh). */
 #define MESH_NCCL_NET_NAME "Mesh"
 
+/* Where a comm goes, as its INFO line says and tools ask (conn_info.h). */
+struct core_comm_path {
+	const char *module;
+	const char *path_class;
+	int direct;		/* the fields below are known */
+	struct mesh_addr local, remote;
+	uint64_t fabric_id, peer_fabric_id;
+};
+
 /* What NCCL holds as a send or receive comm: one hop to the module. */
 struct core_comm {
 	const struct mesh_module *desc;
 	void *mcomm;
+	struct core_comm_path path;	/* cold: set up, logs and tools */
 };
 
 int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
@@ -33,5 +43,7 @@ int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
 int mesh_accept(void *listen_comm, void **recv_comm);
 int mesh_close_listen(void *listen_comm);
 int mesh_close_comm(void *comm, int send);
+/* What an open comm runs over (mesh_conn_info_fn). */
+int mesh_conn_info(void *comm, struct mesh_conn_info *info);
 
 #endif

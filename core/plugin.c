@@ -266,6 +266,13 @@ PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
 	V11_LIKE_MEMBERS(props_v11)
 };
 
+/* For tools (meshinfo --cluster): what a comm runs over.  Named by
+ * MESH_CONN_INFO_SYMBOL. */
+PLUGIN_EXPORT int mesh_conn_info_v1(void *comm, struct mesh_conn_info *info)
+{
+	return mesh_conn_info(comm, info);
+}
+
 /* ---------------------------------------------------------------- v10 */
 
 /* v10 has one process-wide init and no finalize: the library's unload

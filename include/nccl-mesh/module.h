@@ -26,6 +26,7 @@
  *      handle_addrs and serve* services; mesh_module.start, route, route_abandon,
  *      routes_to and report; mesh_ctrl.secret/secret_len,
  *      mesh_host.authenticated.
+ * 1.5: mesh_module.describe.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -33,7 +34,8 @@
  * the required ones below may be NULL or absent; the core puts its own
  * default in its place (fini and abandon do nothing, iflush reports
  * nothing to flush, reg_mr_dmabuf answers -EOPNOTSUPP, reach says yes,
- * check finds nothing wrong), so no call site tests for NULL.  Required:
+ * check finds nothing wrong, describe adds nothing), so no call site
+ * tests for NULL.  Required:
  * init, devices, get_properties, connect, accept, reg_mr, dereg_mr,
  * isend, irecv, close_send, close_recv; a module lacking one is refused
  * with a line naming it.
@@ -70,8 +72,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <nccl-mesh/conn_info.h>
+
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 4
+#define MESH_MODULE_ABI_MINOR 5
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -387,6 +391,14 @@ struct mesh_module {
 	int (*routes_to)(void *mctx, int rail, const void *handle);
 	/** Optional: counters as text, e.g. bytes per leg. */
 	int (*report)(void *mctx, char *buf, size_t cap);
+	/* ABI 1.5 */
+	/**
+	 * Optional: what a comm of this module runs over, for tools: the
+	 * cipher, the devices, a layered module's hops and remote end.
+	 * info arrives with the core's part filled; the module writes only
+	 * what it knows.  Any thread, while the comm is open.
+	 */
+	int (*describe)(void *comm, struct mesh_conn_info *info);
 };
 
 /** Nonzero when descriptor d (of any minor) has member m. */
@@ -399,6 +411,8 @@ struct mesh_module {
 #define MESH_MODULE_SIZE_1_2 offsetof(struct mesh_module, check)
 /** Size of a module descriptor of ABI 1.3 (before start). */
 #define MESH_MODULE_SIZE_1_3 offsetof(struct mesh_module, start)
+/** Size of a module descriptor of ABI 1.4 (before describe). */
+#define MESH_MODULE_SIZE_1_4 offsetof(struct mesh_module, describe)
 
 /** Nonzero when host h (of any minor) offers service m. */
 #define MESH_HOST_HAS(h, m) \

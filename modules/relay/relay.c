@@ -396,4 +396,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.route_abandon = relay_route_abandon,
 	.routes_to = relay_routes_to,
 	.report = relay_report,
+	.describe = relay_describe,
 };

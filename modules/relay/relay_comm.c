@@ -602,3 +602,16 @@ int relay_close_recv(void *recv_comm)
 {
 	return comm_close(recv_comm);
 }
+
+int relay_describe(void *comm, struct mesh_conn_info *info)
+{
+	const struct relay_comm *c = comm;
+	/* relay_route's "via " and relay_hop_step's route */
+	const char *route = c->route;
+
+	snprintf(info->remote, sizeof(info->remote), "%s", c->peer);
+	if (c->is_send && !strncmp(route, "via ", 4))
+		info->nhops = relay_route_hops(route + 4, info->hops,
+					       MESH_CONN_HOPS_MAX);
+	return c->leg.module->describe(c->lcomm, info);
+}

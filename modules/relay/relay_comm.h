@@ -96,5 +96,8 @@ int relay_iflush(void *recv_comm, int n, void **data, int *sizes,
 		 void **mhandles, void **request);
 int relay_close_send(void *send_comm);
 int relay_close_recv(void *recv_comm);
+/* The first or last leg's cipher and devices, the far end, and for a
+ * send comm the relays of its route. */
+int relay_describe(void *comm, struct mesh_conn_info *info);
 
 #endif

@@ -24,7 +24,8 @@ struct relay_hop {
 	void *comm;			/* the leg's send comm, once done */
 	uint32_t flags;			/* RELAY_FLAG_* of the far end */
 	int64_t deadline_ns;
-	char route[RELAY_ROUTE_MAX];	/* from here to the destination */
+	char route[RELAY_ROUTE_MAX];	/* from here to the destination
+					 * (relay_route_hops reads it) */
 	char tried[1024];		/* every attempt that failed, why */
 	size_t tried_len;
 };

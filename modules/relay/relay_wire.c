@@ -2,6 +2,7 @@
 #include "relay_wire.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Layout: magic, type, then per type; strings in fixed fields. */
@@ -108,4 +109,30 @@ const char *relay_msg_decode(const uint8_t *buf, size_t len,
 		bad = get_str(buf + off, sizeof(m->text), m->text,
 			      "an unterminated text");
 	return bad;
+}
+
+int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max)
+{
+	const char *s = route;
+	int n = 0;
+
+	while (s && n < max) {
+		const char *open = strstr(s, " ("), *close, *sp;
+		struct mesh_conn_hop *h = &hops[n];
+
+		if (!open || !(close = strchr(open, ')')))
+			break;
+		sp = memchr(open + 2, ' ', (size_t)(close - open - 2));
+		if (!sp)
+			break;
+		snprintf(h->name, sizeof(h->name), "%.*s", (int)(open - s), s);
+		snprintf(h->module, sizeof(h->module), "%.*s",
+			 (int)(sp - open - 2), open + 2);
+		snprintf(h->addr, sizeof(h->addr), "%.*s",
+			 (int)(close - sp - 1), sp + 1);
+		n++;
+		s = strstr(close, " -> ");
+		s = s ? s + 4 : NULL;
+	}
+	return n;
 }

@@ -58,6 +58,13 @@ size_t relay_msg_encode(const struct relay_msg *m, uint8_t *buf);
 const char *relay_msg_decode(const uint8_t *buf, size_t len,
 			     struct relay_msg *m);
 
+/*
+ * The hops of a route as RESP and LAST carry it, "NAME (MODULE ADDR) ->
+ * ... -> destination (MODULE ADDR)" (each relay puts its leg in front of
+ * the next one's answer): how many whole ones, at most max.
+ */
+int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max);
+
 #define RELAY_HDR_MAGIC 0x524c4d31u	/* "RLM1" */
 
 /* Starts every relayed message on a leg; `size` bytes follow inline

@@ -285,4 +285,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.close_recv = tcp_xdc_close_recv,
 	.check = tcp_xdc_check,
 	.reach = tcp_xdc_reach,
+	.describe = tcp_xdc_describe,
 };

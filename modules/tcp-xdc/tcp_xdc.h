@@ -208,6 +208,7 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		  int *tags, void **mhandles, void **request);
 int tcp_xdc_close_send(void *send_comm);
 int tcp_xdc_close_recv(void *recv_comm);
+int tcp_xdc_describe(void *comm, struct mesh_conn_info *info);
 
 /* tcp_xdc_pool.c */
 /* The pool size for a threads setting (0: two per core). */

@@ -622,3 +622,12 @@ int tcp_xdc_close_recv(void *recv_comm)
 		comm_destroy(recv_comm);
 	return 0;
 }
+
+int tcp_xdc_describe(void *comm, struct mesh_conn_info *info)
+{
+	const struct tcp_xdc_comm *c = comm;
+
+	snprintf(info->cipher, sizeof(info->cipher), "%s",
+		 c->streams[0].crypt ? TCP_XDC_CIPHER_NAME : "none");
+	return 0;
+}

@@ -451,6 +451,8 @@ int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 		 void **mhandles, void **request);
 int verbs_close_send(void *send_comm);
 int verbs_close_recv(void *recv_comm);
+/* verbs_conn.c: the local device of each link, for tools */
+int verbs_describe(void *comm, struct mesh_conn_info *info);
 
 /* The entries of a module descriptor that every verbs module shares: the
  * modules differ in devices and setup, never in the data path. */
@@ -463,6 +465,7 @@ int verbs_close_recv(void *recv_comm);
 	.irecv = verbs_irecv,                   \
 	.iflush = verbs_iflush,                 \
 	.close_send = verbs_close_send,         \
-	.close_recv = verbs_close_recv
+	.close_recv = verbs_close_recv,         \
+	.describe = verbs_describe
 
 #endif

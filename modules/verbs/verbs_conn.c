@@ -541,6 +541,18 @@ static void conn_log(const struct verbs_comm *c, const struct ib_wire_info *w)
 		  c->eager_max);
 }
 
+int verbs_describe(void *comm, struct mesh_conn_info *info)
+{
+	const struct verbs_comm *c = comm;
+
+	for (int l = 0; l < c->nlinks && l < MESH_CONN_DEVICES_MAX; l++)
+		snprintf(info->devices[l], sizeof(info->devices[l]), "%s",
+			 c->links[l]->name);
+	info->ndevices = c->nlinks < MESH_CONN_DEVICES_MAX ?
+				 c->nlinks : MESH_CONN_DEVICES_MAX;
+	return 0;
+}
+
 static struct ib_pending *pending_get(struct mesh_ctrl *ctrl,
 				      enum ib_phase first)
 {

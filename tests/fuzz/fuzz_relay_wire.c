@@ -6,7 +6,9 @@
  *  - an accepted message has a known type, hop counts within the limit, a
  *    status that is an errno, every string NUL-terminated in its field,
  *    and encodes back to bytes that decode to the same message;
- *  - a message header never announces more chunks than its size can fill.
+ *  - a message header never announces more chunks than its size can fill;
+ *  - a route's text (any bytes) splits into at most the hops asked for,
+ *    each field NUL-terminated.
  */
 #include <stdint.h>
 #include <string.h>
@@ -42,6 +44,24 @@ static void check_msg(const uint8_t *data, size_t size)
 		!strcmp(again.text, m.text) && !strcmp(again.leg, m.leg));
 }
 
+static void check_route(const uint8_t *data, size_t size)
+{
+	static char text[RELAY_MSG_MAX + 1];
+	static struct mesh_conn_hop hops[MESH_CONN_HOPS_MAX];
+	int n;
+
+	if (size > RELAY_MSG_MAX)
+		size = RELAY_MSG_MAX;
+	memcpy(text, data, size);
+	text[size] = '\0';
+	n = relay_route_hops(text, hops, MESH_CONN_HOPS_MAX);
+	REQUIRE(n >= 0 && n <= MESH_CONN_HOPS_MAX);
+	for (int i = 0; i < n; i++)
+		REQUIRE(memchr(hops[i].name, '\0', sizeof(hops[i].name)) &&
+			memchr(hops[i].module, '\0', sizeof(hops[i].module)) &&
+			memchr(hops[i].addr, '\0', sizeof(hops[i].addr)));
+}
+
 static void check_hdr(const uint8_t *data, size_t size)
 {
 	struct relay_hdr h;
@@ -63,5 +83,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	check_msg(data, size);
 	check_hdr(data, size);
+	check_route(data, size);
 	return 0;
 }

@@ -420,7 +420,7 @@ static void test_ops(const struct tmp_files *t)
 {
 	static const char *const ready[] = { "nofini2", "noabandon",
 		"nodmabuf", "noreach", "nocheck", "abi12", "abi10", "abi13",
-		"good" };
+		"abi14", "good" };
 	const struct expect refused[] = {
 		{ "noisend", CORE_MODULE_FAILED, { "mesh-noisend.so",
 		  "lacks the required operation isend" }, 1 },
@@ -437,7 +437,7 @@ static void test_ops(const struct tmp_files *t)
 		   "modules = [ \"nofini\", \"nofini2\", \"noabandon\",\n"
 		   "  \"nodmabuf\", \"noreach\", \"nocheck\", \"abi12\",\n"
 		   "  \"abi10\", \"noisend\", \"shortdesc\", \"nodevwhy\",\n"
-		   "  \"abi13\", \"good\" ];\n"
+		   "  \"abi13\", \"abi14\", \"good\" ];\n"
 		   "rails = [ \"nofini2/fake0+noabandon/fake0+nodmabuf/fake0+"
 		   "noreach/fake0\",\n"
 		   "  \"nocheck/fake0+abi12/fake0+abi10/fake0+good/fake0\",\n"
@@ -449,6 +449,7 @@ static void test_ops(const struct tmp_files *t)
 		struct core_module *m = find_module(st, ready[i]);
 		const struct mesh_module *d = m ? m->desc : NULL;
 		struct mesh_addr peer = { .family = 2 };
+		struct mesh_conn_info info;
 		void *req = (void *)1, *mh = (void *)1;
 		char why[64] = "x";
 
@@ -461,10 +462,13 @@ static void test_ops(const struct tmp_files *t)
 		      ready[i], d->size);
 		CHECK(d->fini && d->abandon && d->reg_mr_dmabuf && d->iflush &&
 		      d->reach && d->check && d->start && d->route &&
-		      d->route_abandon && d->routes_to && d->report,
-		      "%s: an operation is NULL", ready[i]);
+		      d->route_abandon && d->routes_to && d->report &&
+		      d->describe, "%s: an operation is NULL", ready[i]);
 		CHECK(!m->has_route, "%s: a route past its size", ready[i]);
 		d->abandon(m->mctx, NULL);
+		/* the fakes describe nothing; abi14's poisoned one fails */
+		CHECK(d->describe(NULL, &info) == 0, "%s: describe past its "
+		      "size, or not the default", ready[i]);
 		CHECK(d->iflush(NULL, 1, NULL, NULL, NULL, &req) == 0 &&
 		      req == NULL, "%s: iflush", ready[i]);
 		if (!strcmp(ready[i], "nodmabuf"))

@@ -16,6 +16,8 @@
  *                   ends before check, which the core must not read
  *   FAKE_POISON_LAYER  start fails and route aborts: for a descriptor
  *                   whose size ends before them (ABI 1.3)
+ *   FAKE_POISON_DESCRIBE  describe fails: for a descriptor whose size
+ *                   ends before it (ABI 1.4)
  *
  * A working instance has two devices, fake0 and fake1, on 127.0.0.1, and
  * two parameters, `level` and `max_level`, with the rule level <= max_level
@@ -262,6 +264,14 @@ static int poison_route(void *mctx, int rail, const void *handle,
 }
 #endif
 
+#ifdef FAKE_POISON_DESCRIBE
+static int poison_describe(void *comm, struct mesh_conn_info *info)
+{
+	(void)comm, (void)info;
+	return -EIO;
+}
+#endif
+
 MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.abi_version = FAKE_ABI,
 	.size = FAKE_SIZE,
@@ -288,5 +298,8 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 #ifdef FAKE_POISON_LAYER
 	.start = poison_start,
 	.route = poison_route,
+#endif
+#ifdef FAKE_POISON_DESCRIBE
+	.describe = poison_describe,
 #endif
 };

@@ -8,7 +8,7 @@
  * cluster_rdv.c   rendezvous (environment or arguments), the star of
  *                 control sockets around rank 0 and its messages
  * cluster_pair.c  one step of one pair on this host: listen, connect,
- *                 burst, ping-pong, close; the plugin's log lines
+ *                 burst, ping-pong, close; the path the plugin took
  * cluster_find.c  findings and the NCCL environment
  * cluster_out.c   text, JSON, DOT, and SVG/PNG through Graphviz
  */
@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <nccl-mesh/conn_info.h>
 
 #include "meshperf.h"
 
@@ -178,6 +180,7 @@ struct cl_node {
 	int rank;
 	struct perf_net net;
 	bool net_up;
+	mesh_conn_info_fn conn_info;	/* NULL: the plugin does not tell */
 	int ndev;
 	int connect_timeout_ms;
 	/* the pair under way */
@@ -200,8 +203,6 @@ void cl_log_capture(bool on);
 /* The captured lines, each ending in '\n' (valid until the next capture). */
 const char *cl_log_lines(void);
 
-/* Reads our INFO and WARN lines into the pair: path or failure. */
-void cl_parse_connect(const char *lines, int rail, struct cl_pair *p);
 /* The failure class of a plugin's line: "refused", "timed out", ... */
 const char *cl_classify(const char *reason);
 

@@ -2,8 +2,9 @@
 /*
  * One host's side of one pair: the plugin driven through meshperf's ABI
  * adapters and benchmark, as NCCL's proxy drives it.  Each command of
- * rank 0 is one bounded step; the plugin's own log lines, captured while a
- * connect runs, say which path it took or why it failed.
+ * rank 0 is one bounded step.  The plugin says which path a connection
+ * took (MESH_CONN_INFO_SYMBOL); its own log lines, captured while a
+ * connect runs, say why one failed.
  */
 #include <dlfcn.h>
 #include <endian.h>
@@ -41,6 +42,8 @@ int cl_node_start(struct cl_node *n, const char *plugin, struct cl_host *me)
 	if (dladdr(n->net.api.any, &info) && info.dli_fname)
 		snprintf(me->plugin_path, sizeof(me->plugin_path), "%s",
 			 info.dli_fname);
+	/* POSIX's way to take a function from dlsym */
+	*(void **)&n->conn_info = dlsym(n->net.lib, MESH_CONN_INFO_SYMBOL);
 	if (perf_net_init(&n->net, CL_COMM_ID) != ncclSuccess) {
 		snprintf(me->error, sizeof(me->error),
 			 "the plugin's init failed (its WARN lines say why)");
@@ -240,6 +243,38 @@ static void accept_reason(const char *lines, char *out, size_t cap)
 	}
 }
 
+/* What the plugin says our send comm runs over (conn_info.h). */
+static void describe_send(const struct cl_node *n, struct cl_pair *p)
+{
+	struct mesh_conn_info info;
+	int relays;
+
+	if (!n->conn_info || !n->send || n->conn_info(n->send, &info))
+		return;
+	snprintf(p->cls, sizeof(p->cls), "%s", info.path_class);
+	/* a relayed pair is named for the module of its first leg */
+	snprintf(p->module, sizeof(p->module), "%s",
+		 info.nhops ? info.hops[0].module : info.module);
+	snprintf(p->local, sizeof(p->local), "%s", info.local);
+	snprintf(p->remote, sizeof(p->remote), "%s", info.remote);
+	snprintf(p->cipher, sizeof(p->cipher), "%s", info.cipher);
+	p->ndevices = info.ndevices < CL_MAX_DEVICES ? info.ndevices :
+						       CL_MAX_DEVICES;
+	for (int i = 0; i < p->ndevices; i++)
+		snprintf(p->devices[i], sizeof(p->devices[i]), "%s",
+			 info.devices[i]);
+	/* the last hop is the destination */
+	relays = info.nhops - 1;
+	p->nrelays = relays < 0 ? 0 : relays < CL_MAX_RELAYS ? relays :
+							     CL_MAX_RELAYS;
+	for (int i = 0; i < p->nrelays; i++) {
+		snprintf(p->relays[i], sizeof(p->relays[i]), "%s",
+			 info.hops[i].name);
+		snprintf(p->relay_addrs[i], sizeof(p->relay_addrs[i]), "%s",
+			 info.hops[i].addr);
+	}
+}
+
 static void exec_connect(struct cl_node *n, const struct cl_cmd *c,
 			 struct cl_step *s, int note_fd)
 {
@@ -289,7 +324,7 @@ static void exec_connect(struct cl_node *n, const struct cl_cmd *c,
 	s->send_ok = n->send != NULL;
 	s->recv_ok = n->recv != NULL;
 	s->path.rail = c->rail;
-	cl_parse_connect(cl_log_lines(), c->rail, &s->path);
+	describe_send(n, &s->path);
 	if (!s->send_ok) {
 		connect_reason(cl_log_lines(), s->path.reason,
 			       sizeof(s->path.reason));
@@ -388,156 +423,7 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 	}
 }
 
-/* ---- reading our log lines ---- */
-
-/* Copies up to the first of `stops` (or the end) into out; returns the
- * stop found, or NULL. */
-static const char *take(const char *s, const char *stop, char *out,
-			size_t cap)
-{
-	const char *e = strstr(s, stop);
-	size_t n = e ? (size_t)(e - s) : strcspn(s, "\n");
-
-	snprintf(out, cap, "%.*s", (int)n, s);
-	return e;
-}
-
-/* "relay: send comm 3 to 10.0.0.3:4000: via g0 (tcp-xdc 10.0.0.9:5000)
- *  -> destination (tcp-xdc 10.0.0.3:4000)" */
-static bool parse_relayed(const char *l, struct cl_pair *p)
-{
-	const char *to = strstr(l, " to "), *via = strstr(l, ": via ");
-	const char *hop;
-
-	if (!strstr(l, "send comm ") || !to || !via || via < to)
-		return false;
-	snprintf(p->cls, sizeof(p->cls), "relayed");
-	snprintf(p->remote, sizeof(p->remote), "%.*s",
-		 (int)(via - to - 4), to + 4);
-	p->local[0] = '\0';
-	p->nrelays = 0;
-	for (hop = via + 6; hop && *hop && *hop != '\n';) {
-		char name[CL_NAME_MAX], inner[CL_NAME_MAX + CL_ADDR_MAX];
-		const char *paren = take(hop, " (", name, sizeof(name));
-		char *sp;
-
-		if (!paren)
-			break;
-		take(paren + 2, ")", inner, sizeof(inner));
-		sp = strchr(inner, ' ');
-		if (sp)
-			*sp++ = '\0';
-		if (!p->module[0])
-			snprintf(p->module, sizeof(p->module), "%.*s",
-				 CL_NAME_MAX - 1, inner);
-		if (strcmp(name, "destination") && p->nrelays < CL_MAX_RELAYS) {
-			snprintf(p->relays[p->nrelays], CL_NAME_MAX, "%s",
-				 name);
-			snprintf(p->relay_addrs[p->nrelays], CL_ADDR_MAX,
-				 "%.*s", CL_ADDR_MAX - 1, sp ? sp : "");
-			p->nrelays++;
-		}
-		hop = strstr(paren, " -> ");
-		hop = hop ? hop + 4 : NULL;
-	}
-	return true;
-}
-
-/* "send mesh0: tcp-xdc, 10.0.0.11:40000 -> 10.0.0.12:40001, same-DC
- *  (fabricId 0 -> 0)" */
-static bool parse_direct(const char *l, struct cl_pair *p)
-{
-	const char *s, *e;
-
-	if (strncmp(l, "send ", 5) || !(s = strstr(l, ": ")))
-		return false;
-	s += 2;
-	if (!(e = take(s, ", ", p->module, sizeof(p->module))))
-		return false;
-	s = e + 2;
-	if (!(e = take(s, " -> ", p->local, sizeof(p->local))))
-		return false;
-	s = e + 4;
-	if (!(e = take(s, ", ", p->remote, sizeof(p->remote))))
-		return false;
-	take(e + 2, " (", p->cls, sizeof(p->cls));
-	return true;
-}
-
-/* The verbs layer's "send comm 3 to peer 10.0.0.2:4000: 2 QPs over rxe13
- * GID 1 -> ::ffff:10.0.0.2 (index 1), MTU 4096; rxe12b GID 1 -> ...":
- * the local device of each cable the connection uses. */
-static bool parse_devices(const char *l, struct cl_pair *p)
-{
-	const char *s = strstr(l, " QPs over ");
-
-	if (strncmp(l, "send comm ", 10) || !s)
-		return false;
-	s += 10;
-	for (p->ndevices = 0; *s && p->ndevices < CL_MAX_DEVICES;) {
-		size_t n = strcspn(s, " ,;");
-
-		snprintf(p->devices[p->ndevices++], CL_NAME_MAX, "%.*s",
-			 (int)n, s);
-		s = strstr(s, "; ");
-		if (!s)
-			break;
-		s += 2;
-	}
-	return true;
-}
-
-/* tcp-xdc's "send comm 4 to 10.0.0.2:40000: 8 streams on 4 data threads,
- * ..., encrypted (AES-256-GCM, 256 KiB records)", or "..., not encrypted":
- * how the connection's bytes cross the link. */
-static bool parse_cipher(const char *l, struct cl_pair *p)
-{
-	const char *s;
-
-	if (strncmp(l, "send comm ", 10))
-		return false;
-	if (strstr(l, ", not encrypted")) {
-		snprintf(p->cipher, sizeof(p->cipher), "none");
-		return true;
-	}
-	s = strstr(l, ", encrypted (");
-	if (!s)
-		return false;
-	take(s + 13, ",", p->cipher, sizeof(p->cipher));
-	return true;
-}
-
-void cl_parse_connect(const char *lines, int rail, struct cl_pair *p)
-{
-	char line[CL_REASON_MAX];
-	bool path = false, devices = false, cipher = false;
-
-	(void)rail;
-	for (const char *l = lines; *l && !(path && devices && cipher);
-	     l = strchr(l, '\n') + 1) {
-		/* one line at a time: the parsers search with strstr, which
-		 * must not find its words in the lines after this one */
-		size_t n = strcspn(l, "\n");
-		const char *tail;
-
-		if (l[0] != 'I' || n < 2)
-			continue;
-		snprintf(line, sizeof(line), "%.*s", (int)(n - 2), l + 2);
-		/* a module's own line: "rdma-mesh: send comm ..." */
-		tail = strstr(line, ": ");
-		if (!devices && tail)
-			devices = parse_devices(tail + 2, p);
-		/* a relayed connection's first leg: relays see clear text */
-		if (!cipher && tail)
-			cipher = parse_cipher(tail + 2, p);
-		if (path)
-			continue;
-		if (!strncmp(line, "relay: ", 7))
-			path = parse_relayed(line + 7, p);
-		if (!path)
-			path = parse_direct(line, p);
-	}
-}
+/* ---- failure classes ---- */
 
 const char *cl_classify(const char *r)
 {
