@@ -201,7 +201,7 @@ def worker_main(args):
     probe = torch.full((1,), float(rank + 1), device=device)
     dist.all_reduce(probe)
     torch.cuda.synchronize(device)
-    net, line = ar.wait_for_used_net(args.log)
+    net, line = ar.wait_for_used_net(args.log, "Mesh")
     log("rank %d on %s (%s), NCCL_HOSTID=%s, advertises %s: %s" %
         (rank, device, torch.cuda.get_device_name(device),
          os.environ.get("NCCL_HOSTID"),
