@@ -69,6 +69,8 @@ struct tcp_xdc_stall {
 	uint64_t tx;			/* bytes written */
 	int outq;			/* bytes not yet acknowledged */
 	uint64_t since;			/* when either last changed */
+	uint64_t parked;		/* the last ping of a receiver that
+					 * holds the stream back */
 };
 
 struct tcp_xdc_comm;
@@ -224,6 +226,11 @@ void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx);
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		       const int *fds, int n);
 void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
+
+/* tcp_xdc_stall.c */
+/* Reads the receiver's pings off a send stream: 0 once none is left, 1
+ * when the peer closed it, else -errno. */
+int tcp_xdc_pings_take(int fd, struct tcp_xdc_stall *st);
 bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
 			 uint64_t now, int timeout_ms, bool restart);
 

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,42 +51,6 @@ struct tcp_xdc_linger {
 	int nactive, cap_active;
 };
 
-/*
- * A send stream looks dead when for timeout_ms it wrote nothing and the
- * peer acknowledged nothing (its unacknowledged byte count stayed the
- * same), and either data is in flight (retransmitted in vain: the peer's
- * pings may still get through a link that loses everything we send) or,
- * at a zero window with nothing in flight, the peer sent nothing at all:
- * no acknowledgement of a window probe, no ping.  Pings are data, which
- * Linux's fast path takes without touching the time of the last
- * acknowledgement, so both times count.
- */
-bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
-			 uint64_t now, int timeout_ms, bool restart)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	int outq = -1;
-
-	if (ioctl(fd, SIOCOUTQ, &outq))
-		outq = -1;
-	if (restart || tx != st->tx || outq != st->outq) {
-		st->tx = tx;
-		st->outq = outq;
-		st->since = now;
-		return false;
-	}
-	if (now - st->since < (uint64_t)timeout_ms * 1000000ULL)
-		return false;
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
-		return false;
-	if (ti.tcpi_unacked)
-		return true;
-	return ti.tcpi_last_ack_recv >= (uint32_t)timeout_ms &&
-	       ti.tcpi_last_data_recv >= (uint32_t)timeout_ms;
-}
-
 static int grow(struct linger_fd **arr, int *cap, int need)
 {
 	struct linger_fd *p;
@@ -105,20 +68,10 @@ static int grow(struct linger_fd **arr, int *cap, int need)
 	return 0;
 }
 
-/* Reads and drops pings; true once the peer closed or reset the stream. */
-static bool linger_drain(int fd)
+/* Takes the pings; true once the peer closed or reset the stream. */
+static bool linger_drain(struct linger_fd *e)
 {
-	char buf[512];
-
-	for (;;) {
-		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n > 0)
-			continue;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
-	}
+	return tcp_xdc_pings_take(e->fd, &e->stall) != 0;
 }
 
 /* True when the stream is finished with, for good or bad. */
@@ -127,7 +80,7 @@ static bool linger_step(struct tcp_xdc_linger *l, struct linger_fd *e,
 {
 	int outq = 0;
 
-	if (linger_drain(e->fd))
+	if (linger_drain(e))
 		return true;
 	if (ioctl(e->fd, SIOCOUTQ, &outq) || outq <= 0)
 		return true;
@@ -172,7 +125,7 @@ static bool linger_pass(struct tcp_xdc_linger *l, bool expired)
 		if (expired)
 			MESH_INFO("closed send stream to %s: unloading, dropping what the peer has not acknowledged",
 				  e->peer);
-		linger_drain(e->fd);
+		linger_drain(e);
 		close(e->fd);
 		*e = l->active[--l->nactive];
 		changed = true;

@@ -333,12 +333,14 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     uint64_t now, bool busy, uint64_t *next)
 {
-	static const char ping = 'p';
 	bool unwatched = s->state == TCP_XDC_IDLE &&
 			 atomic_load_explicit(&s->proxy_reads,
 					      memory_order_relaxed);
 	uint64_t period = busy || s->state == TCP_XDC_PARKED || unwatched ?
 			  comm->ping_busy_ns : comm->ping_idle_ns;
+	/* nobody reads the stream until a receive is posted */
+	char ping = s->state == TCP_XDC_PARKED || (unwatched && !busy) ?
+			    TCP_XDC_PING_PARKED : TCP_XDC_PING;
 
 	if (s->state == TCP_XDC_ENDED || s->peer_done)
 		return 0;

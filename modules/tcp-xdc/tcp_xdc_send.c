@@ -189,20 +189,11 @@ static int send_peer_closed(struct tcp_xdc_comm *comm,
 static int send_drain_pings(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s)
 {
-	char buf[256];
+	int ret = tcp_xdc_pings_take(s->fd, &s->stall);
 
-	for (;;) {
-		ssize_t n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n > 0)
-			continue;
-		if (n == 0)
-			return send_peer_closed(comm, s);
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		if (errno != EINTR)
-			return xdc_stream_syscall_fail(comm, s, errno);
-	}
+	if (ret == 1)
+		return send_peer_closed(comm, s);
+	return ret < 0 ? xdc_stream_syscall_fail(comm, s, -ret) : 0;
 }
 
 static int send_check_events(struct tcp_xdc_comm *comm,

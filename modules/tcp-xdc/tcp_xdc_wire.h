@@ -24,6 +24,16 @@
  * version 2 peer would ignore it and misread the records. */
 #define TCP_XDC_PROTO_VERSION 3
 
+/*
+ * The receiver's pings on a data stream it has not read from for a while:
+ * one byte each, which the sender drops.  PARKED: the receiver holds the
+ * stream back (no receive posted for what comes next), so data the sender
+ * has in flight may stay unacknowledged without the peer being gone.  A
+ * sender of version 2 takes either as a ping.
+ */
+#define TCP_XDC_PING 'p'
+#define TCP_XDC_PING_PARKED 'w'
+
 /* Connector -> acceptor, over the core's control channel. */
 struct tcp_xdc_hello {
 	uint32_t magic;
