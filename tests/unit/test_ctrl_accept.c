@@ -22,18 +22,26 @@
 #define NONCE 0x6d657368u
 #define WAIT_NS (5 * 1000000000ll)
 
-static struct core_conn *dial_acked(struct core_listen_comm *lc,
-				    uint16_t port)
+/* A connector dialing the listen on loopback, its dial started. */
+static struct core_conn *dial_start(uint16_t port)
 {
 	struct core_handle h = { .nonce = NONCE, .naddrs = 1 };
 	struct core_conn *c = NULL;
-	int64_t end = core_now_ns() + WAIT_NS;
-	int err;
 
 	h.addrs[0] = (struct mesh_addr){ .family = AF_INET, .port = port,
 					 .ip = { 127, 0, 0, 1 } };
 	CHECK(core_ctrl_dial(&h, NULL, 0, core_module_tag("example"), 0,
 			     5000, &c) == 0);
+	return c;
+}
+
+static struct core_conn *dial_acked(struct core_listen_comm *lc,
+				    uint16_t port)
+{
+	struct core_conn *c = dial_start(port);
+	int64_t end = core_now_ns() + WAIT_NS;
+	int err;
+
 	if (!c)
 		return NULL;
 	do {
@@ -141,14 +149,9 @@ static void test_stream_after_close(struct core_listen_comm *lc,
  * ack, as a connector does that heard none in time. */
 static void test_gave_up(struct core_listen_comm *lc, uint16_t port)
 {
-	struct core_handle h = { .nonce = NONCE, .naddrs = 1 };
-	struct core_conn *dial = NULL, *acc = NULL;
+	struct core_conn *dial = dial_start(port), *acc = NULL;
 	int64_t end = core_now_ns() + 50000000ll;
 
-	h.addrs[0] = (struct mesh_addr){ .family = AF_INET, .port = port,
-					 .ip = { 127, 0, 0, 1 } };
-	CHECK(core_ctrl_dial(&h, NULL, 0, core_module_tag("example"), 0,
-			     5000, &dial) == 0);
 	if (!dial)
 		return;
 	while (core_now_ns() < end)	/* nobody routes: no ack comes */
