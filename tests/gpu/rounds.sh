@@ -23,11 +23,15 @@
 # between the two ranks as one node (allreduce.py --net SHM): the GPUs
 # write into and read from pinned host memory as they do under any network
 # plugin without GPUDirect, with no network between.  Every variant's
-# busbw is then also given as a share of it.
+# busbw is then also given as a share of it.  SHM runs with
+# NCCL_MIN_NCHANNELS=16 (--host-memory-channels N; 0: NCCL's choice, which
+# is 2 channels and leaves most of host memory's rate unused), so that the
+# reference is what host memory carries, not what NCCL's default asks of it.
 #
 # Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
 #                            [--raw-tcp STREAMS [--raw-ring R,...]]
-#                            [--host-memory-ref] [VARIANT ...]
+#                            [--host-memory-ref [--host-memory-channels N]]
+#                            [VARIANT ...]
 #
 # A VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (NCCL_MESH_* or NCCL_*
 # settings for that Mesh run); without any, one Mesh variant at the
@@ -46,6 +50,7 @@ iters=20
 raw_streams=0
 raw_rings=512K
 host_memory_ref=0
+host_memory_channels=16
 variants=()
 
 while [ $# -gt 0 ]; do
@@ -56,6 +61,7 @@ while [ $# -gt 0 ]; do
 	--raw-tcp) raw_streams=${2:?}; shift ;;
 	--raw-ring) raw_rings=${2:?}; shift ;;
 	--host-memory-ref) host_memory_ref=1 ;;
+	--host-memory-channels) host_memory_channels=${2:?}; shift ;;
 	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "rounds.sh: unknown option $1" >&2; exit 2 ;;
 	*)
@@ -159,8 +165,11 @@ for r in $(seq "$rounds"); do
 	echo "socket $sbw" >>"$out/all"
 	hbw=0
 	if [ "$host_memory_ref" = 1 ]; then
-		read -r hbw hcpu < <(run_one shm NCCL_NET=SHM)
-		echo "round $r host memory (NCCL SHM, one node) busbw $hbw GB/s (peak busy cores $hcpu)"
+		hm_env=(NCCL_NET=SHM)
+		[ "$host_memory_channels" = 0 ] ||
+			hm_env+=(NCCL_MIN_NCHANNELS="$host_memory_channels")
+		read -r hbw hcpu < <(run_one shm "${hm_env[@]}")
+		echo "round $r host memory (NCCL SHM, one node, min channels $host_memory_channels) busbw $hbw GB/s (peak busy cores $hcpu)"
 		echo "shm $hbw" >>"$out/all"
 	fi
 	for v in "${variants[@]}"; do
