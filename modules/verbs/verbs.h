@@ -428,6 +428,17 @@ int verbs_connect_links(struct verbs_ctx *ctx,
 int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 		       void *arg, struct mesh_ctrl *ctrl, void **recv_comm);
 void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl);
+
+/* verbs_comm.c */
+/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection;
+ * eager_max > 0 adds the bounce slots of an eager receiver. */
+struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
+				     struct verbs_dev *const *links,
+				     int nlinks, bool is_send, int nqps,
+				     uint32_t eager_max, const char *peer);
+/* One RC QP on link `link`, in INIT; lowers c->max_inline to what the
+ * device grants. */
+struct ibv_qp *verbs_qp_create(struct verbs_comm *c, int link, int sq, int rq);
 void verbs_comm_free(struct verbs_comm *comm);
 
 /* verbs_close.c */

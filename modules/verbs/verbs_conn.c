@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "verbs.h"
 
@@ -77,32 +76,6 @@ struct ib_pending {
 	struct mesh_addr target[VERBS_MAX_LINKS];	/* connector's plan */
 };
 
-/* ---- comm resources ---- */
-
-void verbs_comm_free(struct verbs_comm *comm)
-{
-	if (!comm)
-		return;
-	for (int i = 0; i < comm->nqps; i++)
-		if (comm->qps[i])
-			ibv_destroy_qp(comm->qps[i]);
-	if (comm->flush_qp)
-		ibv_destroy_qp(comm->flush_qp);
-	for (int l = 0; l < comm->nlinks; l++) {
-		if (comm->cqs[l])
-			ibv_destroy_cq(comm->cqs[l]);
-		if (comm->fifo_mr[l])
-			ibv_dereg_mr(comm->fifo_mr[l]);
-		if (comm->sizes_mr[l])
-			ibv_dereg_mr(comm->sizes_mr[l]);
-	}
-	if (comm->flush_mr)
-		ibv_dereg_mr(comm->flush_mr);
-	free(comm->fifo);
-	free(comm->sizes);
-	free(comm);
-}
-
 static void pending_free(struct mesh_ctrl *ctrl)
 {
 	struct ib_pending *p = ctrl->module_state;
@@ -118,80 +91,6 @@ void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl)
 {
 	(void)mctx;
 	pending_free(ctrl);
-}
-
-static struct ibv_qp *qp_create(struct verbs_comm *c, int link, int sq, int rq)
-{
-	struct verbs_dev *d = c->links[link];
-	struct ibv_qp_init_attr qa = {
-		.send_cq = c->cqs[link],
-		.recv_cq = c->cqs[link],
-		.qp_type = IBV_QPT_RC,
-		.cap = {
-			.max_send_wr = (uint32_t)sq,
-			.max_recv_wr = (uint32_t)rq,
-			.max_send_sge = 2,	/* eager: header, data */
-			.max_recv_sge = 1,
-		},
-	};
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = (uint8_t)d->port,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
-	};
-	struct ibv_qp *qp;
-
-	/* Small writes go inline when the device allows: no DMA read of the
-	 * source, which is most of a tiny write's cost. */
-	qa.cap.max_inline_data = VERBS_INLINE;
-	qp = ibv_create_qp(d->pd, &qa);
-	if (!qp) {
-		qa.cap.max_inline_data = 0;
-		qp = ibv_create_qp(d->pd, &qa);
-	}
-	if (!qp) {
-		MESH_WARN("peer %s: %s: cannot create a queue pair: %s",
-			  c->peer, d->name, strerror(errno));
-		return NULL;
-	}
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-		MESH_WARN("peer %s: %s: queue pair to INIT: %s", c->peer,
-			  d->name, strerror(errno));
-		ibv_destroy_qp(qp);
-		return NULL;
-	}
-	if (qa.cap.max_inline_data < c->max_inline)
-		c->max_inline = qa.cap.max_inline_data;
-	return qp;
-}
-
-/* A buffer registered on every link's device (keys per link). */
-static void *buf_reg(struct verbs_comm *c, size_t size, int access,
-		     struct ibv_mr **mr)
-{
-	void *buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
-
-	if (!buf)
-		return NULL;
-	memset(buf, 0, size);
-	for (int l = 0; l < c->nlinks; l++) {
-		mr[l] = ibv_reg_mr(c->links[l]->pd, buf, size, access);
-		if (!mr[l]) {
-			MESH_WARN("peer %s: %s: cannot register %zu bytes: %s",
-				  c->peer, c->links[l]->name, size,
-				  strerror(errno));
-			return buf;	/* freed with the comm */
-		}
-	}
-	return buf;
-}
-
-static int clamp(int v, int max)
-{
-	return max > 0 && v > max ? max : v;
 }
 
 /*
@@ -211,89 +110,6 @@ static uint32_t eager_accept_max(const struct verbs_ctx *ctx,
 		if (links[l]->gpu)
 			return 0;
 	return peer_max < max ? peer_max : max;
-}
-
-/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection;
- * eager_max > 0 adds the bounce slots of an eager receiver. */
-static struct verbs_comm *comm_create(struct verbs_ctx *ctx,
-				      struct verbs_dev *const *links,
-				      int nlinks, bool is_send, int nqps,
-				      uint32_t eager_max, const char *peer)
-{
-	size_t sizes_len = sizeof(struct ib_sizes);
-	struct verbs_comm *c = calloc(1, sizeof(*c));
-	int ncqe, max_qp_wr = 0, max_cqe = 0;
-
-	if (!c)
-		return NULL;
-	c->ctx = ctx;
-	c->dev = links[0];
-	c->nlinks = nlinks;
-	c->max_msg = 1U << 30;
-	for (int l = 0; l < nlinks; l++) {
-		const struct verbs_dev *d = links[l];
-
-		c->links[l] = links[l];
-		if (d->pattr.max_msg_sz && d->pattr.max_msg_sz < c->max_msg)
-			c->max_msg = d->pattr.max_msg_sz;
-		if (!l || d->max_qp_wr < max_qp_wr)
-			max_qp_wr = d->max_qp_wr;
-		if (!l || d->max_cqe < max_cqe)
-			max_cqe = d->max_cqe;
-	}
-	c->is_send = is_send;
-	c->id = __atomic_fetch_add(&ctx->next_comm_id, 1, __ATOMIC_RELAXED);
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	c->nqps = nqps;
-	c->max_inline = VERBS_INLINE;	/* lowered by qp_create */
-	/* Per QP at most every outstanding piece: data writes (more than
-	 * one when a piece exceeds max_msg), a size write, the last write. */
-	c->sq_depth = clamp(is_send ? IB_SEND_REQS *
-			    (int)(2 + VERBS_MAX_MESSAGE / c->max_msg + 1) :
-			    2 * VERBS_MAX_REQUESTS + 4, max_qp_wr);
-	c->rq_depth = clamp(is_send ? 1 : IB_SEND_REQS, max_qp_wr);
-	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VERBS_MAX_REQUESTS + 4,
-		     max_cqe);
-	verbs_comm_init_reqs(c);
-	for (int l = 0; l < nlinks; l++) {
-		c->cqs[l] = ibv_create_cq(links[l]->ctx, ncqe, NULL, NULL, 0);
-		if (!c->cqs[l]) {
-			MESH_WARN("peer %s: %s: cannot create a completion queue of %d: %s",
-				  peer, links[l]->name, ncqe, strerror(errno));
-			goto err;
-		}
-	}
-	for (int i = 0; i < nqps; i++) {
-		c->qps[i] = qp_create(c, verbs_qp_link(c, i), c->sq_depth,
-				      c->rq_depth);
-		if (!c->qps[i])
-			goto err;
-		if (getrandom(&c->psn[i], sizeof(c->psn[i]), 0) < 0)
-			c->psn[i] = (uint32_t)i * 7919;
-		c->psn[i] &= 0xffffff;
-	}
-	c->fifo = buf_reg(c, sizeof(struct ib_fifo), IBV_ACCESS_LOCAL_WRITE |
-			  (is_send ? IBV_ACCESS_REMOTE_WRITE : 0), c->fifo_mr);
-	/* credits must go inline: a later credit must not be read as an
-	 * earlier write's source before the FIFO entries between them land */
-	if (c->max_inline < sizeof(struct ib_credit))
-		eager_max = 0;
-	if (eager_max)
-		sizes_len += VERBS_EAGER_SLOTS * sizeof(struct ib_eager_slot);
-	c->sizes = buf_reg(c, sizes_len, IBV_ACCESS_LOCAL_WRITE |
-			   (is_send ? 0 : IBV_ACCESS_REMOTE_WRITE),
-			   c->sizes_mr);
-	if (!c->fifo || !c->sizes || !c->fifo_mr[nlinks - 1] ||
-	    !c->sizes_mr[nlinks - 1])
-		goto err;
-	if (eager_max) {
-		c->eager_max = eager_max;
-		c->bounce = (struct ib_eager_slot *)(c->sizes + 1);
-	}
-	return c;
-err:
-	verbs_comm_free(c);
-	return NULL;
 }
 
 /* ---- QP state transitions ---- */
@@ -377,7 +193,7 @@ static int flush_setup(struct verbs_comm *c)
 		return 0;
 	c->flush_mr = ibv_reg_mr(c->dev->pd, &c->flush_buf,
 				 sizeof(c->flush_buf), IBV_ACCESS_LOCAL_WRITE);
-	c->flush_qp = c->flush_mr ? qp_create(c, 0, 4, 1) : NULL;
+	c->flush_qp = c->flush_mr ? verbs_qp_create(c, 0, 4, 1) : NULL;
 	if (!c->flush_qp)
 		return -ENOMEM;
 	link_fill(c->dev, &self);
@@ -660,7 +476,7 @@ static int connect_create(struct verbs_ctx *ctx, struct ib_pending *p,
 	/* every link gets at least one QP */
 	if (nqps < nlinks)
 		nqps = nlinks;
-	p->comm = comm_create(ctx, links, nlinks, true, nqps, 0, peer);
+	p->comm = verbs_comm_create(ctx, links, nlinks, true, nqps, 0, peer);
 	if (!p->comm)
 		return -ENOMEM;
 	info_fill(p->comm, p->target, &p->info);
@@ -771,7 +587,7 @@ static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 		refusal_fill(p, st, why);
 		return 0;
 	}
-	p->comm = comm_create(ctx, links, ntohs(w->nlinks), false,
+	p->comm = verbs_comm_create(ctx, links, ntohs(w->nlinks), false,
 			      ntohs(w->nqps),
 			      eager_accept_max(ctx, links, ntohs(w->nlinks),
 					       ntohl(w->eager_max)),

@@ -597,8 +597,8 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 }
 
 /* Tells the sender how many receives are posted: that frees its bounce
- * slots and shows which receives have no FIFO entry.  Inline (comm_create
- * makes sure), so the value is the one of this moment. */
+ * slots and shows which receives have no FIFO entry.  Inline
+ * (verbs_comm_create makes sure), so the value is the one of this moment. */
 static int credit_flush(struct verbs_comm *c)
 {
 	int ret;

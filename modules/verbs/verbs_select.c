@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * HCA and GID selection over a sysfs tree.  It reads files only, so the
+ * GID and port selection over a sysfs tree.  It reads files only, so the
  * tests can point it at a fake tree with the holes, unreadable attributes
- * and odd tables that containers and VLAN setups show.
+ * and odd tables that containers and VLAN setups show.  The HCA lists that
+ * choose the devices are in verbs_hca_list.c.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -22,12 +23,8 @@
 #define GID_TABLE_MAX 4096
 /* Entries listed one by one in a "nothing fits" error. */
 #define FOUND_LIST_MAX 8
-#define PORT_MAX 255
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t len, const char *fmt, ...)
+void verbs_seterr(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -38,32 +35,8 @@ static void seterr(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Appends to a string that may already be full; truncation is fine. */
-static void append(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void append(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strnlen(buf, len);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
-}
-
-/* ---- NCCL_IB_HCA-style lists ---- */
-
-static bool name_char_ok(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-}
-
 /* Strictly decimal digits, so "+1", " 1" and "1x" are all refused. */
-static int parse_num(const char *s, size_t len, long long max, long long *out)
+int verbs_parse_num(const char *s, size_t len, long long max, long long *out)
 {
 	char buf[24];
 	char *end;
@@ -82,199 +55,20 @@ static int parse_num(const char *s, size_t len, long long max, long long *out)
 	return 0;
 }
 
-static bool is_blank(char c)
+/* Appends to a string that may already be full; truncation is fine. */
+static void append(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void append(char *buf, size_t len, const char *fmt, ...)
 {
-	return c == ' ' || c == '\t';
-}
+	size_t used = strnlen(buf, len);
+	va_list ap;
 
-static int parse_name(const char *s, size_t nlen, size_t len,
-		      struct verbs_hca_entry *e, char *err, size_t errlen)
-{
-	if (!nlen) {
-		seterr(err, errlen, "entry \"%.*s\": no device name",
-		       (int)len, s);
-		return -EINVAL;
-	}
-	if (nlen >= VERBS_NAME_MAX) {
-		seterr(err, errlen, "entry \"%.*s\": name longer than %d",
-		       (int)len, s, VERBS_NAME_MAX - 1);
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < nlen; i++) {
-		if (name_char_ok(s[i]))
-			continue;
-		seterr(err, errlen,
-		       "entry \"%.*s\": '%c' cannot be in a device name "
-		       "('^' and '=' only lead the whole list)",
-		       (int)len, s, s[i]);
-		return -EINVAL;
-	}
-	memcpy(e->name, s, nlen);
-	e->name[nlen] = '\0';
-	return 0;
-}
-
-/* One "name[:port[:fabric]]" token of length len, already trimmed. */
-static int parse_entry(const char *s, size_t len, bool exclude,
-		       struct verbs_hca_entry *e, char *err, size_t errlen)
-{
-	const char *end = s + len;
-	const char *c1 = memchr(s, ':', len);
-	const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1))
-			    : NULL;
-	const char *port = c1 ? c1 + 1 : end;
-	size_t plen = (size_t)((c2 ? c2 : end) - port);
-	const char *fab = c2 ? c2 + 1 : end;
-	size_t flen = (size_t)(end - fab);
-	long long v;
-
-	e->port = 0;
-	e->fabric_id = -1;
-	if (parse_name(s, (size_t)((c1 ? c1 : end) - s), len, e, err, errlen))
-		return -EINVAL;
-	/* "rxe0::17": any port, fabric 17; a bare trailing ':' is a typo. */
-	if (c1 && (plen || !c2)) {
-		if (parse_num(port, plen, PORT_MAX, &v) || v < 1) {
-			seterr(err, errlen,
-			       "entry \"%.*s\": port \"%.*s\" is not 1..%d",
-			       (int)len, s, (int)plen, port, PORT_MAX);
-			return -EINVAL;
-		}
-		e->port = (int)v;
-	}
-	if (!c2)
-		return 0;
-	if (memchr(fab, ':', flen)) {
-		seterr(err, errlen, "entry \"%.*s\": more than "
-		       "name:port:fabric", (int)len, s);
-		return -EINVAL;
-	}
-	if (exclude) {
-		seterr(err, errlen, "entry \"%.*s\": a fabric id means "
-		       "nothing in a '^' (exclude) list", (int)len, s);
-		return -EINVAL;
-	}
-	if (parse_num(fab, flen, INT64_MAX, &v)) {
-		seterr(err, errlen, "entry \"%.*s\": fabric id \"%.*s\" is "
-		       "not a number >= 0", (int)len, s, (int)flen, fab);
-		return -EINVAL;
-	}
-	e->fabric_id = v;
-	return 0;
-}
-
-/* Trims blanks off both ends of [*s, *s + *len). */
-static void trim(const char **s, size_t *len)
-{
-	while (*len && is_blank(**s)) {
-		(*s)++;
-		(*len)--;
-	}
-	while (*len && is_blank((*s)[*len - 1]))
-		(*len)--;
-}
-
-/* Adds the token [s, s + len) to out, or says why not. */
-static int add_entry(const char *spec, const char *s, size_t len,
-		     struct verbs_hca_filter *out, char *err,
-		     size_t errlen)
-{
-	char why[160];
-
-	trim(&s, &len);
-	if (!len) {
-		bool lead = !out->n && (out->exclude || out->exact);
-
-		seterr(err, errlen, "HCA list \"%s\": empty entry%s", spec,
-		       lead ? " (no device after '^' or '=')" : "");
-		return -EINVAL;
-	}
-	if (out->n == VERBS_HCA_MAX) {
-		seterr(err, errlen, "HCA list \"%s\": more than %d entries",
-		       spec, VERBS_HCA_MAX);
-		return -EINVAL;
-	}
-	if (parse_entry(s, len, out->exclude, &out->e[out->n], why,
-			sizeof(why))) {
-		seterr(err, errlen, "HCA list \"%s\": %s", spec, why);
-		return -EINVAL;
-	}
-	out->n++;
-	return 0;
-}
-
-int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
-			char *err, size_t errlen)
-{
-	const char *s = spec ? spec : "";
-	const char *end;
-
-	memset(out, 0, sizeof(*out));
-	seterr(err, errlen, "%s", "");
-	while (is_blank(*s))
-		s++;
-	if (!*s)
-		return 0;		/* every device */
-	if (*s == '^') {
-		out->exclude = true;
-		s++;
-	}
-	if (*s == '=') {
-		out->exact = true;
-		s++;
-	}
-	for (;; s = end + 1) {
-		end = strchr(s, ',');
-		if (add_entry(spec, s, end ? (size_t)(end - s) : strlen(s), out,
-			      err, errlen))
-			return -EINVAL;
-		if (!end)
-			return 0;
-	}
-}
-
-/*
- * How well entry e names dev/port: -1 no match, else higher for an exact
- * name and for a named port, so "mlx5_1:1:1,mlx5_10:1:2" gives mlx5_10
- * fabric 2 even though "mlx5_1" is also its prefix.
- */
-static int entry_score(const struct verbs_hca_entry *e, bool exact,
-		       const char *dev, int port)
-{
-	size_t n = strlen(e->name);
-	bool same = !strcmp(e->name, dev);
-
-	if (exact ? !same : strncmp(e->name, dev, n))
-		return -1;
-	if (e->port && e->port != port)
-		return -1;
-	return (same ? 2 : 0) + (e->port ? 1 : 0);
-}
-
-bool verbs_hca_match(const struct verbs_hca_filter *f,
-			 const char *dev, int port, int64_t *fabric_id)
-{
-	int best = -1, best_score = -1;
-
-	if (fabric_id)
-		*fabric_id = -1;
-	if (!f->n)
-		return true;
-	for (int i = 0; i < f->n; i++) {
-		int sc = entry_score(&f->e[i], f->exact, dev, port);
-
-		if (sc > best_score) {
-			best_score = sc;
-			best = i;
-		}
-	}
-	if (f->exclude)
-		return best < 0;
-	if (best < 0)
-		return false;
-	if (fabric_id)
-		*fabric_id = f->e[best].fabric_id;
-	return true;
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + used, len - used, fmt, ap);
+	va_end(ap);
 }
 
 /* ---- sysfs reading ---- */
@@ -313,7 +107,7 @@ static bool dev_name_ok(const char *dev)
 static int port_dir(const char *root, const char *dev, int port, char *buf,
 		    size_t len)
 {
-	if (!root || !dev_name_ok(dev) || port < 1 || port > PORT_MAX)
+	if (!root || !dev_name_ok(dev) || port < 1 || port > VERBS_PORT_MAX)
 		return -EINVAL;
 	if (snprintf(buf, len, "%s/%s/ports/%d", root, dev, port) >= (int)len)
 		return -ENAMETOOLONG;
@@ -481,7 +275,7 @@ static int gid_indexes(const char *pdir, int **out)
 	while ((d = readdir(dir)) && n < GID_TABLE_MAX) {
 		long long v;
 
-		if (!parse_num(d->d_name, strlen(d->d_name),
+		if (!verbs_parse_num(d->d_name, strlen(d->d_name),
 			       GID_TABLE_MAX - 1, &v))
 			idx[n++] = (int)v;
 	}
@@ -591,7 +385,7 @@ static void describe_none(const char *dev, int port, const struct gid_table *t,
 	char range[INET6_ADDRSTRLEN + 16], ip[INET6_ADDRSTRLEN];
 
 	range_str(p, range, sizeof(range));
-	seterr(err, errlen, "%s port %d: %d GID entries, none %s %s%s (found:",
+	verbs_seterr(err, errlen, "%s port %d: %d GID entries, none %s %s%s (found:",
 	       dev, port, t->n, family_str(p->family),
 	       version_str(p->roce_version), range);
 	for (int i = 0; i < t->n; i++) {
@@ -628,10 +422,10 @@ static void describe_fallback(const char *dev, int port,
 	bool f_ok = family_rank(e->raw, p->family);
 	char ip[INET6_ADDRSTRLEN];
 
-	seterr(err, errlen, "%s", "");
+	verbs_seterr(err, errlen, "%s", "");
 	if (v_ok && f_ok)
 		return;
-	seterr(err, errlen, "%s port %d: using GID #%d (%s %s):", dev, port,
+	verbs_seterr(err, errlen, "%s port %d: using GID #%d (%s %s):", dev, port,
 	       e->index, version_str(e->version),
 	       gid_str(e->raw, ip, sizeof(ip)));
 	if (!e->version)
@@ -662,27 +456,27 @@ static int gid_forced(const char *pdir, const char *dev, int port, int index,
 	int rc;
 
 	if (index >= GID_TABLE_MAX) {
-		seterr(err, errlen, "%s port %d: forced GID index %d is past "
+		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is past "
 		       "any GID table", dev, port, index);
 		return -ENOENT;
 	}
 	rc = gid_read_raw(pdir, index, e.raw);
 	if (rc) {
-		seterr(err, errlen, "%s port %d: forced GID index %d: %s",
+		verbs_seterr(err, errlen, "%s port %d: forced GID index %d: %s",
 		       dev, port, index, rc == -ENOENT ? "no such entry" :
 		       "entry unreadable");
 		return -ENOENT;
 	}
 	gid_read_entry(pdir, index, NULL, &e);
 	if (e.state == GID_ZERO) {
-		seterr(err, errlen, "%s port %d: forced GID index %d is empty "
+		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is empty "
 		       "(all zero)", dev, port, index);
 		return -ENOENT;
 	}
 	fill_out(&e, out);
-	seterr(err, errlen, "%s", "");
+	verbs_seterr(err, errlen, "%s", "");
 	if (e.state == GID_LINK_LOCAL)
-		seterr(err, errlen, "%s port %d: forced GID index %d is "
+		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is "
 		       "link-local %s: it reaches only its own L2 segment",
 		       dev, port, index, gid_str(e.raw, ip, sizeof(ip)));
 	return 0;
@@ -703,7 +497,7 @@ static int prefs_check(const struct verbs_gid_prefs *in,
 		p->family = AF_INET;
 	if ((p->roce_version != 1 && p->roce_version != 2) ||
 	    (p->family != AF_INET && p->family != AF_INET6)) {
-		seterr(err, errlen, "GID preferences: roce_version %d (1 or 2) "
+		verbs_seterr(err, errlen, "GID preferences: roce_version %d (1 or 2) "
 		       "or family %d (AF_INET or AF_INET6) not supported",
 		       p->roce_version, p->family);
 		return -EINVAL;
@@ -711,7 +505,7 @@ static int prefs_check(const struct verbs_gid_prefs *in,
 	if (p->range_prefix &&
 	    ((p->range_family != AF_INET && p->range_family != AF_INET6) ||
 	     p->range_prefix > (p->range_family == AF_INET ? 32 : 128))) {
-		seterr(err, errlen, "GID range: prefix /%u does not fit %s",
+		verbs_seterr(err, errlen, "GID range: prefix /%u does not fit %s",
 		       p->range_prefix, p->range_family == AF_INET ?
 		       "an IPv4 address" : p->range_family == AF_INET6 ?
 		       "an IPv6 address" : "an unknown family");
@@ -729,7 +523,7 @@ static int gid_auto(const char *pdir, const char *dev, int port,
 	int rc = gid_table_load(pdir, p, &t);
 
 	if (rc) {
-		seterr(err, errlen, "%s port %d: cannot list the GID table: %s",
+		verbs_seterr(err, errlen, "%s port %d: cannot list the GID table: %s",
 		       dev, port, strerror(-rc));
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
@@ -757,7 +551,7 @@ int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
 	memset(out, 0, sizeof(*out));
 	rc = port_dir(sysfs_root, dev, port, pdir, sizeof(pdir));
 	if (rc) {
-		seterr(err, errlen, "%s port %d: %s", dev ? dev : "(null)",
+		verbs_seterr(err, errlen, "%s port %d: %s", dev ? dev : "(null)",
 		       port, rc == -ENOENT ? "no such device or port" :
 		       strerror(-rc));
 		return rc;
@@ -770,7 +564,7 @@ int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
 				  errlen);
 	if (!link_is_ethernet(pdir)) {
 		/* IB routes by LID; GID 0 carries the subnet prefix. */
-		seterr(err, errlen, "%s", "");
+		verbs_seterr(err, errlen, "%s", "");
 		out->index = 0;
 		if (gid_read_raw(pdir, 0, out->raw))
 			memset(out->raw, 0, sizeof(out->raw));

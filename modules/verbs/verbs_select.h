@@ -11,7 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Writes an error text for the caller of a selection function; err may be
+ * NULL.  Shared by verbs_select.c and verbs_hca_list.c. */
+void verbs_seterr(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* s[0..len) as a number of decimal digits only, at most max; -EINVAL else. */
+int verbs_parse_num(const char *s, size_t len, long long max, long long *out);
+
 #define VERBS_HCA_MAX 32
+#define VERBS_PORT_MAX 255
 #define VERBS_NAME_MAX 64
 
 /* One entry of an NCCL_IB_HCA-style list: name[:port[:fabricId]]. */
