@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * meshperf: command line, logging, the bootstrap handshake and the
- * --reload loop.  One cycle (init .. dlclose) lives in meshperf_run.c.
+ * --reload loop.  One cycle (init .. dlclose) lives in meshperf_run.c,
+ * its device and connection setup in meshperf_setup.c.
  */
 #include <endian.h>
 #include <errno.h>
