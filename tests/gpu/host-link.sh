@@ -7,8 +7,9 @@
 # run.sh and rounds.sh sharing one GPU under CUDA MPS; start MPS first, as
 # for those).  Builds tests/gpu/host_link.cu with nvcc.  Every byte of
 # Mesh's and Socket's busbw crosses this path once each way on each rank,
-# so the two-process sum each way, halved, bounds the busbw any network
-# plugin without GPUDirect can reach there.
+# so the two-process sum each way with many blocks, halved, bounds the
+# busbw any network plugin without GPUDirect can reach there; 4 blocks
+# come near NCCL's 4 channels.
 #
 # Usage: tests/gpu/host-link.sh [SECS] [BLOCKS,...] [RING_MB]
 #   (defaults: 5 s; 4 and 32 blocks of 512 threads; 32 MiB each way)
