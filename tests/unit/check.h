@@ -6,7 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A test built from several files keeps one count: each file defines
+ * CHECK_SHARED_FAILURES first, and one of them defines failures. */
+#ifdef CHECK_SHARED_FAILURES
+extern int failures;
+#else
 static int failures;
+#endif
 
 #define CHECK(cond)                                                      \
 	do {                                                             \

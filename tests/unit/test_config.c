@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the config resolver: file choice, precedence and sources,
- * every parameter type, error and warning texts.  Fixtures live in
- * tests/data (NCCL_MESH_TEST_DATA names the directory); cases that need a
- * file of their own write it into a temporary directory.
+ * every parameter type; test_config_diag.c has the error and warning
+ * texts.  Fixtures live in tests/data (NCCL_MESH_TEST_DATA names the
+ * directory); cases that need a file of their own write it into a
+ * temporary directory.
  */
-#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +18,12 @@
 #include "param_parse.h"
 #include "params.h"
 
-#include "check.h"
+#include "test_config.h"
 
-/* Checks a value's text, number and source text in one line. */
-#define CHECK_VALUE(scope, key, text, num, source)                        \
-	check_value(__FILE__, __LINE__, scope, key, text, num, source)
+/* check.h's count, one for both files (CHECK_SHARED_FAILURES). */
+int failures;
 
-#define CHECK_MSG(msgs, n, want)                                         \
-	check_msg(__FILE__, __LINE__, msgs, n, want)
-
-static const struct mesh_param tcp_params[] = {
+const struct mesh_param tc_tcp_params[] = {
 	{ "streams", MESH_PARAM_INT, "8", 1, 256, "Streams per connection" },
 	{ "window", MESH_PARAM_INT, "0", 0, 0, "Unbounded integer" },
 	{ "ifname", MESH_PARAM_STR, "", 0, 0, "Interfaces" },
@@ -38,11 +34,11 @@ static const struct mesh_param tcp_params[] = {
 };
 
 static const char *data_dir;
-static char tmp_dir[4096];
+char tc_tmp_dir[4096];
 
-static void check_value(const char *file, int line,
-			const struct core_scope *scope, const char *key,
-			const char *text, long long num, const char *source)
+void tc_check_value(const char *file, int line,
+		    const struct core_scope *scope, const char *key,
+		    const char *text, long long num, const char *source)
 {
 	const struct core_value *v = core_scope_get(scope, key);
 	char src[512];
@@ -63,8 +59,8 @@ static void check_value(const char *file, int line,
 	}
 }
 
-static void check_msg(const char *file, int line, const char *const *msgs,
-		      int n, const char *want)
+void tc_check_msg(const char *file, int line, const char *const *msgs,
+		  int n, const char *want)
 {
 	int i;
 
@@ -78,21 +74,8 @@ static void check_msg(const char *file, int line, const char *const *msgs,
 	failures++;
 }
 
-static void print_msgs(const char *what, const char *const *msgs, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		fprintf(stderr, "    %s: %s\n", what, msgs[i]);
-}
-
-static int errors_of(const struct core_config *cfg, const char *const **msgs)
-{
-	return core_config_errors(cfg, msgs);
-}
-
 /* Every NCCL_MESH_* variable goes, except the ones the test runner sets. */
-static void reset_env(void)
+void tc_reset_env(void)
 {
 	extern char **environ;
 	char name[256];
@@ -113,7 +96,7 @@ static void reset_env(void)
 	}
 }
 
-static const char *fixture(const char *name)
+const char *tc_fixture(const char *name)
 {
 	static char path[4096];
 
@@ -121,12 +104,12 @@ static const char *fixture(const char *name)
 	return path;
 }
 
-static const char *write_tmp(const char *name, const char *text)
+const char *tc_write_tmp(const char *name, const char *text)
 {
 	static char path[8192];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+	snprintf(path, sizeof(path), "%s/%s", tc_tmp_dir, name);
 	f = fopen(path, "w");
 	if (!f) {
 		perror(path);
@@ -137,7 +120,7 @@ static const char *write_tmp(const char *name, const char *text)
 	return path;
 }
 
-static struct core_config *open_ok(const char *path)
+struct core_config *tc_open_ok(const char *path)
 {
 	struct core_config *cfg = NULL;
 	int rc = core_config_open(path, &cfg);
@@ -176,7 +159,7 @@ static void test_env_name(void)
 
 static void test_precedence(void)
 {
-	const char *path = fixture("precedence.conf");
+	const char *path = tc_fixture("precedence.conf");
 	const struct core_scope *core, *tcp;
 	const struct core_value *v;
 	struct core_config *cfg;
@@ -184,12 +167,12 @@ static void test_precedence(void)
 	char want[4608];
 	int n;
 
-	reset_env();
+	tc_reset_env();
 	setenv("NCCL_MESH_CONF", path, 1);
 	setenv("NCCL_MESH_HOSTNAME", "gpu7.cluster.example", 1);
 	setenv("NCCL_MESH_MAX_RAILS", "32", 1);
 	setenv("NCCL_MESH_TCP_XDC_PEERS", " x, y,,z ", 1);
-	cfg = open_ok(NULL);
+	cfg = tc_open_ok(NULL);
 	CHECK_STR(core_config_path(cfg), path);
 	CHECK_STR(core_config_hostname(cfg), "gpu7.cluster.example");
 	core = core_config_core(cfg);
@@ -214,9 +197,9 @@ static void test_precedence(void)
 	CHECK(v && v->nitems == 0 && v->items && v->items[0] == NULL);
 	CHECK(core_scope_get(core, "nosuchkey") == NULL);
 
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	tcp = core_config_module(cfg, "tcp-xdc", tc_tcp_params);
 	CHECK(tcp && tcp->nvalues == 6 && !strcmp(tcp->module, "tcp-xdc"));
-	CHECK(core_config_module(cfg, "tcp-xdc", tcp_params) == tcp);
+	CHECK(core_config_module(cfg, "tcp-xdc", tc_tcp_params) == tcp);
 	snprintf(want, sizeof(want), "host 'gpu*' at %s:16", path);
 	CHECK_VALUE(tcp, "streams", "16", 16, want);
 	CHECK_VALUE(tcp, "buffer", "64K", 65536, want);
@@ -236,10 +219,10 @@ static void test_precedence(void)
 
 	/* A host no entry matches sees only the top level. */
 	setenv("NCCL_MESH_HOSTNAME", "login1", 1);
-	cfg = open_ok(path);
+	cfg = tc_open_ok(path);
 	snprintf(want, sizeof(want), "%s:4", path);
 	CHECK_VALUE(core_config_core(cfg), "dc", "1", 1, want);
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	tcp = core_config_module(cfg, "tcp-xdc", tc_tcp_params);
 	snprintf(want, sizeof(want), "%s:9", path);
 	CHECK_VALUE(tcp, "streams", "4", 4, want);
 	snprintf(want, sizeof(want), "%s:10", path);
@@ -249,14 +232,14 @@ static void test_precedence(void)
 
 	/* The hostname comes from the system when not given. */
 	unsetenv("NCCL_MESH_HOSTNAME");
-	cfg = open_ok(path);
+	cfg = tc_open_ok(path);
 	CHECK(core_config_hostname(cfg)[0] != '\0');
 	core_config_free(cfg);
 }
 
 static void test_file_types(void)
 {
-	const char *path = fixture("types.conf");
+	const char *path = tc_fixture("types.conf");
 	const struct core_scope *core, *tcp;
 	const struct core_value *v;
 	struct core_config *cfg;
@@ -264,9 +247,9 @@ static void test_file_types(void)
 	char want[4608];
 	int n;
 
-	reset_env();
+	tc_reset_env();
 	setenv("NCCL_MESH_HOSTNAME", "h1", 1);
-	cfg = open_ok(path);
+	cfg = tc_open_ok(path);
 	core = core_config_core(cfg);
 	snprintf(want, sizeof(want), "%s:4", path);
 	CHECK_VALUE(core, "rails", "", 0, want);
@@ -287,7 +270,7 @@ static void test_file_types(void)
 	snprintf(want, sizeof(want), "%s:3", path);
 	CHECK_VALUE(core, "modules", "tcp-xdc,relay", 0, want);
 
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	tcp = core_config_module(cfg, "tcp-xdc", tc_tcp_params);
 	snprintf(want, sizeof(want), "%s:11", path);
 	CHECK_VALUE(tcp, "buffer", "2G", 2LL << 30, want);
 	snprintf(want, sizeof(want), "%s:12", path);
@@ -307,7 +290,7 @@ static void test_file_types(void)
 struct env_case {
 	const char *var;
 	const char *value;
-	const char *key;	/* in tcp_params, or a core key */
+	const char *key;	/* in tc_tcp_params, or a core key */
 	bool module;
 	const char *text;	/* NULL: must be rejected */
 	long long num;
@@ -359,8 +342,8 @@ static void test_env_case(const char *path, const struct env_case *c)
 	int n;
 
 	setenv(c->var, c->value, 1);
-	cfg = open_ok(path);
-	scope = c->module ? core_config_module(cfg, "tcp-xdc", tcp_params) :
+	cfg = tc_open_ok(path);
+	scope = c->module ? core_config_module(cfg, "tcp-xdc", tc_tcp_params) :
 		core_config_core(cfg);
 	v = core_scope_get(scope, c->key);
 	n = errors_of(cfg, &msgs);
@@ -389,13 +372,13 @@ static void test_env_case(const char *path, const struct env_case *c)
 
 static void test_env_types(void)
 {
-	const char *path = write_tmp("empty.conf", "version = 1;\n");
+	const char *path = tc_write_tmp("empty.conf", "version = 1;\n");
 	struct core_config *cfg;
 	const char *const *msgs;
 	size_t i;
 	int n;
 
-	reset_env();
+	tc_reset_env();
 	for (i = 0; i < sizeof(env_cases) / sizeof(env_cases[0]); i++)
 		test_env_case(path, &env_cases[i]);
 
@@ -403,8 +386,8 @@ static void test_env_types(void)
 	setenv("NCCL_MESH_TCP_XDC_STREAMS", "x", 1);
 	setenv("NCCL_MESH_TCP_XDC_BUFFER", "1K", 1);
 	setenv("NCCL_MESH_TCP_XDC_NODELAY", "2", 1);
-	cfg = open_ok(path);
-	core_config_module(cfg, "tcp-xdc", tcp_params);
+	cfg = tc_open_ok(path);
+	core_config_module(cfg, "tcp-xdc", tc_tcp_params);
 	n = errors_of(cfg, &msgs);
 	CHECK(n == 3);
 	CHECK_MSG(msgs, n, "environment NCCL_MESH_TCP_XDC_STREAMS: expected "
@@ -415,132 +398,7 @@ static void test_env_types(void)
 	CHECK_MSG(msgs, n, "environment NCCL_MESH_TCP_XDC_NODELAY: expected "
 		  "true, false, yes, no, on, off, 1 or 0, got \"2\"");
 	core_config_free(cfg);
-	reset_env();
-}
-
-static void test_bad_values(void)
-{
-	const char *path = fixture("bad-values.conf");
-	const struct core_scope *tcp;
-	struct core_config *cfg;
-	const char *const *msgs;
-	char want[4608];
-	int n;
-
-	reset_env();
-	setenv("NCCL_MESH_HOSTNAME", "gpu1", 1);
-	cfg = open_ok(path);
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
-	core_config_module(cfg, "relay", NULL);
-	n = errors_of(cfg, &msgs);
-
-#define WANT(fmt, ...)                                                   \
-	do {                                                             \
-		snprintf(want, sizeof(want), fmt, path, __VA_ARGS__);    \
-		CHECK_MSG(msgs, n, want);                                \
-	} while (0)
-	WANT("%s:%d: hosts entry 1: expected a group with match = "
-	     "\"<hostname glob>\"", 14);
-	WANT("%s:%d: hosts entry 2: expected a group with match = "
-	     "\"<hostname glob>\"", 15);
-	WANT("%s:%d: dc: expected an integer in 0..1048575, got 2000000", 3);
-	WANT("%s:%d: module_path: expected a string, got 3", 4);
-	WANT("%s:%d: max_rails: expected an integer in 1..65536, got 0", 16);
-	WANT("%s:%d: tcp-xdc.streams: expected an integer in 1..256, "
-	     "got \"eight\"", 7);
-	WANT("%s:%d: tcp-xdc.streams: expected an integer in 1..256, "
-	     "got 300", 16);
-	WANT("%s:%d: tcp-xdc.nodelay: expected true or false, got 1", 8);
-	WANT("%s:%d: tcp-xdc.buffer: expected a size in 4K..4G (bytes, or "
-	     "with a K, M or G suffix), got \"12Q\"", 9);
-	WANT("%s:%d: tcp-xdc.peers: expected a list of strings, got 5 as "
-	     "item 2", 10);
-	WANT("%s:%d: tcp-xdc.window: expected an integer, got 1.5", 11);
-	WANT("%s:%d: relay: expected a group of the module's keys "
-	     "('relay: { key = value; };')", 5);
-#undef WANT
-	if (n != 12)
-		print_msgs("error", msgs, n);
-	CHECK(n == 12);
-	/* A rejected value leaves the layer below in place. */
-	CHECK_VALUE(tcp, "streams", "8", 8, "default");
-	CHECK_VALUE(core_config_core(cfg), "dc", "0", 0, "default");
-	core_config_free(cfg);
-
-	path = write_tmp("hosts-group.conf", "version = 1;\n"
-			 "hosts = { match = \"*\"; };\n");
-	cfg = open_ok(path);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:2: hosts: expected a list of groups "
-		 "( { match = \"<glob>\"; ... }, ... )", path);
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-}
-
-static void test_parse_error(void)
-{
-	const char *path = fixture("parse-error.conf");
-	struct core_config *cfg;
-	const char *const *msgs;
-	char want[4608];
-	int n;
-
-	reset_env();
-	setenv("NCCL_MESH_DC", "5", 1);
-	cfg = open_ok(path);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:3: ", path);
-	if (n != 1 || strncmp(msgs[0], want, strlen(want)) ||
-	    strlen(msgs[0]) == strlen(want)) {
-		fprintf(stderr, "%s:%d: want one error starting \"%s\"\n",
-			__FILE__, __LINE__, want);
-		print_msgs("error", msgs, n);
-		failures++;
-	}
-	/* The environment still applies, so tools can show something. */
-	CHECK_VALUE(core_config_core(cfg), "dc", "5", 5, "env NCCL_MESH_DC");
-	CHECK_VALUE(core_config_core(cfg), "max_rails", "16", 16, "default");
-	core_config_free(cfg);
-	reset_env();
-}
-
-static void test_missing_file(void)
-{
-	struct core_config *cfg;
-	const char *const *msgs;
-	char path[4200], want[4600];
-	int n;
-
-	reset_env();
-	snprintf(path, sizeof(path), "%s/missing.conf", tmp_dir);
-	cfg = open_ok(path);
-	CHECK_STR(core_config_path(cfg), path);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s: cannot read: %s", path,
-		 strerror(ENOENT));
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	CHECK_VALUE(core_config_core(cfg), "dc", "0", 0, "default");
-	core_config_free(cfg);
-
-	setenv("NCCL_MESH_CONF", path, 1);
-	cfg = open_ok(NULL);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s (named by NCCL_MESH_CONF): cannot "
-		 "read: %s", path, strerror(ENOENT));
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-
-	/* A directory is not a config file either. */
-	cfg = open_ok(tmp_dir);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s: cannot read: %s", tmp_dir,
-		 strerror(EISDIR));
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-	reset_env();
+	tc_reset_env();
 }
 
 static void test_embedded_default(void)
@@ -553,13 +411,13 @@ static void test_embedded_default(void)
 	char src[256];
 	int n;
 
-	reset_env();
+	tc_reset_env();
 	if (!access("/etc/nccl-mesh.conf", F_OK) ||
 	    !access(MESH_SYSCONF_PATH, F_OK)) {
 		printf("skip: a system config file exists\n");
 		return;
 	}
-	cfg = open_ok(NULL);
+	cfg = tc_open_ok(NULL);
 	CHECK_STR(core_config_path(cfg), "<embedded default>");
 	n = errors_of(cfg, &msgs);
 	print_msgs("error", msgs, n);
@@ -570,7 +428,7 @@ static void test_embedded_default(void)
 	core_value_source(v, src, sizeof(src));
 	CHECK(!strncmp(src, "<embedded default>:", 19));
 	CHECK_VALUE(core, "prefer_disconnected", "relay", 0, "default");
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
+	tcp = core_config_module(cfg, "tcp-xdc", tc_tcp_params);
 	v = core_scope_get(tcp, "streams");
 	CHECK(v && v->source == CORE_SRC_FILE && v->num == 8);
 	/* The shipped file only uses keys that exist. */
@@ -583,133 +441,6 @@ static void test_embedded_default(void)
 		print_msgs("warning", msgs, n);
 		failures++;
 	}
-	core_config_free(cfg);
-}
-
-static void test_version(void)
-{
-	struct core_config *cfg;
-	const char *const *msgs;
-	char want[4608];
-	const char *path = fixture("version2.conf");
-	int n;
-
-	reset_env();
-	cfg = open_ok(path);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:1: version: expected 1, got 2 (this "
-		 "build reads version 1 files)", path);
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-
-	path = write_tmp("version-str.conf", "dc = 1;\nversion = \"1\";\n");
-	cfg = open_ok(path);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:2: version: expected 1, got a value "
-		 "that is not an integer (this build reads version 1 files)",
-		 path);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-
-	/* No version at all is read as version 1. */
-	path = write_tmp("no-version.conf", "dc = 1;\n");
-	cfg = open_ok(path);
-	CHECK(errors_of(cfg, &msgs) == 0);
-	core_config_free(cfg);
-}
-
-static void test_unknown(void)
-{
-	static const char *const modules[] = { "tcp-xdc", "relay" };
-	const char *path = fixture("unknown-keys.conf");
-	struct core_config *cfg;
-	const char *const *msgs;
-	char want[4608];
-	int n;
-
-	reset_env();
-	setenv("NCCL_MESH_TCP_XDC_STREAM", "1", 1);
-	setenv("NCCL_MESH_RELAY_OVER", "tcp-xdc", 1);
-	setenv("NCCL_MESH_TEST_ANYTHING", "1", 1);
-	setenv("NCCL_MESH_LOG", "info", 1);
-	setenv("NCCL_MESH_HOSTNAME", "h1", 1);
-	setenv("NCCL_MESH_BOGUS_THING", "1", 1);
-	setenv("NCCL_MESH_MAXRAILS", "4", 1);
-	cfg = open_ok(path);
-	core_config_module(cfg, "tcp-xdc", tcp_params);
-	core_config_check_unknown(cfg, modules, 2);
-	n = core_config_warnings(cfg, &msgs);
-
-#define WANT(fmt, ...)                                                   \
-	do {                                                             \
-		snprintf(want, sizeof(want), fmt, path, __VA_ARGS__);    \
-		CHECK_MSG(msgs, n, want);                                \
-	} while (0)
-	WANT("%s:%d: unknown key 'dcc' (did you mean 'dc'?)", 3);
-	WANT("%s:%d: unknown key 'tcp-xdc.stream' (did you mean 'streams'?)",
-	     4);
-	WANT("%s:%d: unknown key 'tcp-xcd' (did you mean 'tcp-xdc'?)", 5);
-	WANT("%s:%d: unknown key 'zzzzzzzz'", 7);
-	WANT("%s:%d: unknown key 'tcp-xdc.bufer' in hosts entry '*' (did you "
-	     "mean 'buffer'?)", 9);
-	WANT("%s:%d: unknown key 'max_rail' in hosts entry '*' (did you mean "
-	     "'max_rails'?)", 9);
-#undef WANT
-	CHECK_MSG(msgs, n, "unknown environment variable "
-		  "NCCL_MESH_TCP_XDC_STREAM (did you mean "
-		  "NCCL_MESH_TCP_XDC_STREAMS?)");
-	CHECK_MSG(msgs, n, "unknown environment variable "
-		  "NCCL_MESH_MAXRAILS (did you mean NCCL_MESH_MAX_RAILS?)");
-	CHECK_MSG(msgs, n, "unknown environment variable "
-		  "NCCL_MESH_BOGUS_THING");
-	if (n != 9)
-		print_msgs("warning", msgs, n);
-	CHECK(n == 9);
-	/* Warnings are not errors. */
-	CHECK(errors_of(cfg, &msgs) == 0);
-
-	/* Checking again does not repeat anything. */
-	core_config_check_unknown(cfg, modules, 2);
-	CHECK(core_config_warnings(cfg, &msgs) == 9);
-
-	/* A section for a module nobody knows about is unknown itself. */
-	core_config_check_unknown(cfg, modules, 1);
-	n = core_config_warnings(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:6: unknown key 'relay'", path);
-	CHECK_MSG(msgs, n, want);
-	CHECK_MSG(msgs, n, "unknown environment variable NCCL_MESH_RELAY_OVER");
-	CHECK(n == 11);
-	core_config_free(cfg);
-	reset_env();
-}
-
-static void test_module_tables(void)
-{
-	static const struct mesh_param bad[] = {
-		{ "n", MESH_PARAM_INT, "abc", 0, 0, "Bad default" },
-		{ "size", MESH_PARAM_SIZE, "", 0, 0, "No default" },
-		{ "weird", (enum mesh_param_type)42, "", 0, 0, "Bad type" },
-		{ NULL, 0, NULL, 0, 0, NULL },
-	};
-	const struct core_scope *scope;
-	struct core_config *cfg;
-	const char *const *msgs;
-	int n;
-
-	reset_env();
-	cfg = open_ok(write_tmp("empty.conf", "version = 1;\n"));
-	scope = core_config_module(cfg, "badmod", bad);
-	CHECK(scope && scope->nvalues == 3);
-	CHECK_VALUE(scope, "size", "", 0, "default");
-	n = errors_of(cfg, &msgs);
-	CHECK(n == 2);
-	CHECK_MSG(msgs, n, "module badmod: parameter 'n' has an invalid "
-		  "default: expected an integer, got \"abc\"");
-	CHECK_MSG(msgs, n, "module badmod: parameter 'weird' has unknown "
-		  "type 42");
-	scope = core_config_module(cfg, "empty", NULL);
-	CHECK(scope && scope->nvalues == 0);
 	core_config_free(cfg);
 }
 
@@ -762,12 +493,12 @@ static void test_net_types(void)
 			param_parsed_free(&out);
 	}
 
-	reset_env();
-	path = write_tmp("net.conf", "version = 1;\n"
-			 "port_range = \"9-1\";\n"
-			 "advertise_addrs = [ \"192.0.2.1\", \"x\" ];\n"
-			 "advertise_ports = [ \"80=81\" ];\n");
-	cfg = open_ok(path);
+	tc_reset_env();
+	path = tc_write_tmp("net.conf", "version = 1;\n"
+			    "port_range = \"9-1\";\n"
+			    "advertise_addrs = [ \"192.0.2.1\", \"x\" ];\n"
+			    "advertise_ports = [ \"80=81\" ];\n");
+	cfg = tc_open_ok(path);
 	n = errors_of(cfg, &msgs);
 	CHECK(n == 2);
 	if (n == 2) {
@@ -792,90 +523,6 @@ static void test_net_types(void)
 	core_config_free(cfg);
 }
 
-/* A FIFO as the config or as an @include fails at once, it never blocks. */
-static void test_fifo(void)
-{
-	char fifo[4200], want[12600], conf[8192];
-	struct core_config *cfg;
-	const char *const *msgs;
-	int n;
-
-	reset_env();
-	snprintf(fifo, sizeof(fifo), "%s/fifo", tmp_dir);
-	if (mkfifo(fifo, 0600)) {
-		perror("mkfifo");
-		failures++;
-		return;
-	}
-	alarm(10);	/* a hang fails the test instead of the whole run */
-	cfg = open_ok(fifo);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s: cannot read: a FIFO, not a regular "
-		 "file", fifo);
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-
-	snprintf(conf, sizeof(conf), "%s", write_tmp("inc.conf",
-		 "version = 1;\n@include \"fifo\"\n"));
-	cfg = open_ok(conf);
-	n = errors_of(cfg, &msgs);
-	snprintf(want, sizeof(want), "%s:2: @include \"%s\": cannot read: a "
-		 "FIFO, not a regular file", conf, fifo);
-	CHECK(n == 1);
-	CHECK_MSG(msgs, n, want);
-	core_config_free(cfg);
-	alarm(0);
-}
-
-/* Errors come sorted by line whatever order they were found in; entries of
- * other hosts are checked; value errors name their source. */
-static void test_order_and_hosts(void)
-{
-	const struct core_scope *tcp;
-	struct core_config *cfg;
-	const char *const *msgs;
-	const char *path;
-	char want[4608];
-	int n;
-
-	reset_env();
-	setenv("NCCL_MESH_HOSTNAME", "gpu1", 1);
-	setenv("NCCL_MESH_TCP_XDC_WINDOW", "7", 1);
-	path = write_tmp("order.conf", "version = 1;\n"
-			 "tcp-xdc: { streams = 0; };\n"
-			 "dc = -1;\n"
-			 "hosts = ( { match = \"other*\"; max_rails = 0;\n"
-			 "  tcp-xdc: { nodelay = 3; }; } );\n");
-	cfg = open_ok(path);
-	tcp = core_config_module(cfg, "tcp-xdc", tcp_params);
-	core_config_value_error(cfg, "tcp-xdc",
-				core_scope_get(tcp, "window"), "too %s", "big");
-	core_config_value_error(cfg, "tcp-xdc",
-				core_scope_get(tcp, "buffer"), "too small");
-	n = errors_of(cfg, &msgs);
-	if (n != 6)
-		print_msgs("error", msgs, n);
-	CHECK(n == 6);
-	if (n == 6) {
-		snprintf(want, sizeof(want), "%s:2: tcp-xdc.streams: ", path);
-		CHECK(!strncmp(msgs[0], want, strlen(want)));
-		snprintf(want, sizeof(want), "%s:3: dc: ", path);
-		CHECK(!strncmp(msgs[1], want, strlen(want)));
-		snprintf(want, sizeof(want), "%s:4: max_rails: ", path);
-		CHECK(!strncmp(msgs[2], want, strlen(want)));
-		snprintf(want, sizeof(want), "%s:5: tcp-xdc.nodelay: ", path);
-		CHECK(!strncmp(msgs[3], want, strlen(want)));
-		CHECK_STR(msgs[4], "environment NCCL_MESH_TCP_XDC_WINDOW: "
-			  "tcp-xdc.window: too big");
-		CHECK_STR(msgs[5], "tcp-xdc.buffer (default \"4M\"): too small");
-	}
-	/* Other hosts' values set nothing here. */
-	CHECK_VALUE(core_config_core(cfg), "max_rails", "16", 16, "default");
-	core_config_free(cfg);
-	reset_env();
-}
-
 static int remove_entry(const char *path, const struct stat *sb, int flag,
 			struct FTW *ftw)
 {
@@ -892,9 +539,9 @@ int main(void)
 	const char *tmp = getenv("TMPDIR");
 
 	data_dir = dir ? dir : "tests/data";
-	snprintf(tmp_dir, sizeof(tmp_dir), "%s/test_config.XXXXXX",
+	snprintf(tc_tmp_dir, sizeof(tc_tmp_dir), "%s/test_config.XXXXXX",
 		 tmp && *tmp ? tmp : P_tmpdir);
-	if (!mkdtemp(tmp_dir)) {
+	if (!mkdtemp(tc_tmp_dir)) {
 		perror("mkdtemp");
 		return 2;
 	}
@@ -913,7 +560,7 @@ int main(void)
 	test_net_types();
 	test_fifo();
 	test_order_and_hosts();
-	nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	nftw(tc_tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
 	else
