@@ -24,8 +24,8 @@
 # write into and read from pinned host memory as they do under any network
 # plugin without GPUDirect, with no network between.  Every variant's
 # busbw is then also given as a share of it.  SHM runs with
-# NCCL_MIN_NCHANNELS=16 (--host-memory-channels N; 0: NCCL's choice, 2
-# channels on the hosts measured, which moved a fifth less), so that the
+# NCCL_MIN_NCHANNELS=16 (--host-memory-channels N; 0: NCCL's choice, 4
+# channels on the host measured, which moved 18% less), so that the
 # reference is what host memory carries, not what NCCL's default asks of it.
 #
 # Usage: tests/gpu/rounds.sh [BUILD_DIR] [--rounds N] [--size S] [--iters N]
