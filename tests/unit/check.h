@@ -6,13 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A test built from several files keeps one count: each file defines
- * CHECK_SHARED_FAILURES first, and one of them defines failures. */
-#ifdef CHECK_SHARED_FAILURES
-extern int failures;
-#else
-static int failures;
-#endif
+/* One count per test program, however many files it is built from: the
+ * files' weak definitions become one. */
+__attribute__((weak)) int failures;
 
 #define CHECK(cond)                                                      \
 	do {                                                             \

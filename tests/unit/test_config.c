@@ -20,9 +20,6 @@
 
 #include "test_config.h"
 
-/* check.h's count, one for both files (CHECK_SHARED_FAILURES). */
-int failures;
-
 const struct mesh_param tc_tcp_params[] = {
 	{ "streams", MESH_PARAM_INT, "8", 1, 256, "Streams per connection" },
 	{ "window", MESH_PARAM_INT, "0", 0, 0, "Unbounded integer" },

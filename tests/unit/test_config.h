@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What test_config.c and test_config_diag.c share: the fixture, temp-file
- * and check helpers (tc_, defined in test_config.c), one failure count, and
- * the cases test_config_diag.c holds for test_config.c's main.
+ * and check helpers (tc_, defined in test_config.c), and the cases
+ * test_config_diag.c holds for test_config.c's main.
  */
 #ifndef MESH_TEST_CONFIG_H
 #define MESH_TEST_CONFIG_H
@@ -11,7 +11,6 @@
 
 #include "config.h"
 
-#define CHECK_SHARED_FAILURES
 #include "check.h"
 
 /* Checks a value's text, number and source text in one line. */
