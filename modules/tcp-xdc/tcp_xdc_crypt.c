@@ -41,6 +41,13 @@ static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
 	return ok ? 0 : -ENOMEM;
 }
 
+/* Room for a full record behind a short leading one (seal_next). */
+static size_t buf_size(size_t record_max)
+{
+	return 2 * (TCP_XDC_RECORD_HDR + TCP_XDC_RECORD_TAG) +
+	       TCP_XDC_RECORD_LEAD + record_max;
+}
+
 int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		       size_t secret_len, bool seal, int stream,
 		       size_t record_max)
@@ -55,7 +62,7 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		return -EINVAL;
 	c->stream = (uint32_t)stream;
 	c->record_max = record_max;
-	c->buf = malloc(TCP_XDC_RECORD_HDR + record_max + TCP_XDC_RECORD_TAG);
+	c->buf = malloc(buf_size(record_max));
 	ctx = EVP_CIPHER_CTX_new();
 	c->ctx = ctx;
 	if (!c->buf || !ctx || derive_key(secret, secret_len, stream, key)) {
@@ -77,8 +84,7 @@ void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c)
 {
 	EVP_CIPHER_CTX_free(c->ctx);
 	if (c->buf)
-		OPENSSL_cleanse(c->buf, TCP_XDC_RECORD_HDR + c->record_max +
-					TCP_XDC_RECORD_TAG);
+		OPENSSL_cleanse(c->buf, buf_size(c->record_max));
 	free(c->buf);
 	memset(c, 0, sizeof(*c));
 }
@@ -93,39 +99,89 @@ static void make_nonce(const struct tcp_xdc_crypt *c, uint8_t n[NONCE_SIZE])
 	memcpy(n + 4, &r, 8);
 }
 
-int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
-		       int iovcnt, size_t len)
+/* Seals len bytes of iov as the next record at out; its size, 0 on error. */
+static size_t seal_record(struct tcp_xdc_crypt *c, uint8_t *out,
+			  const struct iovec *iov, int iovcnt, size_t len)
 {
 	uint8_t nonce[NONCE_SIZE];
-	uint8_t *out = c->buf + TCP_XDC_RECORD_HDR;
+	uint8_t *p = out + TCP_XDC_RECORD_HDR;
 	uint32_t be = htobe32((uint32_t)len);
 	size_t left = len;
 	int n, ok;
 
-	if (!len || len > c->record_max)
-		return -EINVAL;
 	make_nonce(c, nonce);
-	memcpy(c->buf, &be, 4);
+	memcpy(out, &be, 4);
 	ok = EVP_EncryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
-	     EVP_EncryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1;
+	     EVP_EncryptUpdate(c->ctx, NULL, &n, out, 4) == 1;
 	for (int i = 0; ok && i < iovcnt && left; i++) {
 		size_t take = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-		ok = EVP_EncryptUpdate(c->ctx, out, &n, iov[i].iov_base,
+		ok = EVP_EncryptUpdate(c->ctx, p, &n, iov[i].iov_base,
 				       (int)take) == 1;
-		out += n;
+		p += n;
 		left -= take;
 	}
-	ok = ok && !left && EVP_EncryptFinal_ex(c->ctx, out, &n) == 1;
-	out += ok ? n : 0;
+	ok = ok && !left && EVP_EncryptFinal_ex(c->ctx, p, &n) == 1;
+	p += ok ? n : 0;
 	ok = ok && EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_GET_TAG,
-				       TCP_XDC_RECORD_TAG, out) == 1;
+				       TCP_XDC_RECORD_TAG, p) == 1;
 	if (!ok)
-		return -EIO;
+		return 0;
 	c->counter++;
-	c->buf_len = TCP_XDC_RECORD_HDR + len + TCP_XDC_RECORD_TAG;
+	return TCP_XDC_RECORD_HDR + len + TCP_XDC_RECORD_TAG;
+}
+
+int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
+		       int iovcnt, size_t len)
+{
+	size_t n;
+
+	if (!len || len > c->record_max)
+		return -EINVAL;
+	n = seal_record(c, c->buf, iov, iovcnt, len);
+	if (!n)
+		return -EIO;
+	c->buf_len = n;
 	c->buf_done = 0;
 	c->pt_len = len;
+	return 0;
+}
+
+/*
+ * Seals what goes out next: a short first entry followed by at least a
+ * small record's worth (a chunk header, then its payload) becomes a record
+ * of its own, in front of the next one and written with it.  Records then
+ * follow the payload, and the receiver opens them straight into its
+ * buffer.  0 or -errno.
+ */
+static int seal_next(struct tcp_xdc_crypt *c, const struct iovec *iov,
+		     int iovcnt)
+{
+	size_t len = 0, lead = 0, wire = 0, n;
+
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (iovcnt > 1 && iov[0].iov_len &&
+	    iov[0].iov_len <= TCP_XDC_RECORD_LEAD &&
+	    len - iov[0].iov_len >= TCP_XDC_RECORD_MIN) {
+		lead = iov[0].iov_len;
+		wire = seal_record(c, c->buf, iov, 1, lead);
+		if (!wire)
+			return -EIO;
+		iov++;
+		iovcnt--;
+		len -= lead;
+	}
+	if (len > c->record_max)
+		len = c->record_max;
+	if (!len)
+		return -EINVAL;
+	n = seal_record(c, c->buf + wire, iov, iovcnt, len);
+	if (!n)
+		return -EIO;
+	c->buf_len = wire + n;
+	c->buf_done = 0;
+	c->pt_len = lead + len;
 	return 0;
 }
 
@@ -137,14 +193,8 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
 		ssize_t n;
 
 		if (!c->buf_len) {
-			size_t len = 0;
-			int rc;
+			int rc = seal_next(c, iov, iovcnt);
 
-			for (int i = 0; i < iovcnt; i++)
-				len += iov[i].iov_len;
-			if (len > c->record_max)
-				len = c->record_max;
-			rc = tcp_xdc_crypt_seal(c, iov, iovcnt, len);
 			if (rc)
 				return rc;
 		}
@@ -171,18 +221,36 @@ static ssize_t fail(struct tcp_xdc_crypt *c, int err, const char *fmt,
 	return err;
 }
 
-/* A whole record is in buf: verifies and decrypts it in place. */
-static ssize_t open_record(struct tcp_xdc_crypt *c)
+/*
+ * A whole record is in buf: decrypts it into iov as far as iov reaches and
+ * the rest in place, then verifies it.  Returns the bytes it placed in iov
+ * (counted only once the tag holds: on a bad tag the call fails, and
+ * whatever it wrote there is never reported received) or -EBADMSG.
+ */
+static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
+			   int iovcnt)
 {
 	uint8_t nonce[NONCE_SIZE];
 	size_t len = c->buf_len - TCP_XDC_RECORD_HDR - TCP_XDC_RECORD_TAG;
+	size_t placed = 0;
 	uint8_t *p = c->buf + TCP_XDC_RECORD_HDR;
 	int n, ok;
 
 	make_nonce(c, nonce);
 	ok = EVP_DecryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
-	     EVP_DecryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1 &&
-	     EVP_DecryptUpdate(c->ctx, p, &n, p, (int)len) == 1 &&
+	     EVP_DecryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1;
+	for (int i = 0; ok && i < iovcnt && placed < len; i++) {
+		size_t take = len - placed;
+
+		if (take > iov[i].iov_len)
+			take = iov[i].iov_len;
+		ok = EVP_DecryptUpdate(c->ctx, iov[i].iov_base, &n,
+				       p + placed, (int)take) == 1;
+		placed += take;
+	}
+	ok = ok && (placed == len ||
+		    EVP_DecryptUpdate(c->ctx, p + placed, &n, p + placed,
+				      (int)(len - placed)) == 1) &&
 	     EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_SET_TAG,
 				 TCP_XDC_RECORD_TAG, p + len) == 1 &&
 	     EVP_DecryptFinal_ex(c->ctx, p + len, &n) == 1;
@@ -191,14 +259,14 @@ static ssize_t open_record(struct tcp_xdc_crypt *c)
 			    "data corrupted or tampered in flight",
 			    (unsigned long long)c->counter);
 	c->counter++;
-	c->pt_off = 0;
+	c->pt_off = placed;
 	c->pt_len = len;
 	c->buf_len = 0;
 	c->buf_done = 0;
-	return 0;
+	return (ssize_t)placed;
 }
 
-/* Hands out verified plaintext; at least one byte is there. */
+/* Hands out verified plaintext left in buf; at least one byte is there. */
 static size_t copy_out(struct tcp_xdc_crypt *c, const struct iovec *iov,
 		       int iovcnt)
 {
@@ -265,7 +333,7 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 				     TCP_XDC_RECORD_TAG;
 		}
 		if (c->buf_len && c->buf_done == c->buf_len) {
-			n = open_record(c);
+			n = open_record(c, iov, iovcnt);
 			if (n)
 				return n;
 		}

@@ -12,8 +12,12 @@
  * and the stream index.  The nonce is the stream index and the record's
  * number on that stream, never sent and never reused: a record flipped,
  * dropped, replayed or reordered fails its tag.  The length is
- * authenticated too (additional data).  Nothing reaches the caller before
- * its record's tag is verified.
+ * authenticated too (additional data).  A chunk's header travels in a
+ * record of its own when a payload of at least TCP_XDC_RECORD_MIN follows,
+ * so the payload's records line up with the receiver's buffer and open
+ * straight into it, with no copy.  No byte is counted as received before
+ * its record's tag is verified: a bad record fails the call (and the
+ * connection), whatever it wrote into the buffer.
  *
  * Pure functions over buffers and one socket; no module state, so the unit
  * test drives them over a socketpair.
@@ -31,6 +35,7 @@
 #define TCP_XDC_RECORD_TAG 16
 #define TCP_XDC_RECORD_MIN (4u << 10)
 #define TCP_XDC_RECORD_MAX (16u << 20)
+#define TCP_XDC_RECORD_LEAD 64		/* a leading record (a header) */
 #define TCP_XDC_CIPHER_NAME "AES-256-GCM"
 
 /* One direction of one stream. */
@@ -39,13 +44,15 @@ struct tcp_xdc_crypt {
 	uint32_t stream;
 	uint64_t counter;		/* records sealed or opened so far */
 	size_t record_max;		/* plaintext bytes per record */
-	uint8_t *buf;			/* one record as on the wire */
+	uint8_t *buf;			/* records as on the wire: send, one
+					 * behind a leading one; recv, one */
 	size_t buf_len;			/* send: sealed record size, 0: none;
 					 * recv: whole record size, 0: unknown */
 	size_t buf_done;		/* send: bytes written; recv: read */
 	size_t pt_len;			/* send: plaintext in the sealed record;
-					 * recv: verified plaintext at buf+4 */
-	size_t pt_off;			/* recv: of it, handed out */
+					 * recv: the record's plaintext */
+	size_t pt_off;			/* recv: of it, handed out (what
+					 * is left is verified, at buf+4) */
 	char why[160];			/* the last error, in words */
 };
 
@@ -69,10 +76,10 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
 			   uint64_t *wire);
 
 /*
- * Reads verified plaintext from fd into iov: bytes copied (> 0), 0 at a
+ * Reads verified plaintext from fd into iov: bytes placed (> 0), 0 at a
  * clean end of stream (between records), -EAGAIN, -ECONNRESET (reset
  * between records), -EBADMSG for a record that fails authentication or is
- * malformed, -ECONNABORTED for a stream cut inside a record (why says
+ * malformed (what it wrote into iov is then garbage), -ECONNABORTED for a stream cut inside a record (why says
  * which), or another -errno of recv.  *wire counts the bytes read.
  */
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,

@@ -115,7 +115,8 @@ static void test_round_trip(void)
 				in + (sent > 32 ? sent : 32),
 				n + 32 - (sent > 32 ? sent : 32) };
 			r = tcp_xdc_crypt_send(&p.tx, p.fd[0], iov, cnt, &wire);
-			CHECK(r > 0 && (size_t)r <= RECORD);
+			CHECK(r > 0 && (size_t)r <= RECORD +
+					   TCP_XDC_RECORD_LEAD);
 			if (r <= 0)
 				break;
 			sent += (size_t)r;
@@ -136,12 +137,59 @@ static void test_round_trip(void)
 			}
 		}
 		CHECK(got == n + 32 && !memcmp(in, out, n + 32));
-		/* records: ceil((n + 32) / RECORD), each with 20 bytes more */
-		CHECK(wire == n + 32 + (n + 32 + RECORD - 1) / RECORD * 20);
+		/* each record has 20 bytes more; the header has its own
+		 * when a payload of a small record's worth follows */
+		CHECK(wire == n + 32 + 20 * (n >= TCP_XDC_RECORD_MIN ?
+			1 + (n + RECORD - 1) / RECORD :
+			(n + 32 + RECORD - 1) / RECORD));
 		pair_close(&p);
 		free(in);
 		free(out);
 	}
+}
+
+/* A header, then a payload of whole records: read as the receiver reads
+ * them (the header, then the payload into its place), every record opens
+ * straight into the reader's buffer and none is left to copy out. */
+static void test_opens_in_place(void)
+{
+	enum { PAYLOAD = 3 * RECORD - 5 };
+	static uint8_t in[32 + PAYLOAD], hdr[32], out[PAYLOAD];
+	struct iovec iov[2] = { { in, 32 }, { in + 32, PAYLOAD } };
+	size_t sent = 0, got = 0;
+	uint64_t wire = 0;
+	struct pair p;
+	ssize_t r;
+
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 13 + 5);
+	pair_open(&p, secret, 2);
+	/* the header's record is written with the payload's first */
+	r = tcp_xdc_crypt_send(&p.tx, p.fd[0], iov, 2, &wire);
+	CHECK(r == 32 + RECORD);
+	sent = r > 0 ? (size_t)r : sizeof(in);
+	while (sent < sizeof(in)) {
+		struct iovec rest = { in + sent, sizeof(in) - sent };
+
+		r = tcp_xdc_crypt_send(&p.tx, p.fd[0], &rest, 1, &wire);
+		CHECK(r > 0);
+		sent += r > 0 ? (size_t)r : sizeof(in);
+	}
+	r = tcp_xdc_crypt_recv(&p.rx, p.fd[1], &(struct iovec){ hdr, 32 }, 1,
+			       &wire);
+	CHECK(r == 32 && !memcmp(hdr, in, 32));
+	CHECK(p.rx.pt_off == p.rx.pt_len);
+	while (got < PAYLOAD) {
+		struct iovec o = { out + got, PAYLOAD - got };
+
+		r = tcp_xdc_crypt_recv(&p.rx, p.fd[1], &o, 1, &wire);
+		CHECK(r > 0 && p.rx.pt_off == p.rx.pt_len);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	CHECK(got == PAYLOAD && !memcmp(out, in + 32, PAYLOAD));
+	pair_close(&p);
 }
 
 /* What a receiver of the given wire bytes sees: the error and its words;
@@ -280,6 +328,7 @@ int main(void)
 		other[i] = (uint8_t)(i + 2);
 	}
 	test_round_trip();
+	test_opens_in_place();
 	test_tampered();
 	test_dropped_replayed_reordered();
 	test_cut_and_keys();
