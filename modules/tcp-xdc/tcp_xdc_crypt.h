@@ -79,8 +79,9 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
  * Reads verified plaintext from fd into iov: bytes placed (> 0), 0 at a
  * clean end of stream (between records), -EAGAIN, -ECONNRESET (reset
  * between records), -EBADMSG for a record that fails authentication or is
- * malformed (what it wrote into iov is then garbage), -ECONNABORTED for a stream cut inside a record (why says
- * which), or another -errno of recv.  *wire counts the bytes read.
+ * malformed (what it wrote into iov is then garbage), -ECONNABORTED for a
+ * stream cut inside a record (why says which), or another -errno of recv.
+ * *wire counts the bytes read.
  */
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 			   const struct iovec *iov, int iovcnt,
