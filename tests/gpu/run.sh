@@ -7,7 +7,7 @@
 #
 # Usage: tests/gpu/run.sh [BUILD_DIR] [--sizes LIST] [--iters N] [--gpus N]
 #                         [--socket-sweep] [--sweep-sizes LIST]
-#                         [--timeout S] [--out DIR] [--debug]
+#                         [--timeout S] [--out DIR] [--debug] [--encrypt]
 
 set -u -o pipefail
 
@@ -29,6 +29,9 @@ usage() {
   --timeout S     limit for each run in seconds (default: 300)
   --out DIR       where results and NCCL logs go (default: a new temp dir)
   --debug         full NCCL INFO logs, printed after each run
+  --encrypt       the Mesh run with tcp-xdc's encrypt = true, under a fresh
+                  key in DIR; fails unless every tcp-xdc connection NCCL
+                  made says it is encrypted
 EOF
 }
 
@@ -46,6 +49,7 @@ sweep_sizes=64M,256M
 timeout_s=300
 out=
 debug=0
+encrypt=0
 positional=0
 
 while [ $# -gt 0 ]; do
@@ -58,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout_s=${2:?--timeout needs a value}; shift ;;
 	--out) out=${2:?--out needs a value}; shift ;;
 	--debug) debug=1 ;;
+	--encrypt) encrypt=1 ;;
 	-h|--help) usage; exit 0 ;;
 	-*) usage >&2; die "unknown option $1" ;;
 	*)
@@ -133,11 +138,32 @@ run_one() {
 echo "results and logs: $out"
 echo "build: $build"
 
+mesh_env=()
+if [ $encrypt -eq 1 ]; then
+	(umask 077 && "$python" -c 'import secrets; print(secrets.token_hex(32))' \
+		>"$out/mesh.key") || die "cannot write $out/mesh.key"
+	mesh_env=(NCCL_MESH_AUTH_KEY_FILE="$out/mesh.key"
+		  NCCL_MESH_TCP_XDC_ENCRYPT=true)
+fi
+
 run_one mesh "$sizes" \
 	NCCL_NET=Mesh \
 	NCCL_NET_PLUGIN="$plugin" \
 	NCCL_MESH_CONF="$conf" \
-	NCCL_MESH_MODULE_PATH="$module_dir"
+	NCCL_MESH_MODULE_PATH="$module_dir" \
+	${mesh_env[@]+"${mesh_env[@]}"}
+
+# Every tcp-xdc connection logs one INFO line that ends in how it is sealed.
+if [ $encrypt -eq 1 ]; then
+	conns=$(cat "$out"/logs-mesh/*.log 2>/dev/null | grep -c "streams on .* data threads")
+	sealed=$(cat "$out"/logs-mesh/*.log 2>/dev/null | grep "streams on .* data threads" |
+		 grep -c "encrypted (AES-256-GCM")
+	echo "==== encryption: $sealed of $conns tcp-xdc connections encrypted"
+	if [ "$conns" -eq 0 ] || [ "$sealed" -ne "$conns" ]; then
+		echo "==== encryption: FAILED"
+		failures=$((failures + 1))
+	fi
+fi
 
 run_one socket "$sizes" \
 	NCCL_NET=Socket \
