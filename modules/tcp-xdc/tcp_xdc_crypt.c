@@ -41,7 +41,7 @@ static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
 	return ok ? 0 : -ENOMEM;
 }
 
-/* Room for a full record behind a short leading one (seal_next). */
+/* Room for a full record behind a short leading one (tcp_xdc_crypt_seal). */
 static size_t buf_size(size_t record_max)
 {
 	return 2 * (TCP_XDC_RECORD_HDR + TCP_XDC_RECORD_TAG) +
@@ -131,31 +131,10 @@ static size_t seal_record(struct tcp_xdc_crypt *c, uint8_t *out,
 	return TCP_XDC_RECORD_HDR + len + TCP_XDC_RECORD_TAG;
 }
 
+/* A header sealed alone lets the payload's records line up with the
+ * receiver's buffer, so it opens them straight into it. */
 int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
-		       int iovcnt, size_t len)
-{
-	size_t n;
-
-	if (!len || len > c->record_max)
-		return -EINVAL;
-	n = seal_record(c, c->buf, iov, iovcnt, len);
-	if (!n)
-		return -EIO;
-	c->buf_len = n;
-	c->buf_done = 0;
-	c->pt_len = len;
-	return 0;
-}
-
-/*
- * Seals what goes out next: a short first entry followed by at least a
- * small record's worth (a chunk header, then its payload) becomes a record
- * of its own, in front of the next one and written with it.  Records then
- * follow the payload, and the receiver opens them straight into its
- * buffer.  0 or -errno.
- */
-static int seal_next(struct tcp_xdc_crypt *c, const struct iovec *iov,
-		     int iovcnt)
+		       int iovcnt)
 {
 	size_t len = 0, lead = 0, wire = 0, n;
 
@@ -193,7 +172,7 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
 		ssize_t n;
 
 		if (!c->buf_len) {
-			int rc = seal_next(c, iov, iovcnt);
+			int rc = tcp_xdc_crypt_seal(c, iov, iovcnt);
 
 			if (rc)
 				return rc;

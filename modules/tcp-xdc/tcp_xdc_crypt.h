@@ -87,9 +87,13 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 			   const struct iovec *iov, int iovcnt,
 			   uint64_t *wire);
 
-/* Seals the first len bytes of pt as the next record into c->buf (for
- * tests and the sender); 0 or -errno. */
+/*
+ * Seals what of iov goes out next into c->buf (buf_len, pt_len): one record
+ * of up to record_max bytes, behind a record of iov[0] alone when that is a
+ * short header followed by at least TCP_XDC_RECORD_MIN bytes.  The sender
+ * writes what it seals; tests take the wire bytes from buf.  0 or -errno.
+ */
 int tcp_xdc_crypt_seal(struct tcp_xdc_crypt *c, const struct iovec *iov,
-		       int iovcnt, size_t len);
+		       int iovcnt);
 
 #endif

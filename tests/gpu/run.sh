@@ -155,9 +155,9 @@ run_one mesh "$sizes" \
 
 # Every tcp-xdc connection logs one INFO line that ends in how it is sealed.
 if [ $encrypt -eq 1 ]; then
-	conns=$(cat "$out"/logs-mesh/*.log 2>/dev/null | grep -c "streams on .* data threads")
-	sealed=$(cat "$out"/logs-mesh/*.log 2>/dev/null | grep "streams on .* data threads" |
-		 grep -c "encrypted (AES-256-GCM")
+	lines=$(grep -h "streams on .* data threads" "$out"/logs-mesh/*.log 2>/dev/null)
+	conns=$(grep -c . <<<"$lines")
+	sealed=$(grep -c "encrypted (AES-256-GCM" <<<"$lines")
 	echo "==== encryption: $sealed of $conns tcp-xdc connections encrypted"
 	if [ "$conns" -eq 0 ] || [ "$sealed" -ne "$conns" ]; then
 		echo "==== encryption: FAILED"

@@ -74,7 +74,7 @@ static void seal_records(struct pair *p, uint8_t wire[][WIRE_MAX],
 		struct iovec iov = { pt, sizeof(pt) };
 
 		memset(pt, 'a' + i, sizeof(pt));
-		CHECK(tcp_xdc_crypt_seal(&p->tx, &iov, 1, sizeof(pt)) == 0);
+		CHECK(tcp_xdc_crypt_seal(&p->tx, &iov, 1) == 0);
 		memcpy(wire[i], p->tx.buf, p->tx.buf_len);
 		len[i] = p->tx.buf_len;
 		p->tx.buf_len = 0;
@@ -306,13 +306,13 @@ static void test_cut_and_keys(void)
 
 		CHECK(tcp_xdc_crypt_init(&a, secret, 32, true, 0, RECORD) == 0);
 		CHECK(tcp_xdc_crypt_init(&b, secret, 32, true, 1, RECORD) == 0);
-		CHECK(tcp_xdc_crypt_seal(&a, &iov, 1, sizeof(pt)) == 0);
-		CHECK(tcp_xdc_crypt_seal(&b, &iov, 1, sizeof(pt)) == 0);
+		CHECK(tcp_xdc_crypt_seal(&a, &iov, 1) == 0);
+		CHECK(tcp_xdc_crypt_seal(&b, &iov, 1) == 0);
 		CHECK(memcmp(a.buf, b.buf, a.buf_len));
 		CHECK(memcmp(a.buf + 4, pt, sizeof(pt)));
 		/* and the next record of one stream differs from its first */
 		memcpy(w[0], a.buf, a.buf_len);
-		CHECK(tcp_xdc_crypt_seal(&a, &iov, 1, sizeof(pt)) == 0);
+		CHECK(tcp_xdc_crypt_seal(&a, &iov, 1) == 0);
 		CHECK(memcmp(a.buf, w[0], a.buf_len));
 		tcp_xdc_crypt_fini(&a);
 		tcp_xdc_crypt_fini(&b);
