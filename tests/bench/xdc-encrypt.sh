@@ -9,7 +9,9 @@
 #  2. loopback, 64 MiB messages: median of ROUNDS each, alternating, with
 #     the CPU both processes used (user + system over wall time); bar:
 #     on/off >= 0.6.  The cipher's cores: CPU on less CPU off, scaled to
-#     the same bytes.
+#     the same bytes.  And what encrypted can be of clear here, about,
+#     from the cipher's speed on one core (tests/bench/aead_speed, same
+#     record size) and the CPU clear took per byte.
 #
 #   tests/bench/xdc-encrypt.sh [BUILD_DIR] [ROUNDS]
 #
@@ -26,10 +28,13 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$src/tests/netns/lib.sh"
 
 MESHPERF=$build/tools/meshperf/meshperf
+AEAD_SPEED=$build/tests/bench/aead_speed
 PLUGIN=$build/core/libnccl-net-mesh.so
 MODULE_DIR=$build/modules/tcp-xdc
 CONF=$src/tests/netns/nat.conf
-[ -x "$MESHPERF" ] || { echo "no $MESHPERF: build first" >&2; exit 2; }
+for p in "$MESHPERF" "$AEAD_SPEED"; do
+	[ -x "$p" ] || { echo "no $p: build first" >&2; exit 2; }
+done
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # Mbit/s of the SIZE_MIB MiB result in a meshperf --json log
@@ -84,10 +89,14 @@ for r in $(seq "$rounds"); do
 done
 lon=$(median <"$tmp/lon"); loff=$(median <"$tmp/loff")
 con=$(median <"$tmp/con"); coff=$(median <"$tmp/coff")
+read -r seal open < <("$AEAD_SPEED" "${RECORD:-256K}" 1)
 python3 -c "
-on, off, con, coff = $lon, $loff, $con, $coff
+on, off, con, coff, seal, open_ = $lon, $loff, $con, $coff, $seal, $open
 print('loopback, 64 MiB, %d streams: encrypted %.0f Mbit/s, clear %.0f Mbit/s, on/off %.3f (bar 0.6: %s)' % ($streams, on, off, on / off, 'met' if on / off >= 0.6 else 'NOT met'))
-print('cores used (both processes): encrypted %.2f, clear %.2f of %d; the cipher: about %.2f cores at %.0f Mbit/s' % (con, coff, $(nproc), con - coff * on / off, on))"
+print('cores used (both processes): encrypted %.2f, clear %.2f of %d; the cipher: about %.2f cores at %.0f Mbit/s' % (con, coff, $(nproc), con - coff * on / off, on))
+clear_ns = coff / (off / 8e3)   # core-ns per byte, clear
+cipher_ns = 1 / seal + 1 / open_  # one seal and one open per byte
+print('AES-256-GCM on one core, ${RECORD:-256K} records: seal %.2f GB/s, open %.2f GB/s; clear took %.3f core-ns a byte, the cipher adds %.3f: the two together allow about %.3f of clear here' % (seal, open_, clear_ns, cipher_ns, clear_ns / (clear_ns + cipher_ns)))"
 
 [ -z "${SKIP_SHAPED:-}" ] || exit 0
 
