@@ -62,7 +62,9 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		return -EINVAL;
 	c->stream = (uint32_t)stream;
 	c->record_max = record_max;
-	c->buf = malloc(buf_size(record_max));
+	c->buf = malloc(buf_size(record_max) + (seal ? 0 : TCP_XDC_RECORD_AHEAD));
+	if (c->buf && !seal)
+		c->ahead = c->buf + buf_size(record_max);
 	ctx = EVP_CIPHER_CTX_new();
 	c->ctx = ctx;
 	if (!c->buf || !ctx || derive_key(secret, secret_len, stream, key)) {
@@ -264,6 +266,47 @@ static size_t copy_out(struct tcp_xdc_crypt *c, const struct iovec *iov,
 	return done;
 }
 
+/*
+ * Reads up to want bytes into buf, from what was read ahead or else from
+ * fd, with what follows on the wire behind them in the same call: behind a
+ * record's length, a small record whole; behind a record, the next one's
+ * length.  One system call a record instead of two.  Bytes (> 0), 0 at the
+ * end of the stream, or -errno.
+ */
+static ssize_t read_some(struct tcp_xdc_crypt *c, int fd, size_t want,
+			 uint64_t *wire)
+{
+	struct iovec iov[2] = {
+		{ c->buf + c->buf_done, want },
+		{ c->ahead, c->buf_len ? TCP_XDC_RECORD_HDR :
+					 TCP_XDC_RECORD_AHEAD },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	ssize_t n;
+
+	if (c->ahead_pos < c->ahead_len) {
+		size_t take = c->ahead_len - c->ahead_pos;
+
+		if (take > want)
+			take = want;
+		memcpy(c->buf + c->buf_done, c->ahead + c->ahead_pos, take);
+		c->ahead_pos += take;
+		return (ssize_t)take;
+	}
+	do
+		n = recvmsg(fd, &msg, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	*wire += (uint64_t)n;
+	if ((size_t)n > want) {
+		c->ahead_pos = 0;
+		c->ahead_len = (size_t)n - want;
+		n = (ssize_t)want;
+	}
+	return n;
+}
+
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 			   const struct iovec *iov, int iovcnt,
 			   uint64_t *wire)
@@ -281,10 +324,8 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 		}
 		want = c->buf_len ? c->buf_len - c->buf_done :
 				    TCP_XDC_RECORD_HDR - c->buf_done;
-		n = recv(fd, c->buf + c->buf_done, want, MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		n = read_some(c, fd, want, wire);
+		if (n == -EAGAIN)
 			return -EAGAIN;
 		if (n <= 0 && c->buf_done)
 			return fail(c, -ECONNABORTED, n ? "connection reset "
@@ -292,11 +333,8 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 				    "stream ended in the middle of record %llu"
 				    " (truncated in flight?)",
 				    (unsigned long long)c->counter);
-		if (n == 0)
-			return 0;
-		if (n < 0)
-			return -errno;
-		*wire += (uint64_t)n;
+		if (n <= 0)
+			return n;
 		c->buf_done += (size_t)n;
 		if (!c->buf_len && c->buf_done == TCP_XDC_RECORD_HDR) {
 			uint32_t be, len;

@@ -36,6 +36,7 @@
 #define TCP_XDC_RECORD_MIN (4u << 10)
 #define TCP_XDC_RECORD_MAX (16u << 20)
 #define TCP_XDC_RECORD_LEAD 64		/* a leading record (a header) */
+#define TCP_XDC_RECORD_AHEAD 4096	/* recv: read behind a record's length */
 #define TCP_XDC_CIPHER_NAME "AES-256-GCM"
 
 /* One direction of one stream. */
@@ -53,6 +54,9 @@ struct tcp_xdc_crypt {
 					 * recv: the record's plaintext */
 	size_t pt_off;			/* recv: of it, handed out (what
 					 * is left is verified, at buf+4) */
+	uint8_t *ahead;			/* recv: wire bytes read past what
+					 * buf wanted, not yet taken */
+	size_t ahead_pos, ahead_len;
 	char why[160];			/* the last error, in words */
 };
 
@@ -86,6 +90,15 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 			   const struct iovec *iov, int iovcnt,
 			   uint64_t *wire);
+
+/*
+ * Whether c holds bytes it read from the socket and has not handed out:
+ * poll will not announce them, so whoever reads must come back for them.
+ */
+static inline bool tcp_xdc_crypt_buffered(const struct tcp_xdc_crypt *c)
+{
+	return c->pt_off < c->pt_len || c->ahead_pos < c->ahead_len;
+}
 
 /*
  * Seals what of iov goes out next into c->buf (buf_len, pt_len): one record

@@ -169,6 +169,14 @@ static size_t ahead_take(struct tcp_xdc_stream *s, struct iovec *iov,
 	return done;
 }
 
+/* Bytes read from the socket and not yet taken, which poll will not
+ * announce: whoever reads the stream comes back for them. */
+static bool stream_buffered(const struct tcp_xdc_stream *s)
+{
+	return s->ahead_pos < s->ahead_len ||
+	       (s->crypt && tcp_xdc_crypt_buffered(s->crypt));
+}
+
 /*
  * Reads into iov and, on a stream with a read-ahead buffer, whatever
  * follows into that buffer; returns bytes (> 0), 0 when nothing is there,
@@ -302,7 +310,7 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			/* test() asks no more of the socket than one message:
 			 * what comes next, the next test() reads. */
 			if (max_len != SIZE_MAX && !s->hdr_done &&
-			    s->ahead_pos == s->ahead_len)
+			    !stream_buffered(s))
 				return 0;
 			break;
 		case TCP_XDC_ENDED:
@@ -395,7 +403,7 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 	if (s->state == TCP_XDC_PARKED && (revents & (POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
 	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
-		     s->ahead_pos < s->ahead_len))
+		     stream_buffered(s)))
 		ret = recv_progress(comm, s, SIZE_MAX);
 	if (!ret && comm->ping_busy_ns)
 		ret = recv_ping(comm, s, now, busy, next);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp-xdc's record layer over a socketpair: round trips of every shape,
- * and each way a record can go wrong in flight (a flipped byte, a dropped,
- * replayed or reordered record, a bad length, a cut stream, another key)
- * fails with its own error before a byte of it is handed out.
+ * small records read whole in one call, and each way a record can go wrong
+ * in flight (a flipped byte, a dropped, replayed or reordered record, a bad
+ * length, a cut stream, another key) fails with its own error before a
+ * byte of it is handed out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -192,6 +194,35 @@ static void test_opens_in_place(void)
 	pair_close(&p);
 }
 
+/* Small records, as small messages make them: a reader takes one whole
+ * with its length in a single call, and one that came behind it waits in
+ * the record layer (buffered) after the socket has run dry. */
+static void test_small_records_ahead(void)
+{
+	uint8_t a[40], b[40], out[40];
+	struct iovec ia = { a, sizeof(a) }, ib = { b, sizeof(b) };
+	struct iovec io = { out, sizeof(out) };
+	uint64_t wire = 0;
+	struct pair p;
+	int queued = -1;
+
+	memset(a, 'x', sizeof(a));
+	memset(b, 'y', sizeof(b));
+	pair_open(&p, secret, 2);
+	CHECK(tcp_xdc_crypt_send(&p.tx, p.fd[0], &ia, 1, &wire) == 40);
+	CHECK(tcp_xdc_crypt_send(&p.tx, p.fd[0], &ib, 1, &wire) == 40);
+	CHECK(!tcp_xdc_crypt_buffered(&p.rx));
+	CHECK(tcp_xdc_crypt_recv(&p.rx, p.fd[1], &io, 1, &wire) == 40 &&
+	      !memcmp(out, a, 40));
+	CHECK(ioctl(p.fd[1], FIONREAD, &queued) == 0 && queued == 0);
+	CHECK(tcp_xdc_crypt_buffered(&p.rx));
+	CHECK(tcp_xdc_crypt_recv(&p.rx, p.fd[1], &io, 1, &wire) == 40 &&
+	      !memcmp(out, b, 40));
+	CHECK(!tcp_xdc_crypt_buffered(&p.rx));
+	CHECK(tcp_xdc_crypt_recv(&p.rx, p.fd[1], &io, 1, &wire) == -EAGAIN);
+	pair_close(&p);
+}
+
 /* What a receiver of the given wire bytes sees: the error and its words;
  * no byte of a bad record is handed out. */
 static ssize_t receive(struct pair *p, size_t good_records, const char *why)
@@ -329,6 +360,7 @@ int main(void)
 	}
 	test_round_trip();
 	test_opens_in_place();
+	test_small_records_ahead();
 	test_tampered();
 	test_dropped_replayed_reordered();
 	test_cut_and_keys();
