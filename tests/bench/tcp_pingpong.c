@@ -9,7 +9,10 @@
  *          proxy thread yields after a pass over test() that found nothing;
  *   split  polled as busy, but each way on its own connection, as NCCL's
  *          send and receive comms are (a reply cannot carry the ACK of
- *          the message it answers).
+ *          the message it answers);
+ *   split-delayed-ack  the same with TCP_QUICKACK off on each receiving
+ *          end, as tcp-xdc sets its receive streams: the kernel then
+ *          acknowledges every other small segment, not each one.
  *
  *   tcp_pingpong [SIZE] [ITERS]
  */
@@ -41,10 +44,13 @@ static void die(const char *what)
 	exit(1);
 }
 
-enum wait_mode { WAIT_BLOCK, WAIT_BUSY, WAIT_YIELD, WAIT_SPLIT, WAIT_MODES };
+enum wait_mode {
+	WAIT_BLOCK, WAIT_BUSY, WAIT_YIELD, WAIT_SPLIT, WAIT_SPLIT_DELACK,
+	WAIT_MODES
+};
 
 static const char *const mode_names[WAIT_MODES] = {
-	"block", "busy", "yield", "split",
+	"block", "busy", "yield", "split", "split-delayed-ack",
 };
 
 static void xfer(int fd, char *buf, size_t len, bool send_it,
@@ -83,7 +89,15 @@ static int cmp_u64(const void *a, const void *b)
 static void run(const int *fd, bool client, enum wait_mode mode, char *buf,
 		size_t size, int iters, uint64_t *rtt)
 {
-	int back = fd[mode == WAIT_SPLIT];
+	bool split = mode == WAIT_SPLIT || mode == WAIT_SPLIT_DELACK;
+	int back = fd[split];
+	int off = 0;
+
+	/* the last mode: the setting stays with the sockets */
+	if (mode == WAIT_SPLIT_DELACK &&
+	    setsockopt(client ? back : fd[0], IPPROTO_TCP, TCP_QUICKACK, &off,
+		       sizeof(off)))
+		die("TCP_QUICKACK");
 
 	for (int i = 0; i < iters + iters / 10; i++) {
 		uint64_t t0 = now_ns();
