@@ -62,7 +62,8 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		return -EINVAL;
 	c->stream = (uint32_t)stream;
 	c->record_max = record_max;
-	c->buf = malloc(buf_size(record_max) + (seal ? 0 : TCP_XDC_RECORD_AHEAD));
+	c->buf = malloc(buf_size(record_max) +
+			(seal ? 0 : TCP_XDC_RECORD_AHEAD));
 	if (c->buf && !seal)
 		c->ahead = c->buf + buf_size(record_max);
 	ctx = EVP_CIPHER_CTX_new();

@@ -11,8 +11,8 @@
  *          send and receive comms are (a reply cannot carry the ACK of
  *          the message it answers);
  *   split-delayed-ack  the same with TCP_QUICKACK off on each receiving
- *          end, as tcp-xdc sets its receive streams: the kernel then
- *          acknowledges every other small segment, not each one.
+ *          end, as tcp-xdc sets the stream its small messages take: the
+ *          kernel then acknowledges every other small segment, not each.
  *
  *   tcp_pingpong [SIZE] [ITERS]
  */
