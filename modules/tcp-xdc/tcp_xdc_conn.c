@@ -111,11 +111,14 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 	 * socket that never sends data acknowledges each one at once, and on
 	 * a busy host that acknowledgement costs the reply its time; with
 	 * delayed acknowledgements the kernel sends one for every other
-	 * small segment.  Bulk streams keep the kernel's choice (NCCL's
-	 * large messages moved a few percent less with it on every stream).
+	 * small segment.  Bulk streams get quick ones (NCCL's large messages
+	 * moved a few percent less with delayed ones on every stream), also
+	 * where the stream's authentication, the receiver writing at setup,
+	 * has put the kernel into its interactive mode.
 	 */
-	if (!is_send && index == 0)
-		set_opt(fd, IPPROTO_TCP, TCP_QUICKACK, 0, "TCP_QUICKACK", peer);
+	if (!is_send)
+		set_opt(fd, IPPROTO_TCP, TCP_QUICKACK, index ? 1 : 0,
+			"TCP_QUICKACK", peer);
 }
 
 /* Returns 1 when all streams are there, 0 to come back later, or -errno. */
