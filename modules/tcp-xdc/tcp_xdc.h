@@ -15,6 +15,7 @@
 #include <nccl-mesh/module.h>
 
 #include "netaddr.h"
+#include "tcp_xdc_ahead.h"
 #include "tcp_xdc_wire.h"
 
 extern const struct mesh_host *tcp_xdc_host;
@@ -23,9 +24,6 @@ extern const struct mesh_host *tcp_xdc_host;
 
 /* Data-path threads of a process (the pool), whatever the comm count. */
 #define TCP_XDC_MAX_THREADS 64
-/* What a receive on stream 0 takes beyond what it asked for: the header
- * and payload of a small message then cost one system call, not three. */
-#define TCP_XDC_READ_AHEAD 4096
 /* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
 #define TCP_XDC_MAX_REQUESTS 32
 
@@ -125,9 +123,9 @@ struct tcp_xdc_stream {
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
-	char *ahead;			/* recv stream 0: bytes read ahead */
-	uint32_t ahead_pos;
-	uint32_t ahead_len;
+	struct tcp_xdc_ahead ahead;	/* recv stream 0 in clear: a small
+					 * message's header and payload in
+					 * one system call, not three */
 	/*
 	 * Whoever moves the stream (its pool thread, or the proxy thread on
 	 * the fast path) holds it; the other one passes by and never waits.

@@ -63,9 +63,9 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 	c->stream = (uint32_t)stream;
 	c->record_max = record_max;
 	c->buf = malloc(buf_size(record_max) +
-			(seal ? 0 : TCP_XDC_RECORD_AHEAD));
+			(seal ? 0 : TCP_XDC_READ_AHEAD));
 	if (c->buf && !seal)
-		c->ahead = c->buf + buf_size(record_max);
+		c->ahead.buf = c->buf + buf_size(record_max);
 	ctx = EVP_CIPHER_CTX_new();
 	c->ctx = ctx;
 	if (!c->buf || !ctx || derive_key(secret, secret_len, stream, key)) {
@@ -248,64 +248,20 @@ static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
 	return (ssize_t)placed;
 }
 
-/* Hands out verified plaintext left in buf; at least one byte is there. */
-static size_t copy_out(struct tcp_xdc_crypt *c, const struct iovec *iov,
-		       int iovcnt)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < iovcnt && c->pt_off < c->pt_len; i++) {
-		size_t take = c->pt_len - c->pt_off;
-
-		if (take > iov[i].iov_len)
-			take = iov[i].iov_len;
-		memcpy(iov[i].iov_base, c->buf + TCP_XDC_RECORD_HDR +
-			c->pt_off, take);
-		c->pt_off += take;
-		done += take;
-	}
-	return done;
-}
-
 /*
- * Reads up to want bytes into buf, from what was read ahead or else from
- * fd, with what follows on the wire behind them in the same call: behind a
- * record's length, a small record whole; behind a record, the next one's
- * length.  One system call a record instead of two.  Bytes (> 0), 0 at the
- * end of the stream, or -errno.
+ * Reads up to want bytes of the record into buf, with what follows on the
+ * wire behind them in the same call: behind a record's length, a small
+ * record whole; behind a record, the next one's length.  One system call
+ * a record instead of two.
  */
 static ssize_t read_some(struct tcp_xdc_crypt *c, int fd, size_t want,
 			 uint64_t *wire)
 {
-	struct iovec iov[2] = {
-		{ c->buf + c->buf_done, want },
-		{ c->ahead, c->buf_len ? TCP_XDC_RECORD_HDR :
-					 TCP_XDC_RECORD_AHEAD },
-	};
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-	ssize_t n;
+	struct iovec iov = { c->buf + c->buf_done, want };
 
-	if (c->ahead_pos < c->ahead_len) {
-		size_t take = c->ahead_len - c->ahead_pos;
-
-		if (take > want)
-			take = want;
-		memcpy(c->buf + c->buf_done, c->ahead + c->ahead_pos, take);
-		c->ahead_pos += take;
-		return (ssize_t)take;
-	}
-	do
-		n = recvmsg(fd, &msg, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	*wire += (uint64_t)n;
-	if ((size_t)n > want) {
-		c->ahead_pos = 0;
-		c->ahead_len = (size_t)n - want;
-		n = (ssize_t)want;
-	}
-	return n;
+	return tcp_xdc_ahead_readv(&c->ahead, fd, &iov, 1,
+				   c->buf_len ? TCP_XDC_RECORD_HDR :
+						TCP_XDC_READ_AHEAD, wire);
 }
 
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
@@ -317,11 +273,14 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 		ssize_t n;
 
 		if (c->pt_off < c->pt_len) {
-			size_t done = copy_out(c, iov, iovcnt);
+			/* verified plaintext left in buf */
+			size_t done = tcp_xdc_iov_fill(iov, iovcnt, c->buf +
+						       TCP_XDC_RECORD_HDR +
+						       c->pt_off,
+						       c->pt_len - c->pt_off);
 
-			if (done)
-				return (ssize_t)done;
-			return -EINVAL;		/* an empty iov */
+			c->pt_off += done;
+			return done ? (ssize_t)done : -EINVAL; /* empty iov */
 		}
 		want = c->buf_len ? c->buf_len - c->buf_done :
 				    TCP_XDC_RECORD_HDR - c->buf_done;

@@ -31,12 +31,13 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "tcp_xdc_ahead.h"
+
 #define TCP_XDC_RECORD_HDR 4
 #define TCP_XDC_RECORD_TAG 16
 #define TCP_XDC_RECORD_MIN (4u << 10)
 #define TCP_XDC_RECORD_MAX (16u << 20)
 #define TCP_XDC_RECORD_LEAD 64		/* a leading record (a header) */
-#define TCP_XDC_RECORD_AHEAD 4096	/* recv: read behind a record's length */
 #define TCP_XDC_CIPHER_NAME "AES-256-GCM"
 
 /* One direction of one stream. */
@@ -54,9 +55,8 @@ struct tcp_xdc_crypt {
 					 * recv: the record's plaintext */
 	size_t pt_off;			/* recv: of it, handed out (what
 					 * is left is verified, at buf+4) */
-	uint8_t *ahead;			/* recv: wire bytes read past what
-					 * buf wanted, not yet taken */
-	size_t ahead_pos, ahead_len;
+	struct tcp_xdc_ahead ahead;	/* recv: wire bytes read past what
+					 * buf wanted */
 	char why[160];			/* the last error, in words */
 };
 
@@ -97,7 +97,7 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
  */
 static inline bool tcp_xdc_crypt_buffered(const struct tcp_xdc_crypt *c)
 {
-	return c->pt_off < c->pt_len || c->ahead_pos < c->ahead_len;
+	return c->pt_off < c->pt_len || tcp_xdc_ahead_pending(&c->ahead);
 }
 
 /*

@@ -384,7 +384,7 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 		if (comm->streams[i].crypt)
 			tcp_xdc_crypt_fini(comm->streams[i].crypt);
 		free(comm->streams[i].crypt);
-		free(comm->streams[i].ahead);
+		free(comm->streams[i].ahead.buf);
 	}
 	free(comm->lanes);
 	free(comm->streams);
@@ -579,8 +579,8 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	/* Only stream 0 carries small messages whole (xdc_send_inline);
 	 * the record layer reads ahead on its own. */
 	if (!is_send && !record_size && ctx->inline_max) {
-		comm->streams[0].ahead = malloc(TCP_XDC_READ_AHEAD);
-		if (!comm->streams[0].ahead) {
+		comm->streams[0].ahead.buf = malloc(TCP_XDC_READ_AHEAD);
+		if (!comm->streams[0].ahead.buf) {
 			ret = -ENOMEM;
 			goto err;
 		}

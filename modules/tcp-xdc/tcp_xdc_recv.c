@@ -122,16 +122,32 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	return 0;
 }
 
-/*
- * The same through the record layer: only verified bytes come out.  A
- * record that fails its tag or a stream cut inside one fails the
- * connection with the record layer's words.
- */
-static ssize_t crypt_readv(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
-			   struct iovec *iov, int iovcnt)
+/* Bytes read from the socket and not yet taken, which poll will not
+ * announce: whoever reads the stream comes back for them. */
+static bool stream_buffered(const struct tcp_xdc_stream *s)
 {
-	ssize_t n = tcp_xdc_crypt_recv(s->crypt, s->fd, iov, iovcnt,
-				       &s->rx_bytes);
+	return s->crypt ? tcp_xdc_crypt_buffered(s->crypt) :
+			  tcp_xdc_ahead_pending(&s->ahead);
+}
+
+/*
+ * Reads into iov, in clear or through the record layer (only verified
+ * bytes come out), and on a stream with a read-ahead buffer whatever
+ * follows into it.  Returns bytes (> 0) or 0 when nothing is there; an
+ * end, reset or failure is decided here.  A record that fails its tag or
+ * a stream cut inside one fails the connection with the record layer's
+ * words.
+ */
+static ssize_t stream_readv(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, struct iovec *iov,
+			    int iovcnt)
+{
+	ssize_t n = s->crypt ?
+		tcp_xdc_crypt_recv(s->crypt, s->fd, iov, iovcnt,
+				   &s->rx_bytes) :
+		tcp_xdc_ahead_readv(&s->ahead, s->fd, iov, iovcnt,
+				    s->ahead.buf ? TCP_XDC_READ_AHEAD : 0,
+				    &s->rx_bytes);
 
 	if (n > 0)
 		return n;
@@ -145,85 +161,11 @@ static ssize_t crypt_readv(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		return recv_eof(comm, s, true);
 	case -EBADMSG:
 	case -ECONNABORTED:
-		return xdc_stream_fail(comm, s, (int)n, s->crypt->why);
+		if (s->crypt)
+			return xdc_stream_fail(comm, s, (int)n, s->crypt->why);
+		/* fall through */
 	default:
 		return xdc_stream_syscall_fail(comm, s, (int)-n);
-	}
-}
-
-/* Serves iov from the bytes read ahead; how many it took. */
-static size_t ahead_take(struct tcp_xdc_stream *s, struct iovec *iov,
-			 int iovcnt)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < iovcnt && s->ahead_pos < s->ahead_len; i++) {
-		size_t n = s->ahead_len - s->ahead_pos;
-
-		if (n > iov[i].iov_len)
-			n = iov[i].iov_len;
-		memcpy(iov[i].iov_base, s->ahead + s->ahead_pos, n);
-		s->ahead_pos += (uint32_t)n;
-		done += n;
-	}
-	return done;
-}
-
-/* Bytes read from the socket and not yet taken, which poll will not
- * announce: whoever reads the stream comes back for them. */
-static bool stream_buffered(const struct tcp_xdc_stream *s)
-{
-	return s->ahead_pos < s->ahead_len ||
-	       (s->crypt && tcp_xdc_crypt_buffered(s->crypt));
-}
-
-/*
- * Reads into iov and, on a stream with a read-ahead buffer, whatever
- * follows into that buffer; returns bytes (> 0), 0 when nothing is there,
- * or -errno.
- */
-static ssize_t stream_readv(struct tcp_xdc_comm *comm,
-			    struct tcp_xdc_stream *s, struct iovec *iov,
-			    int iovcnt)
-{
-	struct iovec all[3];
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-	size_t want = 0;
-
-	if (s->crypt)
-		return crypt_readv(comm, s, iov, iovcnt);
-	if (s->ahead_pos < s->ahead_len)
-		return (ssize_t)ahead_take(s, iov, iovcnt);
-	if (s->ahead) {
-		for (int i = 0; i < iovcnt; i++) {
-			all[i] = iov[i];
-			want += iov[i].iov_len;
-		}
-		all[iovcnt].iov_base = s->ahead;
-		all[iovcnt].iov_len = TCP_XDC_READ_AHEAD;
-		msg.msg_iov = all;
-		msg.msg_iovlen = (size_t)iovcnt + 1;
-	}
-	for (;;) {
-		ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT);
-
-		if (n > 0) {
-			s->rx_bytes += (uint64_t)n;
-			if (s->ahead && (size_t)n > want) {
-				s->ahead_pos = 0;
-				s->ahead_len = (uint32_t)((size_t)n - want);
-				n = (ssize_t)want;
-			}
-			return n;
-		}
-		if (n == 0)
-			return recv_eof(comm, s, false);
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		if (errno == ECONNRESET || errno == EPIPE)
-			return recv_eof(comm, s, true);
-		if (errno != EINTR)
-			return xdc_stream_syscall_fail(comm, s, errno);
 	}
 }
 

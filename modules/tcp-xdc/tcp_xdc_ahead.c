@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* tcp-xdc read-ahead (tcp_xdc_ahead.h). */
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tcp_xdc_ahead.h"
+
+/* A caller's iov (a payload and the next header behind it) and ours. */
+#define AHEAD_MAX_IOV 3
+
+size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
+			size_t avail)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < avail; i++) {
+		size_t n = avail - done;
+
+		if (n > iov[i].iov_len)
+			n = iov[i].iov_len;
+		memcpy(iov[i].iov_base, (const uint8_t *)src + done, n);
+		done += n;
+	}
+	return done;
+}
+
+ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
+			    const struct iovec *iov, int iovcnt, size_t room,
+			    uint64_t *wire)
+{
+	struct iovec all[AHEAD_MAX_IOV];
+	struct msghdr msg = { .msg_iov = all, .msg_iovlen = (size_t)iovcnt };
+	size_t want = 0;
+	ssize_t n;
+
+	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
+	assert(room <= TCP_XDC_READ_AHEAD && (a->buf || !room));
+	if (tcp_xdc_ahead_pending(a)) {
+		size_t took = tcp_xdc_iov_fill(iov, iovcnt, a->buf + a->pos,
+					       a->len - a->pos);
+
+		a->pos += (uint32_t)took;
+		return (ssize_t)took;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		all[i] = iov[i];
+		want += iov[i].iov_len;
+	}
+	if (room) {
+		all[iovcnt].iov_base = a->buf;
+		all[iovcnt].iov_len = room;
+		msg.msg_iovlen++;
+	}
+	do
+		n = recvmsg(fd, &msg, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	*wire += (uint64_t)n;
+	if ((size_t)n > want) {
+		a->pos = 0;
+		a->len = (uint32_t)((size_t)n - want);
+		n = (ssize_t)want;
+	}
+	return n;
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading ahead on a stream socket: a receive also takes what follows on
+ * the wire, up to a small buffer's room, so a small message (a chunk's
+ * header and payload in clear, a record's length and body encrypted)
+ * costs one system call, not two or three.  The clear path and the record
+ * layer both read through it; no module state, so the record layer's unit
+ * test and fuzzer link it alone.
+ */
+#ifndef TCP_XDC_AHEAD_H
+#define TCP_XDC_AHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* What a receive takes beyond what it asked for. */
+#define TCP_XDC_READ_AHEAD 4096
+
+struct tcp_xdc_ahead {
+	uint8_t *buf;		/* TCP_XDC_READ_AHEAD bytes; NULL: none */
+	uint32_t pos, len;	/* buf[pos, len): read, not yet taken */
+};
+
+/*
+ * Bytes read from the socket and not yet taken: poll will not announce
+ * them, so whoever reads the stream must come back for them.
+ */
+static inline bool tcp_xdc_ahead_pending(const struct tcp_xdc_ahead *a)
+{
+	return a->pos < a->len;
+}
+
+/* Copies up to avail bytes of src into iov, in order; how many it copied. */
+size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
+			size_t avail);
+
+/*
+ * Fills iov from what was read ahead or else from fd (non-blocking), in
+ * the latter case with up to `room` (at most TCP_XDC_READ_AHEAD; 0 when
+ * a->buf is NULL) bytes that follow into a's buffer.  Returns bytes placed
+ * in iov (> 0), 0 at the end of the stream, or -errno (-EAGAIN: nothing
+ * there).  *wire counts the bytes read from the socket.
+ */
+ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
+			    const struct iovec *iov, int iovcnt, size_t room,
+			    uint64_t *wire);
+
+#endif
