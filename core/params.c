@@ -13,6 +13,7 @@
 
 #include "netaddr.h"
 #include "params.h"
+#include "size.h"
 #include "param_parse.h"
 
 const struct mesh_param core_params[CP_COUNT + 1] = {
@@ -269,38 +270,14 @@ static bool text_to_int(const char *text, long long *out)
 	return errno == 0 && *end == '\0' && end != text;
 }
 
-/* Digits with an optional K, M or G (any case) suffix; base 1024. */
+/* A size as the config, the tools and the benchmarks read it (size.h). */
 static bool text_to_size(const char *text, long long *out)
 {
-	long long n, unit = 1;
-	char *end;
+	uint64_t n;
 
-	if (!isdigit((unsigned char)*text))
+	if (mesh_size_parse(text, &n) || n > LLONG_MAX)
 		return false;
-	errno = 0;
-	n = strtoll(text, &end, 10);
-	if (errno)
-		return false;
-	switch (toupper((unsigned char)*end)) {
-	case '\0':
-		break;
-	case 'K':
-		unit = KIB;
-		break;
-	case 'M':
-		unit = MIB;
-		break;
-	case 'G':
-		unit = GIB;
-		break;
-	default:
-		return false;
-	}
-	if (*end && end[1])
-		return false;
-	if (n > LLONG_MAX / unit)
-		return false;
-	*out = n * unit;
+	*out = (long long)n;
 	return true;
 }
 

@@ -19,26 +19,14 @@
 
 #include <openssl/evp.h>
 
+#include "size.h"
+
 static double now_s(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static size_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-
-	if (*end == 'K')
-		v <<= 10;
-	else if (*end == 'M')
-		v <<= 20;
-	else if (*end)
-		return 0;
-	return (size_t)v;
 }
 
 /* One record sealed (or opened, tag checked) with a fresh nonce. */
@@ -108,13 +96,14 @@ static double run(int seal, size_t len, double secs)
 
 int main(int argc, char **argv)
 {
-	size_t len = parse_size(argc > 1 ? argv[1] : "256K");
+	uint64_t len;
 	double secs = argc > 2 ? atof(argv[2]) : 1.0;
 
-	if (!len || len > (64u << 20) || secs <= 0) {
+	if (mesh_size_parse(argc > 1 ? argv[1] : "256K", &len) || !len ||
+	    len > (64u << 20) || secs <= 0) {
 		fprintf(stderr, "usage: aead_speed [RECORD] [SECS]\n");
 		return 2;
 	}
-	printf("%.3f %.3f\n", run(1, len, secs), run(0, len, secs));
+	printf("%.3f %.3f\n", run(1, (size_t)len, secs), run(0, (size_t)len, secs));
 	return 0;
 }

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "size.h"
+
 #define MAX_STREAMS 256
 
 struct end {
@@ -116,21 +118,14 @@ static int open_listener(struct sockaddr_in *addr)
 	return fd;
 }
 
-/* Bytes in ARG with an optional K, M or G (powers of 1024); -1 if bad. */
+/* Bytes in ARG (size.h), 1 to 1 TiB; -1 if bad. */
 static long size_arg(const char *arg)
 {
-	char *end;
-	long v = strtol(arg, &end, 10);
-	int shift = 0;
+	uint64_t v;
 
-	switch (*end) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	}
-	if (end == arg || *end || v < 1 || v > (1L << (40 - shift)))
+	if (mesh_size_parse(arg, &v) || v < 1 || v > (1ULL << 40))
 		return -1;
-	return v << shift;
+	return (long)v;
 }
 
 int main(int argc, char **argv)

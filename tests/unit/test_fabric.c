@@ -2,7 +2,8 @@
 /*
  * Unit tests of the pure logic under the control plane: fabricIds and path
  * classes, the handle codec (including what does not fit in 128 bytes and
- * what is not a handle at all), and the subnet matching that orders dials.
+ * what is not a handle at all), the subnet matching that orders dials, and
+ * the size grammar.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include "fabric.h"
 #include "handle.h"
 #include "netaddr.h"
+#include "size.h"
 
 static struct mesh_addr addr(const char *text)
 {
@@ -196,6 +198,50 @@ static void test_ifname_filter(void)
 	CHECK(mesh_netif_match("ib0:1", "ib0"));
 }
 
+/* The one size grammar of the config, the tools and the benchmarks. */
+static void test_sizes(void)
+{
+	static const struct {
+		const char *text;
+		int rc;
+		uint64_t bytes;
+	} cases[] = {
+		{ "0", 0, 0 },
+		{ "4096", 0, 4096 },
+		{ "256K", 0, 256 << 10 },
+		{ "3m", 0, 3 << 20 },
+		{ "4G", 0, 4ULL << 30 },
+		{ "2t", 0, 2ULL << 40 },
+		{ "16777215T", 0, 16777215ULL << 40 },
+		{ "16777216T", -ERANGE, 0 },
+		{ "18446744073709551615", 0, UINT64_MAX },
+		{ "18446744073709551616", -ERANGE, 0 },
+		{ "", -EINVAL, 0 },
+		{ "K", -EINVAL, 0 },
+		{ "-8K", -EINVAL, 0 },
+		{ "+8", -EINVAL, 0 },
+		{ " 8", -EINVAL, 0 },
+		{ "8 ", -EINVAL, 0 },
+		{ "8KB", -EINVAL, 0 },
+		{ "8KiB", -EINVAL, 0 },
+		{ "8Q", -EINVAL, 0 },
+		{ "0x10", -EINVAL, 0 },
+		{ "1.5M", -EINVAL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t got = 7;
+		int rc = mesh_size_parse(cases[i].text, &got);
+
+		if (rc != cases[i].rc || (!rc && got != cases[i].bytes)) {
+			fprintf(stderr, "%s:%d: \"%s\": rc %d, %llu\n",
+				__FILE__, __LINE__, cases[i].text, rc,
+				(unsigned long long)got);
+			failures++;
+		}
+	}
+}
+
 int main(void)
 {
 	test_fabric_ids();
@@ -205,6 +251,7 @@ int main(void)
 	test_handle_garbage();
 	test_subnets();
 	test_ifname_filter();
+	test_sizes();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
 	return failures ? 1 : 0;

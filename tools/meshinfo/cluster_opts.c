@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "size.h"
 
 static void usage(FILE *out)
 {
@@ -28,26 +29,14 @@ static void usage(FILE *out)
 "the rendezvous failed.\n");
 }
 
+/* Bytes, at least 1 and at most 1 TiB. */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	int shift = 0;
+	uint64_t v;
 
-	if (end == s)
+	if (mesh_size_parse(s, &v) || !v || v > (1ULL << 40))
 		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	}
-	if (*end == 'i' && shift)
-		end++;
-	if (*end == 'B')
-		end++;
-	if (*end || !v || v > (1ULL << 40) >> shift)
-		return -EINVAL;
-	*out = v << shift;
+	*out = v;
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "meshperf.h"
+#include "size.h"
 
 int perf_verbose;
 const char *perf_role = "meshperf";
@@ -273,40 +274,6 @@ static void usage(FILE *out)
 		PERF_FAULT_OVERSIZE_SMALL_EXTRA);
 }
 
-/* Sizes in bytes with optional binary K/M/G/T suffix (KiB, K, KB alike). */
-static int parse_size(const char *s, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	unsigned long long v;
-	const char *u;
-	char *end;
-	int shift = 0;
-
-	errno = 0;
-	if (*s == '-')
-		return -EINVAL;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return -EINVAL;
-	if (*end) {
-		u = strchr(units, end[0] & ~0x20);
-		if (!u || !end[0])
-			return -EINVAL;
-		shift = 10 * (int)(u - units + 1);
-		end++;
-		if (*end == 'i')
-			end++;
-		if (*end == 'B' || *end == 'b')
-			end++;
-		if (*end)
-			return -EINVAL;
-	}
-	if (shift && v > (ULLONG_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 static int parse_int(const char *s, long min, long max, long *out)
 {
 	char *end;
@@ -333,7 +300,7 @@ static int parse_size_list(const char *list, struct perf_params *p)
 		if (p->nsizes == PERF_MAX_SIZES)
 			rc = -E2BIG;
 		else
-			rc = parse_size(tok, &p->sizes[p->nsizes++]);
+			rc = mesh_size_parse(tok, &p->sizes[p->nsizes++]);
 	}
 	free(copy);
 	if (!rc && !p->nsizes)
@@ -493,7 +460,7 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 	case OPT_MEM:
 	case OPT_LAT_MAX:
 	case OPT_RECV_SIZE:
-		if (parse_size(arg, &v) || (c == OPT_MEM && !v) ||
+		if (mesh_size_parse(arg, &v) || (c == OPT_MEM && !v) ||
 		    (c == OPT_LAT_MAX && v > INT64_MAX) ||
 		    (c == OPT_RECV_SIZE && v > PERF_MAX_RECV_SIZE))
 			return bad_arg(opt_name(c), arg);
