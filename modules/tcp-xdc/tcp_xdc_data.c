@@ -577,7 +577,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 			 TCP_XDC_CIPHER_NAME, record_size >> 10);
 	}
 	/* Only stream 0 carries small messages whole (xdc_send_inline);
-	 * the record layer reads ahead on its own. */
+	 * an encrypted stream's read-ahead lives in its record buffer. */
 	if (!is_send && !record_size && ctx->inline_max) {
 		comm->streams[0].ahead.buf = malloc(TCP_XDC_READ_AHEAD);
 		if (!comm->streams[0].ahead.buf) {

@@ -65,11 +65,10 @@ if [ -z "${NCCL_HOME:-}" ]; then
 		2>/dev/null) || die "no NCCL_HOME and no PyTorch NCCL package"
 fi
 [ -f "$NCCL_HOME/include/nccl.h" ] || die "no $NCCL_HOME/include/nccl.h"
-bytes=$("$python" -c '
-import sys
-u = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-print(",".join(str(int(s[:-1]) * u[s[-1].upper()] if s[-1].upper() in u
-                   else int(s)) for s in sys.argv[1].split(",")))' "$sizes") ||
+# allreduce.py's size list: K/M/G, positive multiples of 4, sorted
+bytes=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
+from allreduce import parse_sizes
+print(",".join(map(str, parse_sizes(sys.argv[2]))))' "$here" "$sizes") ||
 	die "bad --sizes $sizes"
 
 [ ${#variants[@]} -gt 0 ] || variants=(mesh)
@@ -80,6 +79,7 @@ print(",".join(str(int(s[:-1]) * u[s[-1].upper()] if s[-1].upper() in u
 gpu_libs "$build" "$plugin" || exit 2
 export LD_LIBRARY_PATH=$NCCL_HOME/lib:$LD_LIBRARY_PATH
 gpu_nccl_env
+gpu_net_envs "$build"
 
 if [ -z "$out" ]; then
 	out=$(mktemp -d -t nccl-mesh-latency.XXXXXX) || exit 2
@@ -89,10 +89,6 @@ mkdir -p "$out" || die "cannot create $out"
 	-I"$NCCL_HOME/include" -L"$NCCL_HOME/lib" -l:libnccl.so.2 ||
 	die "cannot build nccl_latency"
 
-mesh_env=(NCCL_NET=Mesh NCCL_NET_PLUGIN="$plugin"
-	  NCCL_MESH_CONF="$here/gpu.conf"
-	  NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc")
-socket_env=(NCCL_NET=Socket NCCL_NET_PLUGIN=none)
 
 # run_net DIR NAME NET VAR=VALUE...: both ranks, each its own NCCL_HOSTID;
 # rank 0's lines in DIR/NAME.jsonl; checks each used NET.
@@ -126,10 +122,10 @@ for r in $(seq "$runs"); do
 	for i in "${!nets[@]}"; do
 		v=${nets[$(((i + r - 1) % ${#nets[@]}))]}
 		if [ "$v" = socket ]; then
-			run_net "$out/run$r" socket Socket "${socket_env[@]}"
+			run_net "$out/run$r" socket Socket "${gpu_socket_env[@]}"
 		else
 			bench_variant "$v"
-			run_net "$out/run$r" "$name" Mesh "${mesh_env[@]}" \
+			run_net "$out/run$r" "$name" Mesh "${gpu_mesh_env[@]}" \
 				${env_list[@]+"${env_list[@]}"}
 		fi || { echo "run $r, $v: FAILED (see $out/run$r)"; failed=1; }
 	done

@@ -35,3 +35,17 @@ gpu_nccl_env() {
 	export NCCL_NET_PLUGIN_REF_COUNT=1
 	unset NCCL_SOCKET_NTHREADS NCCL_NSOCKS_PERTHREAD
 }
+
+# gpu_net_envs BUILD: the settings that select each transport, as arrays
+# for env: gpu_mesh_env (the plugin of BUILD, tcp-xdc on loopback by
+# tests/gpu/gpu.conf) and gpu_socket_env (NCCL's Socket at its defaults).
+gpu_net_envs() {
+	local here
+	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	# shellcheck disable=SC2034  # used by the scripts that source this
+	gpu_mesh_env=(NCCL_NET=Mesh NCCL_NET_PLUGIN="$1/core/libnccl-net-mesh.so"
+		      NCCL_MESH_CONF="$here/gpu.conf"
+		      NCCL_MESH_MODULE_PATH="$1/modules/tcp-xdc")
+	# shellcheck disable=SC2034
+	gpu_socket_env=(NCCL_NET=Socket NCCL_NET_PLUGIN=none)
+}

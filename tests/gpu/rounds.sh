@@ -90,6 +90,7 @@ out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
 . "$repo/tests/bench/lib.sh"
 gpu_libs "$build" "$plugin" || exit 2
 gpu_nccl_env
+gpu_net_envs "$build"
 
 # sample_cpu FILE: appends "seconds busy-jiffies" of the host (all but
 # idle and iowait) four times a second until killed.
@@ -160,7 +161,7 @@ for r in $(seq "$rounds"); do
 			raws+=("$raw")
 		done
 	fi
-	read -r sbw scpu < <(run_one socket NCCL_NET=Socket NCCL_NET_PLUGIN=none)
+	read -r sbw scpu < <(run_one socket "${gpu_socket_env[@]}")
 	echo "round $r socket busbw $sbw GB/s (peak busy cores $scpu)"
 	echo "socket $sbw" >>"$out/all"
 	hbw=0
@@ -174,10 +175,7 @@ for r in $(seq "$rounds"); do
 	fi
 	for v in "${variants[@]}"; do
 		bench_variant "$v"
-		read -r bw cpu < <(run_one "$name" NCCL_NET=Mesh \
-			NCCL_NET_PLUGIN="$plugin" \
-			NCCL_MESH_CONF="$here/gpu.conf" \
-			NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" \
+		read -r bw cpu < <(run_one "$name" "${gpu_mesh_env[@]}" \
 			${env_list[@]+"${env_list[@]}"})
 		ratio=$(awk -v a="$bw" -v b="$sbw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 		shares=$(share "$bw" ${raws[@]+"${raws[@]}"})

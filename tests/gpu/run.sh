@@ -109,6 +109,7 @@ common_args=(--timeout "$timeout_s")
 [ $debug -eq 1 ] && common_args+=(--debug)
 
 gpu_nccl_env
+gpu_net_envs "$build"
 
 failures=0
 
@@ -146,12 +147,7 @@ if [ $encrypt -eq 1 ]; then
 		  NCCL_MESH_TCP_XDC_ENCRYPT=true)
 fi
 
-run_one mesh "$sizes" \
-	NCCL_NET=Mesh \
-	NCCL_NET_PLUGIN="$plugin" \
-	NCCL_MESH_CONF="$conf" \
-	NCCL_MESH_MODULE_PATH="$module_dir" \
-	${mesh_env[@]+"${mesh_env[@]}"}
+run_one mesh "$sizes" "${gpu_mesh_env[@]}" ${mesh_env[@]+"${mesh_env[@]}"}
 
 # Every tcp-xdc connection logs one INFO line that ends in how it is sealed.
 if [ $encrypt -eq 1 ]; then
@@ -165,9 +161,7 @@ if [ $encrypt -eq 1 ]; then
 	fi
 fi
 
-run_one socket "$sizes" \
-	NCCL_NET=Socket \
-	NCCL_NET_PLUGIN=none
+run_one socket "$sizes" "${gpu_socket_env[@]}"
 
 sweep_files=()
 if [ $sweep -eq 1 ]; then
@@ -176,9 +170,7 @@ if [ $sweep -eq 1 ]; then
 			# NCCL refuses more than 64 sockets per connection.
 			[ $((nthreads * nsocks)) -le 64 ] || continue
 			name=socket-t$nthreads-s$nsocks
-			run_one "$name" "$sweep_sizes" \
-				NCCL_NET=Socket \
-				NCCL_NET_PLUGIN=none \
+			run_one "$name" "$sweep_sizes" "${gpu_socket_env[@]}" \
 				NCCL_SOCKET_NTHREADS=$nthreads \
 				NCCL_NSOCKS_PERTHREAD=$nsocks
 			sweep_files+=("$out/$name.jsonl")
