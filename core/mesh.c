@@ -147,12 +147,12 @@ void core_state_free(struct core_state *st)
  */
 enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
 {
-	const char *net = getenv("NCCL_NET"), *set = getenv("NCCL_BUFFSIZE");
+	const char *set = getenv("NCCL_BUFFSIZE");
 	char text[32];
 
 	if (!st->nccl_buffsize)
 		return CORE_NCCL_OFFER_OFF;
-	if (net && *net && strcasecmp(net, MESH_NCCL_NET_NAME))
+	if (!mesh_nccl_net_is_ours())
 		return CORE_NCCL_OFFER_OTHER_NET;
 	if (set && *set) {
 		CORE_INFO("NCCL_BUFFSIZE=%s from the environment kept "
@@ -169,6 +169,15 @@ enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
 	CORE_INFO("NCCL_BUFFSIZE=%s set for NCCL (nccl_buffsize; 0 leaves "
 		  "NCCL's default)", text);
 	return CORE_NCCL_OFFER_SET;
+}
+
+/* What we tell NCCL (its buffer size, the tuner's channels) is for a job
+ * whose network is ours: NCCL_NET unset or Mesh. */
+bool mesh_nccl_net_is_ours(void)
+{
+	const char *net = getenv("NCCL_NET");
+
+	return !net || !*net || !strcasecmp(net, MESH_NCCL_NET_NAME);
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -265,6 +274,19 @@ __attribute__((destructor)) static void mesh_unload(void)
 const struct core_state *mesh_current_state(void)
 {
 	return mesh_state;
+}
+
+int mesh_channel_rules(struct core_channel_rule *rules)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&mesh_lock);
+	if (mesh_state) {
+		n = mesh_state->nchannel_rules;
+		memcpy(rules, mesh_state->channel_rules, sizeof(*rules) * (size_t)n);
+	}
+	pthread_mutex_unlock(&mesh_lock);
+	return n;
 }
 
 int mesh_devices(int *ndev)

@@ -6,6 +6,7 @@
 #ifndef MESH_CORE_MESH_H
 #define MESH_CORE_MESH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <nccl-mesh/module.h>
@@ -38,6 +39,12 @@ const struct core_rail *mesh_rail(int dev);
 /* The state between the first init and the last finalize (meshrelay). */
 struct core_state;
 const struct core_state *mesh_current_state(void);
+/* NCCL_NET unset or Mesh: what the plugin tells NCCL applies. */
+bool mesh_nccl_net_is_ours(void);
+/* A copy of nccl_channels_by_size (CORE_CHANNEL_RULES_MAX room); 0 entries
+ * outside init and finalize. */
+struct core_channel_rule;
+int mesh_channel_rules(struct core_channel_rule *rules);
 int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm);
 int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
 int mesh_accept(void *listen_comm, void **recv_comm);

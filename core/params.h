@@ -12,6 +12,9 @@
 /* A handle has room for 11 addresses (CORE_HANDLE_ADDRS_MAX). */
 #define CORE_ADVERTISE_ADDRS_MAX 11
 #define CORE_ADVERTISE_PORTS_MAX 0	/* no limit */
+/* nccl_channels_by_size: entries, and NCCL's most channels (MAXCHANNELS). */
+#define CORE_CHANNEL_RULES_MAX 16
+#define CORE_NCCL_CHANNELS_MAX 64
 
 /* X(enum id, key, type, default, min, max, help) */
 #define CORE_PARAMS(X)                                                         \
@@ -58,7 +61,12 @@
 	X(CP_NCCL_BUFFSIZE, "nccl_buffsize", MESH_PARAM_SIZE, "8M", 0,         \
 	  1LL << 30, "NCCL_BUFFSIZE given to NCCL when the environment "       \
 	  "leaves it unset and NCCL_NET is unset or Mesh; 0: NCCL's own "      \
-	  "default")
+	  "default")                                                           \
+	X(CP_NCCL_CHANNELS_BY_SIZE, "nccl_channels_by_size", MESH_PARAM_LIST,  \
+	  "", 0, 0, "Channels per collective size, told to NCCL by the "       \
+	  "plugin's tuner: entries <size>:<channels>, sizes rising; a "        \
+	  "collective up to <size> bytes (above the entry before) runs on at " \
+	  "most <channels>, 0 leaving NCCL's count; empty: NCCL's counts")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The NCCL boundary: ncclNetPlugin_v10, _v11 and _v12 as thin adapters over
- * core/mesh.c.  The only place that speaks ncclResult_t, and the only
+ * core/mesh.c, and ncclTunerPlugin_v4 over core/tuner.c.  The only place that speaks ncclResult_t, and the only
  * symbols the library exports.
  */
 #include <errno.h>
@@ -10,6 +10,8 @@
 #include "log.h"
 #include "mesh.h"
 #include "nccl-mesh/nccl_net.h"
+#include "nccl-mesh/nccl_tuner.h"
+#include "tuner.h"
 
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
 
@@ -328,4 +330,41 @@ PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
 	.getDeviceMr = NULL,
 	.irecvConsumed = NULL,
 	.makeVDevice = NULL,
+};
+
+/* -------------------------------------------------------------- tuner */
+
+static ncclResult_t tuner_init(size_t nranks, size_t nnodes,
+			       ncclDebugLogger_t logger, void **ctx)
+{
+	(void)logger;	/* the network's init set the same one */
+	return mesh_to_nccl(mesh_tuner_init(nranks, nnodes, ctx));
+}
+
+/* Only the channel count: NCCL's algorithm and protocol times stand. */
+static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
+				    int npipe_ops, float **cost_table,
+				    int nalgo, int nproto, int reg_buff,
+				    int *nchannels)
+{
+	int n = mesh_tuner_channels(ctx, nbytes);
+
+	(void)coll, (void)npipe_ops, (void)cost_table, (void)nalgo;
+	(void)nproto, (void)reg_buff;
+	if (n)
+		*nchannels = n;
+	return ncclSuccess;
+}
+
+static ncclResult_t tuner_destroy(void *ctx)
+{
+	mesh_tuner_destroy(ctx);
+	return ncclSuccess;
+}
+
+PLUGIN_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+	.name = MESH_NCCL_NET_NAME,
+	.init = tuner_init,
+	.getCollInfo = tuner_coll_info,
+	.destroy = tuner_destroy,
 };

@@ -7,12 +7,14 @@
 #define MESH_CORE_STATE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "auth.h"
 #include "config.h"
 #include "fabric.h"
 #include "handle.h"
 #include "loader.h"
+#include "params.h"
 
 /* Where peers must dial us when they cannot reach us directly (NAT). */
 struct core_advertise {
@@ -22,6 +24,14 @@ struct core_advertise {
 	int nports;
 	struct { uint16_t listen, external; } *ports;
 	bool local;		/* also our own addresses, after these */
+};
+
+/* One entry of nccl_channels_by_size: collectives of more bytes than the
+ * entry before and at most max_bytes run on at most `channels` channels
+ * (0: NCCL's own count). */
+struct core_channel_rule {
+	uint64_t max_bytes;
+	int channels;
 };
 
 struct core_state {
@@ -38,6 +48,8 @@ struct core_state {
 	uint64_t max_rails;
 	int connect_timeout_ms;
 	long long nccl_buffsize;	/* 0: leave NCCL's default */
+	struct core_channel_rule channel_rules[CORE_CHANNEL_RULES_MAX];
+	int nchannel_rules;
 	int port_low, port_high;	/* 0, 0: any port */
 	struct core_advertise advertise;
 	struct core_auth_key auth_key;	/* len 0: no authentication */

@@ -15,6 +15,7 @@
 
 #include "netaddr.h"
 #include "params.h"
+#include "size.h"
 #include "state.h"
 
 #define CORE_VALUE(st, id) (&core_config_core((st)->cfg)->values[id])
@@ -234,6 +235,66 @@ static int load_key(struct core_state *st)
 	return -EINVAL;
 }
 
+/* One nccl_channels_by_size entry, "64K:2", into rule; else an error. */
+static int take_channel_rule(struct core_state *st, int i,
+			     struct core_channel_rule *rule)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
+	const char *item = v->items[i], *colon = strchr(item, ':');
+	char size[32], *end;
+	long n;
+
+	if (!colon || (size_t)(colon - item) >= sizeof(size))
+		goto syntax;
+	memcpy(size, item, (size_t)(colon - item));
+	size[colon - item] = '\0';
+	n = strtol(colon + 1, &end, 10);	/* past LONG_MAX: LONG_MAX */
+	if (mesh_size_parse(size, &rule->max_bytes) ||
+	    !isdigit((unsigned char)colon[1]) || *end)
+		goto syntax;
+	if (!rule->max_bytes || n > CORE_NCCL_CHANNELS_MAX) {
+		core_config_value_error(st->cfg, NULL, v, "entry %d \"%s\": "
+			"expected a size above 0 and 0..%d channels", i + 1,
+			item, CORE_NCCL_CHANNELS_MAX);
+		return -EINVAL;
+	}
+	rule->channels = (int)n;
+	return 0;
+syntax:
+	core_config_value_error(st->cfg, NULL, v, "entry %d \"%s\": expected "
+		"<size>:<channels>, as \"64K:2\" (size in bytes or with a K, "
+		"M or G suffix)", i + 1, item);
+	return -EINVAL;
+}
+
+/* nccl_channels_by_size: entries that parse, at most
+ * CORE_CHANNEL_RULES_MAX, sizes strictly rising. */
+static int take_channel_rules(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
+	struct core_channel_rule *rules = st->channel_rules;
+	int err = 0;
+
+	if (v->nitems > CORE_CHANNEL_RULES_MAX) {
+		core_config_value_error(st->cfg, NULL, v, "expected at most %d "
+			"entries, got %d", CORE_CHANNEL_RULES_MAX, v->nitems);
+		return -EINVAL;
+	}
+	for (int i = 0; i < v->nitems; i++) {
+		if (take_channel_rule(st, i, &rules[i])) {
+			err = -EINVAL;
+		} else if (i && !err &&
+			   rules[i].max_bytes <= rules[i - 1].max_bytes) {
+			core_config_value_error(st->cfg, NULL, v, "entry %d "
+				"\"%s\": sizes must rise, and entry %d is as "
+				"large", i + 1, v->items[i], i);
+			err = -EINVAL;
+		}
+	}
+	st->nchannel_rules = err ? 0 : v->nitems;
+	return err;
+}
+
 int core_validate_config(struct core_state *st)
 {
 	long long range = CORE_VALUE(st, CP_PORT_RANGE)->num;
@@ -248,8 +309,8 @@ int core_validate_config(struct core_state *st)
 	if (take_advertise(st))
 		return -ENOMEM;
 	st->rails_bad = check_rails(st) != 0;
-	if (check_modules(st) | check_advertise(st) | load_key(st) ||
-	    st->rails_bad)
+	if (check_modules(st) | check_advertise(st) | load_key(st) |
+	    take_channel_rules(st) || st->rails_bad)
 		err = -EINVAL;
 	return err;
 }

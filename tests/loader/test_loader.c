@@ -4,7 +4,8 @@
  * (tests/modules) and checks that every broken module is skipped with the
  * reason a user needs, while the good one still loads and gives rails.
  *
- * usage: test_loader mixed|allbad|params|ops|check|nccl-env MODULE_DIR
+ * usage: test_loader mixed|allbad|params|ops|check|nccl-env|channel-rules
+ *        MODULE_DIR
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -409,6 +410,83 @@ static void test_nccl_env(const struct tmp_files *t)
 	unsetenv("NCCL_NET");
 }
 
+/* nccl_channels_by_size = [ ITEMS ] on line 3: accepted as nrules
+ * entries (want NULL), or rejected with the one error "<file>:3:
+ * nccl_channels_by_size: <want>". */
+static void check_channel_rules(const struct tmp_files *t, const char *items,
+				const char *want, int nrules)
+{
+	const char *const *msgs;
+	struct core_state *st;
+	char text[1024], full[4700];
+	int n;
+
+	snprintf(text, sizeof(text), "version = 1;\nmodules = [ \"good\" ];\n"
+		 "nccl_channels_by_size = [ %s ];\n", items);
+	write_conf(t, text);
+	st = core_state_build(NULL);
+	if (!st)
+		die("core_state_build");
+	n = core_config_errors(st->cfg, &msgs);
+	if (!want) {
+		CHECK(st->usable && !n && st->nchannel_rules == nrules,
+		      "[ %s ]: usable %d, %d errors, %d rules", items,
+		      st->usable, n, st->nchannel_rules);
+	} else {
+		snprintf(full, sizeof(full), "%s:3: nccl_channels_by_size: %s",
+			 t->conf, want);
+		CHECK(!st->usable && n == 1 && !strcmp(msgs[0], full),
+		      "[ %s ]: error \"%s\", want \"%s\"", items,
+		      n ? msgs[0] : "(none)", full);
+		CHECK(st->nchannel_rules == 0, "[ %s ]: rules kept", items);
+	}
+	core_state_free(st);
+}
+
+#define RULE_SYNTAX ": expected <size>:<channels>, as \"64K:2\" (size in " \
+	"bytes or with a K, M or G suffix)"
+#define RULE_RANGE ": expected a size above 0 and 0..64 channels"
+
+/* Every broken nccl_channels_by_size entry is an error at its line that
+ * names the entry; good lists are taken whole. */
+static void test_channel_rules(const struct tmp_files *t)
+{
+	static const struct {
+		const char *items, *want;
+	} bad[] = {
+		{ "\"64K\"", "entry 1 \"64K\"" RULE_SYNTAX },
+		{ "\"64K:\"", "entry 1 \"64K:\"" RULE_SYNTAX },
+		{ "\"64K:2x\"", "entry 1 \"64K:2x\"" RULE_SYNTAX },
+		{ "\"64K:-1\"", "entry 1 \"64K:-1\"" RULE_SYNTAX },
+		{ "\"64K: 2\"", "entry 1 \"64K: 2\"" RULE_SYNTAX },
+		{ "\"64KB:2\"", "entry 1 \"64KB:2\"" RULE_SYNTAX },
+		{ "\"4K:0\", \":2\"", "entry 2 \":2\"" RULE_SYNTAX },
+		{ "\"64K:99999999999999999999\"",
+		  "entry 1 \"64K:99999999999999999999\"" RULE_RANGE },
+		{ "\"64K:65\"", "entry 1 \"64K:65\"" RULE_RANGE },
+		{ "\"0:2\"", "entry 1 \"0:2\"" RULE_RANGE },
+		{ "\"64K:2\", \"64K:4\"", "entry 2 \"64K:4\": sizes must "
+		  "rise, and entry 1 is as large" },
+		{ "\"1M:2\", \"64K:4\"", "entry 2 \"64K:4\": sizes must "
+		  "rise, and entry 1 is as large" },
+	};
+	char many[1024] = "";
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_channel_rules(t, bad[i].items, bad[i].want, 0);
+	for (int i = 1; i <= 17; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many),
+			 "%s\"%dK:1\"", i > 1 ? ", " : "", i);
+	check_channel_rules(t, many, "expected at most 16 entries, got 17", 0);
+	check_channel_rules(t, "", NULL, 0);
+	check_channel_rules(t, "\"4K:0\", \"64k:2\", \"1048576:64\"", NULL,
+			    3);
+	unsetenv("NCCL_MESH_CONF");
+	setenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE", "8K:1,16M:4", 1);
+	check_channel_rules(t, "", NULL, 2);
+	unsetenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE");
+}
+
 /*
  * Modules lacking one optional operation each load and work through the
  * core's defaults; older descriptors (ABI 1.0, 1.2) load without their
@@ -531,7 +609,7 @@ int main(int argc, char **argv)
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s mixed|allbad|params|ops|check|"
-			"nccl-env MODULE_DIR\n",
+			"nccl-env|channel-rules MODULE_DIR\n",
 			argv[0]);
 		return 2;
 	}
@@ -553,6 +631,8 @@ int main(int argc, char **argv)
 		test_check(&t);
 	} else if (!strcmp(which, "nccl-env")) {
 		test_nccl_env(&t);
+	} else if (!strcmp(which, "channel-rules")) {
+		test_channel_rules(&t);
 	} else {
 		fprintf(stderr, "unknown case %s\n", which);
 		failures++;

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NCCL sizes a communicator's channel count from the speed the network
+ * reports, for its largest messages, and spreads mid-sized collectives over
+ * all of them.  Over TCP every channel is one more message in flight per
+ * step, each paying a system call and a wake-up on both hosts, so a
+ * collective of a few tens of KiB is faster on fewer channels while large
+ * ones still need them all (docs/nccl.md).  NCCL leaves that choice per
+ * size to a tuner, and looks for one in the network plugin's library.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "mesh.h"
+#include "param_parse.h"
+#include "tuner.h"
+
+struct core_tuner {
+	int nrules;
+	struct core_channel_rule rules[CORE_CHANNEL_RULES_MAX];
+};
+
+int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
+			   uint64_t bytes)
+{
+	for (int i = 0; i < nrules; i++)
+		if (bytes <= rules[i].max_bytes)
+			return rules[i].channels;
+	return 0;
+}
+
+/* "up to 64K: 2, up to 1M: NCCL's" for the INFO line. */
+static void rules_text(const struct core_tuner *t, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < t->nrules && used < len; i++) {
+		char size[32], count[16];
+
+		param_size_text((long long)t->rules[i].max_bytes, size,
+				sizeof(size));
+		snprintf(count, sizeof(count), "%d", t->rules[i].channels);
+		used += (size_t)snprintf(buf + used, len - used,
+			"%sup to %s: %s", i ? ", " : "", size,
+			t->rules[i].channels ? count : "NCCL's");
+	}
+}
+
+int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
+{
+	struct core_tuner *t = calloc(1, sizeof(*t));
+	char text[512];
+
+	*ctx = t;
+	if (!t)
+		return -ENOMEM;
+	if (nnodes < 2 || !mesh_nccl_net_is_ours())
+		return 0;	/* NVLink, shared memory or another network */
+	t->nrules = mesh_channel_rules(t->rules);
+	if (!t->nrules)
+		return 0;
+	rules_text(t, text, sizeof(text));
+	CORE_INFO("tuner: %zu ranks on %zu nodes; channels per collective "
+		  "by size (nccl_channels_by_size): %s, above: NCCL's", nranks,
+		  nnodes, text);
+	return 0;
+}
+
+int mesh_tuner_channels(const void *ctx, uint64_t bytes)
+{
+	const struct core_tuner *t = ctx;
+
+	return core_channels_for_size(t->rules, t->nrules, bytes);
+}
+
+void mesh_tuner_destroy(void *ctx)
+{
+	free(ctx);
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tuner NCCL finds in the plugin's library: nccl_channels_by_size told
+ * to NCCL per collective.  Negative errno; core/plugin.c speaks NCCL.
+ */
+#ifndef MESH_CORE_TUNER_H
+#define MESH_CORE_TUNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+/* The channels a collective of `bytes` may use by the rules; 0: NCCL's. */
+int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
+			   uint64_t bytes);
+
+/*
+ * A context for one communicator of nranks over nnodes.  It applies the
+ * rules only where NCCL's network carries the traffic and is ours: more
+ * than one node, and NCCL_NET unset or Mesh.  The rules are copied, so the
+ * context outlives the network's finalize.
+ */
+int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx);
+int mesh_tuner_channels(const void *ctx, uint64_t bytes);
+void mesh_tuner_destroy(void *ctx);
+
+#endif

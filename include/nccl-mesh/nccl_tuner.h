@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NCCL's tuner plugin ABI, version 4, declared from the published facts of
+ * the interface.  NCCL looks for a tuner in the network plugin's library
+ * when NCCL_TUNER_PLUGIN names none, and NCCL 2.21 to 2.30 accept
+ * version 4.  Not installed: modules never see NCCL types.
+ */
+#ifndef NCCL_MESH_NCCL_TUNER_H
+#define NCCL_MESH_NCCL_TUNER_H
+
+#include <stddef.h>
+
+#include "nccl-mesh/nccl_net.h"
+
+typedef enum {
+	ncclFuncBroadcast = 0,
+	ncclFuncReduce = 1,
+	ncclFuncAllGather = 2,
+	ncclFuncReduceScatter = 3,
+	ncclFuncAllReduce = 4,
+	ncclFuncSendRecv = 5,
+	ncclFuncSend = 6,
+	ncclFuncRecv = 7,
+} ncclFunc_t;
+
+#define NCCL_TUNING 0x40
+
+typedef struct {
+	const char *name;
+	/* Once per communicator, after the network's init. */
+	ncclResult_t (*init)(size_t nRanks, size_t nNodes,
+			     ncclDebugLogger_t logFunction, void **context);
+	/*
+	 * Once per collective.  collCostTable is float[numAlgo][numProto] of
+	 * NCCL's estimated times (-1: not possible), which the tuner may
+	 * change; *nChannels, left 0, keeps NCCL's channel count, else it
+	 * bounds the channels the collective is spread over (NCCL still uses
+	 * no more than the communicator has).
+	 */
+	ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType,
+				    size_t nBytes, int numPipeOps,
+				    float **collCostTable, int numAlgo,
+				    int numProto, int regBuff, int *nChannels);
+	ncclResult_t (*destroy)(void *context);
+} ncclTuner_v4_t;
+
+#endif

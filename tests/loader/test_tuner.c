@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tuner as NCCL sees it: dlopens the plugin, inits its network (v11)
+ * on a config with nccl_channels_by_size, and asks ncclTunerPlugin_v4 what
+ * NCCL would: the channel count per size, only for a communicator over
+ * more than one node whose network is ours, NCCL's cost table untouched,
+ * and a context that outlives the network's finalize.
+ *
+ * usage: test_tuner PLUGIN MODULE_DIR
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nccl-mesh/nccl_net.h"
+#include "nccl-mesh/nccl_tuner.h"
+
+#include "../unit/check.h"
+
+#define NALGO 7
+#define NPROTO 3
+
+static const ncclTuner_v4_t *tuner;
+
+/* The channels the tuner gives a collective of `bytes` (0: NCCL's), with
+ * the cost table checked unchanged. */
+static int channels(void *ctx, size_t bytes)
+{
+	float table[NALGO][NPROTO];
+	int n = 0;
+
+	for (int a = 0; a < NALGO; a++)
+		for (int p = 0; p < NPROTO; p++)
+			table[a][p] = (float)(a * NPROTO + p);
+	CHECK(tuner->getCollInfo(ctx, ncclFuncAllReduce, bytes, 1,
+				 (float **)table, NALGO, NPROTO, 0, &n) ==
+	      ncclSuccess);
+	for (int a = 0; a < NALGO; a++)
+		for (int p = 0; p < NPROTO; p++)
+			CHECK(table[a][p] == (float)(a * NPROTO + p));
+	return n;
+}
+
+static void *tuner_ctx(size_t nranks, size_t nnodes)
+{
+	void *ctx = NULL;
+
+	CHECK(tuner->init(nranks, nnodes, NULL, &ctx) == ncclSuccess);
+	CHECK(ctx != NULL);
+	return ctx;
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/mesh-tuner-XXXXXX", conf[64];
+	const ncclNet_v11_t *net;
+	void *lib, *net_ctx = NULL, *t2, *t1, *other;
+	FILE *f;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s PLUGIN MODULE_DIR\n", argv[0]);
+		return 2;
+	}
+	if (!mkdtemp(dir))
+		return 2;
+	snprintf(conf, sizeof(conf), "%s/nccl-mesh.conf", dir);
+	f = fopen(conf, "w");
+	if (!f)
+		return 2;
+	fputs("version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
+	      "nccl_channels_by_size = [ \"4K:0\", \"64K:2\", \"1M:3\" ];\n"
+	      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n", f);
+	fclose(f);
+	setenv("NCCL_MESH_CONF", conf, 1);
+	setenv("NCCL_MESH_MODULE_PATH", argv[2], 1);
+	unsetenv("NCCL_NET");
+
+	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+		return 2;
+	}
+	net = dlsym(lib, "ncclNetPlugin_v11");
+	tuner = dlsym(lib, "ncclTunerPlugin_v4");
+	if (!net || !tuner) {
+		fprintf(stderr, "%s: ncclNetPlugin_v11 or ncclTunerPlugin_v4 "
+			"missing\n", argv[1]);
+		return 2;
+	}
+	CHECK(!strcmp(tuner->name, "Mesh"));
+	CHECK(net->init(&net_ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+
+	t2 = tuner_ctx(2, 2);
+	CHECK(channels(t2, 8) == 0);
+	CHECK(channels(t2, 4096) == 0);
+	CHECK(channels(t2, 4097) == 2);
+	CHECK(channels(t2, 65536) == 2);
+	CHECK(channels(t2, 65537) == 3);
+	CHECK(channels(t2, 1 << 20) == 3);
+	CHECK(channels(t2, (1 << 20) + 1) == 0);
+	CHECK(channels(t2, (size_t)1 << 40) == 0);
+
+	/* One node: NVLink or shared memory carry it, not the network. */
+	t1 = tuner_ctx(8, 1);
+	CHECK(channels(t1, 65536) == 0);
+	/* A job that asked NCCL for another network. */
+	setenv("NCCL_NET", "Socket", 1);
+	other = tuner_ctx(2, 2);
+	CHECK(channels(other, 65536) == 0);
+	unsetenv("NCCL_NET");
+
+	CHECK(net->finalize(net_ctx) == ncclSuccess);
+	/* NCCL may destroy a tuner after the network's finalize. */
+	CHECK(channels(t2, 65536) == 2);
+	CHECK(tuner->destroy(t2) == ncclSuccess);
+	CHECK(tuner->destroy(t1) == ncclSuccess);
+	CHECK(tuner->destroy(other) == ncclSuccess);
+	/* Before any network init: NCCL's counts. */
+	t2 = tuner_ctx(2, 2);
+	CHECK(channels(t2, 65536) == 0);
+	CHECK(tuner->destroy(t2) == ncclSuccess);
+
+	dlclose(lib);
+	unlink(conf);
+	rmdir(dir);
+	if (failures)
+		fprintf(stderr, "test_tuner: %d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}
