@@ -2,8 +2,9 @@
 /*
  * NCCL's tuner plugin ABI, version 4, declared from the published facts of
  * the interface.  NCCL looks for a tuner in the network plugin's library
- * when NCCL_TUNER_PLUGIN names none, and NCCL 2.21 to 2.30 accept
- * version 4.  Not installed: modules never see NCCL types.
+ * when NCCL_TUNER_PLUGIN names none, trying the newest version it knows
+ * first and older ones down to 2; NCCL 2.28 takes version 4 from ours.
+ * Not installed: modules never see NCCL types.
  */
 #ifndef NCCL_MESH_NCCL_TUNER_H
 #define NCCL_MESH_NCCL_TUNER_H
