@@ -65,8 +65,8 @@
 	X(CP_NCCL_CHANNELS_BY_SIZE, "nccl_channels_by_size", MESH_PARAM_LIST,  \
 	  "", 0, 0, "Channels per collective size, told to NCCL by the "       \
 	  "plugin's tuner: entries <size>:<channels>, sizes rising; a "        \
-	  "collective up to <size> bytes (above the entry before) runs on at " \
-	  "most <channels>, 0 leaving NCCL's count; empty: NCCL's counts")
+	  "collective up to <size> bytes (above the entry before) is given "   \
+	  "<channels>, 0 leaving NCCL's count; empty: NCCL's counts")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The NCCL boundary: ncclNetPlugin_v10, _v11 and _v12 as thin adapters over
- * core/mesh.c, and ncclTunerPlugin_v4 over core/tuner.c.  The only place that speaks ncclResult_t, and the only
- * symbols the library exports.
+ * core/mesh.c, and ncclTunerPlugin_v4 over core/tuner.c.  The only place
+ * that speaks ncclResult_t, and the only symbols the library exports.
  */
 #include <errno.h>
 #include <string.h>

@@ -27,8 +27,8 @@ struct core_advertise {
 };
 
 /* One entry of nccl_channels_by_size: collectives of more bytes than the
- * entry before and at most max_bytes run on at most `channels` channels
- * (0: NCCL's own count). */
+ * entry before and at most max_bytes are given `channels` channels (0:
+ * NCCL's own count). */
 struct core_channel_rule {
 	uint64_t max_bytes;
 	int channels;

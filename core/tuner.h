@@ -11,7 +11,7 @@
 
 #include "state.h"
 
-/* The channels a collective of `bytes` may use by the rules; 0: NCCL's. */
+/* The channels the rules give a collective of `bytes`; 0: NCCL's count. */
 int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
 			   uint64_t bytes);
 

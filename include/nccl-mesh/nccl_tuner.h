@@ -35,8 +35,8 @@ typedef struct {
 	 * Once per collective.  collCostTable is float[numAlgo][numProto] of
 	 * NCCL's estimated times (-1: not possible), which the tuner may
 	 * change; *nChannels, left 0, keeps NCCL's channel count, else it
-	 * bounds the channels the collective is spread over (NCCL still uses
-	 * no more than the communicator has).
+	 * replaces it (NCCL still uses no more than the communicator has,
+	 * and a collective too small to fill them uses fewer).
 	 */
 	ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType,
 				    size_t nBytes, int numPipeOps,
