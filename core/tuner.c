@@ -3,10 +3,11 @@
  * NCCL sizes a communicator's channel count from the speed the network
  * reports, for its largest messages, and spreads mid-sized collectives over
  * all of them.  Over TCP every channel is one more message in flight per
- * step, each paying a system call and a wake-up on both hosts, so a
- * collective of a few tens of KiB is faster on fewer channels while large
- * ones still need them all (docs/nccl.md).  NCCL leaves that choice per
- * size to a tuner, and looks for one in the network plugin's library.
+ * step, each paying system calls on both hosts and a turn of NCCL's proxy
+ * thread, so a collective of a few tens of KiB is faster on fewer channels
+ * while large ones still need them all (docs/nccl.md).  NCCL leaves that
+ * choice per size to a tuner, and looks for one in the network plugin's
+ * library.
  */
 #include <errno.h>
 #include <stdio.h>
