@@ -276,17 +276,12 @@ const struct core_state *mesh_current_state(void)
 	return mesh_state;
 }
 
-int mesh_channel_rules(struct core_channel_rule *rules)
+void mesh_channel_rules(struct core_channel_rules *rules)
 {
-	int n = 0;
-
 	pthread_mutex_lock(&mesh_lock);
-	if (mesh_state) {
-		n = mesh_state->nchannel_rules;
-		memcpy(rules, mesh_state->channel_rules, sizeof(*rules) * (size_t)n);
-	}
+	*rules = mesh_state ? mesh_state->channel_rules :
+			      (struct core_channel_rules){ .n = 0 };
 	pthread_mutex_unlock(&mesh_lock);
-	return n;
 }
 
 int mesh_devices(int *ndev)

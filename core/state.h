@@ -34,6 +34,12 @@ struct core_channel_rule {
 	int channels;
 };
 
+/* The whole list, sizes rising; what a tuner context copies. */
+struct core_channel_rules {
+	int n;
+	struct core_channel_rule rule[CORE_CHANNEL_RULES_MAX];
+};
+
 struct core_state {
 	struct core_config *cfg;
 	struct core_module *modules;
@@ -48,8 +54,7 @@ struct core_state {
 	uint64_t max_rails;
 	int connect_timeout_ms;
 	long long nccl_buffsize;	/* 0: leave NCCL's default */
-	struct core_channel_rule channel_rules[CORE_CHANNEL_RULES_MAX];
-	int nchannel_rules;
+	struct core_channel_rules channel_rules;
 	int port_low, port_high;	/* 0, 0: any port */
 	struct core_advertise advertise;
 	struct core_auth_key auth_key;	/* len 0: no authentication */

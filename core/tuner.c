@@ -16,54 +16,42 @@
 #include "log.h"
 #include "mesh.h"
 #include "param_parse.h"
+#include "state.h"
 #include "tuner.h"
 
-struct core_tuner {
-	int nrules;
-	struct core_channel_rule rules[CORE_CHANNEL_RULES_MAX];
-};
-
-int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
-			   uint64_t bytes)
-{
-	for (int i = 0; i < nrules; i++)
-		if (bytes <= rules[i].max_bytes)
-			return rules[i].channels;
-	return 0;
-}
-
 /* "up to 64K: 2, up to 1M: NCCL's" for the INFO line. */
-static void rules_text(const struct core_tuner *t, char *buf, size_t len)
+static void rules_text(const struct core_channel_rules *r, char *buf,
+		       size_t len)
 {
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < t->nrules && used < len; i++) {
+	for (int i = 0; i < r->n && used < len; i++) {
 		char size[32], count[16];
 
-		param_size_text((long long)t->rules[i].max_bytes, size,
+		param_size_text((long long)r->rule[i].max_bytes, size,
 				sizeof(size));
-		snprintf(count, sizeof(count), "%d", t->rules[i].channels);
+		snprintf(count, sizeof(count), "%d", r->rule[i].channels);
 		used += (size_t)snprintf(buf + used, len - used,
 			"%sup to %s: %s", i ? ", " : "", size,
-			t->rules[i].channels ? count : "NCCL's");
+			r->rule[i].channels ? count : "NCCL's");
 	}
 }
 
 int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 {
-	struct core_tuner *t = calloc(1, sizeof(*t));
+	struct core_channel_rules *r = calloc(1, sizeof(*r));
 	char text[512];
 
-	*ctx = t;
-	if (!t)
+	*ctx = r;
+	if (!r)
 		return -ENOMEM;
 	if (nnodes < 2 || !mesh_nccl_net_is_ours())
 		return 0;	/* NVLink, shared memory or another network */
-	t->nrules = mesh_channel_rules(t->rules);
-	if (!t->nrules)
+	mesh_channel_rules(r);
+	if (!r->n)
 		return 0;
-	rules_text(t, text, sizeof(text));
+	rules_text(r, text, sizeof(text));
 	CORE_INFO("tuner: %zu ranks on %zu nodes; channels per collective "
 		  "by size (nccl_channels_by_size): %s, above: NCCL's", nranks,
 		  nnodes, text);
@@ -72,9 +60,12 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 
 int mesh_tuner_channels(const void *ctx, uint64_t bytes)
 {
-	const struct core_tuner *t = ctx;
+	const struct core_channel_rules *r = ctx;
 
-	return core_channels_for_size(t->rules, t->nrules, bytes);
+	for (int i = 0; i < r->n; i++)
+		if (bytes <= r->rule[i].max_bytes)
+			return r->rule[i].channels;
+	return 0;
 }
 
 void mesh_tuner_destroy(void *ctx)

@@ -9,12 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "state.h"
-
-/* The channels the rules give a collective of `bytes`; 0: NCCL's count. */
-int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
-			   uint64_t bytes);
-
 /*
  * A context for one communicator of nranks over nnodes.  It applies the
  * rules only where NCCL's network carries the traffic and is ours: more
@@ -22,6 +16,7 @@ int core_channels_for_size(const struct core_channel_rule *rules, int nrules,
  * context outlives the network's finalize.
  */
 int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx);
+/* The channels the rules give a collective of `bytes`; 0: NCCL's count. */
 int mesh_tuner_channels(const void *ctx, uint64_t bytes);
 void mesh_tuner_destroy(void *ctx);
 

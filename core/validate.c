@@ -272,7 +272,7 @@ syntax:
 static int take_channel_rules(struct core_state *st)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
-	struct core_channel_rule *rules = st->channel_rules;
+	struct core_channel_rule *rules = st->channel_rules.rule;
 	int err = 0;
 
 	if (v->nitems > CORE_CHANNEL_RULES_MAX) {
@@ -291,7 +291,7 @@ static int take_channel_rules(struct core_state *st)
 			err = -EINVAL;
 		}
 	}
-	st->nchannel_rules = err ? 0 : v->nitems;
+	st->channel_rules.n = err ? 0 : v->nitems;
 	return err;
 }
 

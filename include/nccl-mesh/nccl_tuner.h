@@ -24,8 +24,6 @@ typedef enum {
 	ncclFuncRecv = 7,
 } ncclFunc_t;
 
-#define NCCL_TUNING 0x40
-
 typedef struct {
 	const char *name;
 	/* Once per communicator, after the network's init. */

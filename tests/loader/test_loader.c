@@ -429,16 +429,16 @@ static void check_channel_rules(const struct tmp_files *t, const char *items,
 		die("core_state_build");
 	n = core_config_errors(st->cfg, &msgs);
 	if (!want) {
-		CHECK(st->usable && !n && st->nchannel_rules == nrules,
+		CHECK(st->usable && !n && st->channel_rules.n == nrules,
 		      "[ %s ]: usable %d, %d errors, %d rules", items,
-		      st->usable, n, st->nchannel_rules);
+		      st->usable, n, st->channel_rules.n);
 	} else {
 		snprintf(full, sizeof(full), "%s:3: nccl_channels_by_size: %s",
 			 t->conf, want);
 		CHECK(!st->usable && n == 1 && !strcmp(msgs[0], full),
 		      "[ %s ]: error \"%s\", want \"%s\"", items,
 		      n ? msgs[0] : "(none)", full);
-		CHECK(st->nchannel_rules == 0, "[ %s ]: rules kept", items);
+		CHECK(st->channel_rules.n == 0, "[ %s ]: rules kept", items);
 	}
 	core_state_free(st);
 }
@@ -481,7 +481,6 @@ static void test_channel_rules(const struct tmp_files *t)
 	check_channel_rules(t, "", NULL, 0);
 	check_channel_rules(t, "\"4K:0\", \"64k:2\", \"1048576:64\"", NULL,
 			    3);
-	unsetenv("NCCL_MESH_CONF");
 	setenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE", "8K:1,16M:4", 1);
 	check_channel_rules(t, "", NULL, 2);
 	unsetenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE");
