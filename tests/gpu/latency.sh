@@ -27,7 +27,6 @@ set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 python=${PYTHON:-python3}
-nvcc=${NVCC:-nvcc}
 build=build
 runs=5
 sizes=8,64,512,4K,16K,64K,256K,1M
@@ -59,12 +58,6 @@ die() { echo "latency.sh: $*" >&2; exit 2; }
 build=$(cd "$build" && pwd)
 plugin=$build/core/libnccl-net-mesh.so
 [ -f "$plugin" ] || die "plugin not built: $plugin"
-command -v "$nvcc" >/dev/null || die "no nvcc"
-if [ -z "${NCCL_HOME:-}" ]; then
-	NCCL_HOME=$("$python" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' \
-		2>/dev/null) || die "no NCCL_HOME and no PyTorch NCCL package"
-fi
-[ -f "$NCCL_HOME/include/nccl.h" ] || die "no $NCCL_HOME/include/nccl.h"
 # allreduce.py's size list: K/M/G, positive multiples of 4, sorted
 bytes=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
 from allreduce import parse_sizes
@@ -77,7 +70,6 @@ print(",".join(map(str, parse_sizes(sys.argv[2]))))' "$here" "$sizes") ||
 # shellcheck source=tests/bench/lib.sh
 . "$here/../bench/lib.sh"
 gpu_libs "$build" "$plugin" || exit 2
-export LD_LIBRARY_PATH=$NCCL_HOME/lib:$LD_LIBRARY_PATH
 gpu_nccl_env
 gpu_net_envs "$build"
 
@@ -85,9 +77,7 @@ if [ -z "$out" ]; then
 	out=$(mktemp -d -t nccl-mesh-latency.XXXXXX) || exit 2
 fi
 mkdir -p "$out" || die "cannot create $out"
-"$nvcc" -O2 -o "$out/nccl_latency" "$here/nccl_latency.c" \
-	-I"$NCCL_HOME/include" -L"$NCCL_HOME/lib" -l:libnccl.so.2 ||
-	die "cannot build nccl_latency"
+gpu_nccl_latency "$out" || exit 2
 
 
 # run_net DIR NAME NET VAR=VALUE...: both ranks, each its own NCCL_HOSTID;

@@ -49,3 +49,30 @@ gpu_net_envs() {
 	# shellcheck disable=SC2034
 	gpu_socket_env=(NCCL_NET=Socket NCCL_NET_PLUGIN=none)
 }
+
+# gpu_nccl_latency OUT: builds OUT/nccl_latency (tests/gpu/nccl_latency.c)
+# with nvcc ($NVCC, else nvcc) against NCCL_HOME's NCCL, or else the one
+# PyTorch loads, and puts that NCCL on LD_LIBRARY_PATH.  Says what is
+# missing and returns 2 when it cannot.
+gpu_nccl_latency() {
+	local here
+	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	command -v "${NVCC:-nvcc}" >/dev/null || { echo "no nvcc" >&2; return 2; }
+	if [ -z "${NCCL_HOME:-}" ]; then
+		NCCL_HOME=$("${PYTHON:-python3}" -c 'import nvidia.nccl as m
+print(list(m.__path__)[0])' 2>/dev/null) || {
+			echo "no NCCL_HOME and no PyTorch NCCL package" >&2
+			return 2
+		}
+	fi
+	[ -f "$NCCL_HOME/include/nccl.h" ] || {
+		echo "no $NCCL_HOME/include/nccl.h" >&2
+		return 2
+	}
+	export LD_LIBRARY_PATH=$NCCL_HOME/lib:$LD_LIBRARY_PATH
+	"${NVCC:-nvcc}" -O2 -o "$1/nccl_latency" "$here/nccl_latency.c" \
+		-I"$NCCL_HOME/include" -L"$NCCL_HOME/lib" -l:libnccl.so.2 || {
+		echo "cannot build nccl_latency" >&2
+		return 2
+	}
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Hops and turnarounds from the system calls of two ranks (syscalls.sh).
+
+Each input file holds one rank's `perf script --ns -F tid,time,event,trace`
+lines of raw_syscalls events, each line prefixed with the rank: a
+sys_enter is a send call entered, a sys_exit a receive that returned data.
+Calls of one kind on one rank less than 3 us apart form one message (NCCL's
+Socket reads a message's size and its data in two calls).  The hop from a
+rank: its send entered to the other rank's receive that completed the
+message; the turnaround at a rank: its receive that completed a message to
+its next send.  Prints the median, mean, 10th and 90th percentile of each.
+"""
+import argparse
+import statistics
+import sys
+
+BURST_S = 3e-6
+
+
+def events(paths):
+    out = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                field = line.split()
+                if len(field) < 4 or not field[2].rstrip(":").replace(".", "").isdigit():
+                    continue
+                kind = "send" if "sys_enter" in field[3] else "recv"
+                out.append((float(field[2].rstrip(":")), int(field[0]), kind,
+                            " ".join(field[3:])))
+    out.sort()
+    return out
+
+
+def messages(evs):
+    """[first, last, rank, kind, calls] per burst of one kind on one rank."""
+    out = []
+    for t, rank, kind, _ in evs:
+        if out and out[-1][2] == rank and out[-1][3] == kind and \
+                t - out[-1][1] < BURST_S:
+            out[-1][1] = t
+            out[-1][4] += 1
+        else:
+            out.append([t, t, rank, kind, 1])
+    return out
+
+
+def intervals(msgs):
+    hop, turn = {0: [], 1: []}, {0: [], 1: []}
+    sent, received = {0: None, 1: None}, {0: None, 1: None}
+    for first, last, rank, kind, _ in msgs:
+        if kind == "send":
+            if received[rank] is not None:
+                turn[rank].append(first - received[rank])
+                received[rank] = None
+            sent[rank] = first
+        else:
+            other = 1 - rank
+            if sent[other] is not None:
+                hop[other].append(last - sent[other])
+                sent[other] = None
+            received[rank] = last
+    return hop, turn
+
+
+def line(name, xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return "  %-22s %7d  median %6.2f us  mean %6.2f  p10 %6.2f  p90 %6.2f" % (
+        name, n, 1e6 * xs[n // 2], 1e6 * statistics.mean(xs),
+        1e6 * xs[n // 10], 1e6 * xs[9 * n // 10])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--show", type=int, default=0,
+                    help="print this many events from the middle of the run")
+    ap.add_argument("rank_files", nargs=2)
+    args = ap.parse_args()
+    evs = events(args.rank_files)
+    if not evs:
+        print("  no events recorded")
+        return 1
+    mid = len(evs) // 2
+    prev = evs[mid][0]
+    for t, rank, kind, what in evs[mid:mid + args.show]:
+        print("    +%8.2f us  rank %d %-4s %s" % (1e6 * (t - prev), rank,
+                                                  kind, what[:60]))
+        prev = t
+    msgs = messages(evs)
+    for kind in ("send", "recv"):
+        calls = [m[4] for m in msgs if m[3] == kind]
+        print("  %s: %d messages, %.2f calls each" % (
+            kind, len(calls), statistics.mean(calls) if calls else 0))
+    hop, turn = intervals(msgs)
+    for rank in (0, 1):
+        for name, xs in (("hop from rank %d" % rank, hop[rank]),
+                         ("turnaround at rank %d" % rank, turn[rank])):
+            if xs:
+                print(line(name, xs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
