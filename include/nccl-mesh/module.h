@@ -69,8 +69,10 @@
 #ifndef NCCL_MESH_MODULE_H
 #define NCCL_MESH_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <nccl-mesh/conn_info.h>
 
@@ -288,6 +290,21 @@ struct mesh_ctrl {
 	const uint8_t *secret;
 	size_t secret_len;
 };
+
+/**
+ * A connect's or accept's state between calls: ctrl->module_state, made
+ * zeroed (size bytes) and stored there on the first call, which *fresh
+ * tells.  NULL, with nothing stored, when out of memory.  The module frees
+ * it and clears module_state when it finishes or abandons the connection.
+ */
+static inline void *mesh_ctrl_state(struct mesh_ctrl *ctrl, size_t size,
+				    bool *fresh)
+{
+	*fresh = !ctrl->module_state;
+	if (*fresh)
+		ctrl->module_state = calloc(1, size);
+	return ctrl->module_state;
+}
 
 /**
  * One device of another loaded module, for a module that layers over it

@@ -38,17 +38,13 @@ struct tcp_xdc_pending {
 static struct tcp_xdc_pending *pending_get(struct mesh_ctrl *ctrl,
 					   enum tcp_xdc_phase first)
 {
-	struct tcp_xdc_pending *p = ctrl->module_state;
+	bool fresh;
+	struct tcp_xdc_pending *p = mesh_ctrl_state(ctrl, sizeof(*p), &fresh);
 
-	if (p)
-		return p;
-	p = calloc(1, sizeof(*p));
-	if (!p) {
+	if (!p)
 		MESH_WARN("out of memory");
-		return NULL;
-	}
-	p->phase = first;
-	ctrl->module_state = p;
+	else if (fresh)
+		p->phase = first;
 	return p;
 }
 

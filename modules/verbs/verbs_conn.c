@@ -372,17 +372,13 @@ int verbs_describe(void *comm, struct mesh_conn_info *info)
 static struct ib_pending *pending_get(struct mesh_ctrl *ctrl,
 				      enum ib_phase first)
 {
-	struct ib_pending *p = ctrl->module_state;
+	bool fresh;
+	struct ib_pending *p = mesh_ctrl_state(ctrl, sizeof(*p), &fresh);
 
-	if (p)
-		return p;
-	p = calloc(1, sizeof(*p));
-	if (!p) {
+	if (!p)
 		MESH_WARN("out of memory");
-		return NULL;
-	}
-	p->phase = first;
-	ctrl->module_state = p;
+	else if (fresh)
+		p->phase = first;
 	return p;
 }
 
