@@ -13,6 +13,9 @@
  *   split-delayed-ack  the same with TCP_QUICKACK off on each receiving
  *          end, as tcp-xdc sets the stream its small messages take: the
  *          kernel then acknowledges every other small segment, not each.
+ * Then what one empty poll costs, the call NCCL's proxy thread repeats
+ * while a message is on its way: recv() into one buffer against recvmsg()
+ * with two iovecs (a header and a read-ahead buffer), on an idle socket.
  *
  *   tcp_pingpong [SIZE] [ITERS]
  */
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +131,45 @@ static void report(const char *mode, size_t size, uint64_t *rtt, int iters)
 	       sum / iters / 2000.0);
 }
 
+/*
+ * Nanoseconds a call, the best of three passes of n calls each way, on a
+ * connection of its own whose peer stays open and silent.
+ */
+static void empty_polls(int lfd, const struct sockaddr_in *addr, int n)
+{
+	static char hdr[32], ahead[4096];
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { ahead, sizeof(ahead) } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	double best_recv = 1e30, best_recvmsg = 1e30;
+	int peer = socket(AF_INET, SOCK_STREAM, 0), fd;
+
+	if (peer < 0 || connect(peer, (const void *)addr, sizeof(*addr)))
+		die("empty poll: connect");
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		die("empty poll: accept");
+	for (int pass = 0; pass < 3; pass++) {
+		uint64_t t0 = now_ns(), t1, t2;
+
+		for (int i = 0; i < n; i++)
+			if (recv(fd, ahead, sizeof(ahead), MSG_DONTWAIT) >= 0)
+				die("empty poll: data on an idle socket");
+		t1 = now_ns();
+		for (int i = 0; i < n; i++)
+			if (recvmsg(fd, &msg, MSG_DONTWAIT) >= 0)
+				die("empty poll: data on an idle socket");
+		t2 = now_ns();
+		if ((double)(t1 - t0) / n < best_recv)
+			best_recv = (double)(t1 - t0) / n;
+		if ((double)(t2 - t1) / n < best_recvmsg)
+			best_recvmsg = (double)(t2 - t1) / n;
+	}
+	printf("{\"mode\":\"empty-poll\",\"recv_ns\":%.0f,\"recvmsg_2iov_ns\":%.0f}\n",
+	       best_recv, best_recvmsg);
+	close(fd);
+	close(peer);
+}
+
 int main(int argc, char **argv)
 {
 	size_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : 8;
@@ -170,6 +213,7 @@ int main(int argc, char **argv)
 	}
 	if (pid == 0)
 		_exit(0);
+	empty_polls(lfd, &addr, 200000);
 	close(fd[0]);
 	close(fd[1]);
 	free(buf);

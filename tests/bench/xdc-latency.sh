@@ -10,7 +10,8 @@
 # tcp-xdc with its fast path off (inline_max = 0: every message handed to
 # a data thread), and tcp-xdc with encrypt = true under a fresh key,
 # alternating, median of ROUNDS each.  Every figure is a mean over its
-# round trips, as meshperf reports them.
+# round trips, as meshperf reports them.  Also what one empty poll costs
+# (tcp_pingpong's empty-poll: recv() against recvmsg() with two iovecs).
 # Bar: tcp-xdc <= 1.3 x the plain ping-pong.
 #
 #   tests/bench/xdc-latency.sh [BUILD_DIR] [ROUNDS] [SIZE]
@@ -44,6 +45,11 @@ for l in open(sys.argv[1]):
     if d["mode"] == sys.argv[2]: print(d["half_rtt_us_mean"])' \
 			"$work/pp.json" "$m" >>"$work/$m"
 	done
+	python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d["mode"] == "empty-poll": print(d["recv_ns"], d["recvmsg_2iov_ns"])' \
+		"$work/pp.json" >>"$work/empty-poll"
 	mesh_lat >>"$work/mesh"
 	NCCL_MESH_TCP_XDC_INLINE_MAX=0 mesh_lat >>"$work/handoff"
 	NCCL_MESH_AUTH_KEY_FILE=$work/key NCCL_MESH_TCP_XDC_ENCRYPT=true \
@@ -63,6 +69,9 @@ echo "plain TCP: read() ${med[block]} us, polled recv() ${med[busy]} us," \
      "polled recv() yielding ${med[yield]} us,"
 echo "           polled recv() with one connection each way ${med[split]} us," \
      "and with delayed acknowledgements ${med[split-delayed-ack]} us"
+echo "an empty poll, as test() repeats while a message is on its way:" \
+     "recv() $(cut -d' ' -f1 "$work/empty-poll" | bench_median) ns," \
+     "recvmsg() with two iovecs $(cut -d' ' -f2 "$work/empty-poll" | bench_median) ns"
 echo "tcp-xdc: ${med[mesh]} us; with every message handed to a data thread: ${med[handoff]} us;" \
      "encrypted: ${med[encrypted]} us"
 awk -v x="${med[mesh]}" -v a="${med[block]}" -v b="${med[busy]}" \
