@@ -10,6 +10,8 @@ Socket reads a message's size and its data in two calls).  The hop from a
 rank: its send entered to the other rank's receive that completed the
 message; the turnaround at a rank: its receive that completed a message to
 its next send.  Prints the median, mean, 10th and 90th percentile of each.
+With --durations the files hold every system call's entry and exit, and
+it prints how long each kind took instead.
 """
 import argparse
 import statistics
@@ -72,12 +74,48 @@ def line(name, xs):
         1e6 * xs[n // 10], 1e6 * xs[9 * n // 10])
 
 
+KINDS = {24: "sched_yield", 44: "send", 46: "send", 45: "receive", 47: "receive"}
+
+
+def durations(paths):
+    """Entry to exit of each call, per kind; every event of each thread."""
+    entered, took = {}, {}
+    for path in paths:
+        with open(path) as f:
+            for text in f:
+                field = text.split()
+                if len(field) < 6 or not field[5].isdigit():
+                    continue
+                tid, t, nr = field[1], float(field[2].rstrip(":")), int(field[5])
+                if "sys_enter" in field[3]:
+                    entered[tid] = (t, nr)
+                    continue
+                start = entered.pop(tid, None)
+                if start is None or start[1] != nr or nr not in KINDS:
+                    continue
+                kind = KINDS[nr]
+                if kind == "receive":
+                    ok = len(field) > 7 and int(field[7]) > 0
+                    kind += " with data" if ok else ", empty"
+                took.setdefault(kind, []).append(t - start[0])
+    if not took:
+        print("  no calls in the window: did the run end before it?")
+        return 1
+    for kind in sorted(took):
+        print(line(kind, took[kind]))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--show", type=int, default=0,
                     help="print this many events from the middle of the run")
+    ap.add_argument("--durations", action="store_true",
+                    help="how long each kind of call took, entry to exit")
     ap.add_argument("rank_files", nargs=2)
     args = ap.parse_args()
+    if args.durations:
+        return durations(args.rank_files)
     evs = events(args.rank_files)
     if not evs:
         print("  no events recorded")

@@ -15,12 +15,16 @@
 #     to the receive on the other that returned its data) and the
 #     turnaround (data received to the next send on the same rank), both
 #     ways.  With --show N, N events of the middle of the run as well.
+#  3. With --durations, a third run: every system call of both ranks over
+#     200 ms, WINDOW_AT (4) seconds after start, and how long each kind
+#     took from entry to exit (empty receives, receives that returned
+#     data, sends, sched_yield).
 #
 # The figures are per all-reduce of the whole run (setup included, a few
 # per mille at the default ITERS).  A benchmark, not a test; x86_64 system
 # call numbers.
 #
-# Usage: tests/gpu/syscalls.sh [BUILD_DIR] [--runs N] [--size BYTES] [--iters N] [--show N] [--out DIR]
+# Usage: tests/gpu/syscalls.sh [BUILD_DIR] [--runs N] [--size BYTES] [--iters N] [--show N] [--durations] [--out DIR]
 #
 # Defaults: 1 run, 8 bytes, 200000 all-reduces.  PERF names the perf
 # binary (default: perf on PATH); the user must be allowed to trace system
@@ -37,6 +41,7 @@ runs=1
 size=8
 iters=200000
 show=0
+durations=0
 out=
 
 while [ $# -gt 0 ]; do
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
 	--size) size=${2:?}; shift ;;
 	--iters) iters=${2:?}; shift ;;
 	--show) show=${2:?}; shift ;;
+	--durations) durations=1 ;;
 	--out) out=${2:?}; shift ;;
 	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "syscalls.sh: unknown option $1" >&2; exit 2 ;;
@@ -89,24 +95,43 @@ ranks() {
 	local dir=$1 name=$2 how=$3 pids=() rc=0 r
 	local -a events
 	shift 3
-	if [ "$how" = stat ]; then
-		events=(stat -x "," "${stat_events[@]}")
-	else
-		events=(record -q -k mono "${record_events[@]}")
-	fi
+	case $how in
+	stat) events=("$perf" stat -x "," "${stat_events[@]}") ;;
+	record) events=("$perf" record -q -k mono "${record_events[@]}") ;;
+	window) events=() ;;
+	esac
 	mkdir -p "$dir"
 	rm -f "$dir/$name.id"
 	for r in 0 1; do
+		local -a wrap=()
+		[ ${#events[@]} -eq 0 ] ||
+			wrap=("${events[@]}" -o "$dir/$name-rank$r.perf")
 		env "$@" NCCL_HOSTID="mesh-host-$r" \
-			timeout -k 10 300 "$perf" "${events[@]}" \
-			-o "$dir/$name-rank$r.perf" \
+			timeout -k 10 300 ${wrap[@]+"${wrap[@]}"} \
 			"$out/nccl_latency" "$r" 2 "$dir/$name.id" "$size" \
 			"$iters" 100 >"$dir/$name-rank$r.out" 2>&1 &
 		pids+=($!)
 	done
+	[ "$how" = window ] && window "$dir" "$name" "${pids[@]}"
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
 	[ $rc = 0 ] || echo "$name under perf $how: FAILED (see $dir)"
 	return $rc
+}
+
+# window DIR NAME PID0 PID1: every system call of both ranks (the children
+# of those timeout processes) over 200 ms, WINDOW_AT seconds after start.
+window() {
+	local dir=$1 name=$2 r rank=0 child
+	shift 2
+	sleep "${WINDOW_AT:-4}"
+	for r in "$@"; do
+		child=$(pgrep -n -P "$r") &&
+			"$perf" record -q -k mono -p "$child" \
+				-e raw_syscalls:sys_enter -e raw_syscalls:sys_exit \
+				-o "$dir/$name-rank$rank.perf" -- sleep 0.2 &
+		rank=$((rank + 1))
+	done
+	wait "$!"
 }
 
 # per_reduce FILE: perf stat's counts in FILE, per all-reduce
@@ -133,6 +158,19 @@ report() {
 		"$dir/$name-rank0.events" "$dir/$name-rank1.events"
 }
 
+# durations_report DIR NAME: how long each kind of call took in the window
+durations_report() {
+	local dir=$1 name=$2 r
+	echo "  each call from entry to exit, 200 ms of both ranks:"
+	for r in 0 1; do
+		"$perf" script --ns -F tid,time,event,trace \
+			-i "$dir/$name-rank$r.perf" 2>/dev/null |
+			sed "s/^/$r /" >"$dir/$name-rank$r.events"
+	done
+	"${PYTHON:-python3}" "$here/syscall_timeline.py" --durations \
+		"$dir/$name-rank0.events" "$dir/$name-rank1.events"
+}
+
 failed=0
 nets=(socket mesh)
 for r in $(seq "$runs"); do
@@ -147,6 +185,10 @@ for r in $(seq "$runs"); do
 		ranks "$out/run$r" "$v-stat" stat "${env_of[@]}" &&
 			ranks "$out/run$r" "$v" record "${env_of[@]}" &&
 			report "$out/run$r" "$v" || failed=1
+		[ "$durations" = 0 ] || {
+			ranks "$out/run$r" "$v-window" window "${env_of[@]}" &&
+				durations_report "$out/run$r" "$v-window"
+		} || failed=1
 	done
 done
 echo "results: $out"
