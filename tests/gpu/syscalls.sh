@@ -89,8 +89,9 @@ stat_events=(-e raw_syscalls:sys_enter
 record_events=(-e raw_syscalls:sys_enter --filter 'id == 44 || id == 46'
 	       -e raw_syscalls:sys_exit --filter '(id == 45 || id == 47) && ret > 0')
 
-# ranks DIR NAME HOW VAR=VALUE...: both ranks under perf HOW (stat or
-# record), each its own NCCL_HOSTID; perf's output in DIR/NAME-rankR.perf.
+# ranks DIR NAME HOW VAR=VALUE...: both ranks, each its own NCCL_HOSTID,
+# under perf HOW (stat or record), or (window) with perf attached to them
+# for a while; perf's output in DIR/NAME-rankR.perf.
 ranks() {
 	local dir=$1 name=$2 how=$3 pids=() rc=0 r
 	local -a events
