@@ -69,15 +69,7 @@ print(",".join(map(str, parse_sizes(sys.argv[2]))))' "$here" "$sizes") ||
 . "$here/lib.sh"
 # shellcheck source=tests/bench/lib.sh
 . "$here/../bench/lib.sh"
-gpu_libs "$build" "$plugin" || exit 2
-gpu_nccl_env
-gpu_net_envs "$build"
-
-if [ -z "$out" ]; then
-	out=$(mktemp -d -t nccl-mesh-latency.XXXXXX) || exit 2
-fi
-mkdir -p "$out" || die "cannot create $out"
-gpu_nccl_latency "$out" || exit 2
+gpu_latency_setup "$build" latency || exit 2
 
 
 # run_net DIR NAME NET VAR=VALUE...: both ranks, each its own NCCL_HOSTID;

@@ -76,3 +76,19 @@ print(list(m.__path__)[0])' 2>/dev/null) || {
 		return 2
 	}
 }
+
+# gpu_latency_setup BUILD NAME: what a script running nccl_latency's ranks
+# needs: BUILD's plugin and its libraries, the settings of both transports
+# (gpu_nccl_env, gpu_net_envs), $out (unless set, a fresh temporary folder
+# named for NAME) and $out/nccl_latency.  Returns 2, having said why, when
+# something is missing.
+gpu_latency_setup() {
+	gpu_libs "$1" "$1/core/libnccl-net-mesh.so" || return 2
+	gpu_nccl_env
+	gpu_net_envs "$1"
+	if [ -z "${out:-}" ]; then
+		out=$(mktemp -d -t "nccl-mesh-$2.XXXXXX") || return 2
+	fi
+	mkdir -p "$out" || { echo "cannot create $out" >&2; return 2; }
+	gpu_nccl_latency "$out"
+}

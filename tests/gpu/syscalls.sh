@@ -71,14 +71,7 @@ plugin=$build/core/libnccl-net-mesh.so
 
 # shellcheck source=tests/gpu/lib.sh
 . "$here/lib.sh"
-gpu_libs "$build" "$plugin" || exit 2
-gpu_nccl_env
-gpu_net_envs "$build"
-if [ -z "$out" ]; then
-	out=$(mktemp -d -t nccl-mesh-syscalls.XXXXXX) || exit 2
-fi
-mkdir -p "$out" || die "cannot create $out"
-gpu_nccl_latency "$out" || exit 2
+gpu_latency_setup "$build" syscalls || exit 2
 
 # x86_64: sched_yield 24, sendto 44, recvfrom 45, sendmsg 46, recvmsg 47
 counted="all system calls, sched_yield, receive calls, send calls"
