@@ -26,54 +26,25 @@ size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
 	return done;
 }
 
-/*
- * A read that fits the buffer goes through it with a plain recv: on a
- * socket polled while it is empty, as test() polls stream 0, recvmsg's
- * copy-in of a header and an iovec costs more than the few bytes copied
- * out here: an empty poll takes 228 ns through recv and 304 through
- * recvmsg with two iovecs on a 2-core host (tests/bench/xdc-latency.sh).
- */
-static ssize_t read_small(struct tcp_xdc_ahead *a, int fd,
-			  const struct iovec *iov, int iovcnt, size_t room,
-			  uint64_t *wire)
+/* -errno of a failed receive; -EAGAIN when nothing was there. */
+static ssize_t recv_failed(void)
 {
-	ssize_t n;
-
-	do
-		n = recv(fd, a->buf, room, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return n < 0 ? (errno == EWOULDBLOCK ? -EAGAIN : -errno) : 0;
-	*wire += (uint64_t)n;
-	a->len = (uint32_t)n;
-	a->pos = (uint32_t)tcp_xdc_iov_fill(iov, iovcnt, a->buf, (size_t)n);
-	return (ssize_t)a->pos;
+	return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 }
 
-ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
-			    const struct iovec *iov, int iovcnt, size_t room,
-			    uint64_t *wire)
+/*
+ * A read larger than the buffer: recvmsg straight into the caller's iovec,
+ * what follows (up to room) into the buffer.
+ */
+static ssize_t read_large(struct tcp_xdc_ahead *a, int fd,
+			  const struct iovec *iov, int iovcnt, size_t want,
+			  size_t room, uint64_t *wire)
 {
 	struct iovec all[AHEAD_MAX_IOV];
 	struct msghdr msg = { .msg_iov = all, .msg_iovlen = (size_t)iovcnt };
-	size_t want = 0;
 	ssize_t n;
 
-	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
-	assert(room <= TCP_XDC_READ_AHEAD && (a->buf || !room));
-	if (tcp_xdc_ahead_pending(a)) {
-		size_t took = tcp_xdc_iov_fill(iov, iovcnt, a->buf + a->pos,
-					       a->len - a->pos);
-
-		a->pos += (uint32_t)took;
-		return (ssize_t)took;
-	}
-	for (int i = 0; i < iovcnt; i++) {
-		all[i] = iov[i];
-		want += iov[i].iov_len;
-	}
-	if (want <= room)
-		return read_small(a, fd, iov, iovcnt, room, wire);
+	memcpy(all, iov, (size_t)iovcnt * sizeof(*iov));
 	if (room) {
 		all[iovcnt].iov_base = a->buf;
 		all[iovcnt].iov_len = room;
@@ -83,7 +54,7 @@ ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 		n = recvmsg(fd, &msg, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return recv_failed();
 	*wire += (uint64_t)n;
 	if ((size_t)n > want) {
 		a->pos = 0;
@@ -91,4 +62,43 @@ ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 		n = (ssize_t)want;
 	}
 	return n;
+}
+
+/*
+ * A read that fits the buffer refills the buffer with a plain recv and is
+ * served from it: on a socket polled while it is empty, as test() polls
+ * stream 0, recvmsg's copy-in of a header and an iovec costs more than the
+ * few bytes copied out here: an empty poll takes 228 ns through recv and
+ * 304 through recvmsg with two iovecs on a 2-core host
+ * (tests/bench/xdc-latency.sh).
+ */
+ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
+			    const struct iovec *iov, int iovcnt, size_t room,
+			    uint64_t *wire)
+{
+	size_t took;
+
+	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
+	assert(room <= TCP_XDC_READ_AHEAD && (a->buf || !room));
+	if (!tcp_xdc_ahead_pending(a)) {
+		size_t want = 0;
+		ssize_t n;
+
+		for (int i = 0; i < iovcnt; i++)
+			want += iov[i].iov_len;
+		if (want > room)
+			return read_large(a, fd, iov, iovcnt, want, room,
+					  wire);
+		do
+			n = recv(fd, a->buf, room, MSG_DONTWAIT);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0)
+			return n < 0 ? recv_failed() : 0;
+		*wire += (uint64_t)n;
+		a->pos = 0;
+		a->len = (uint32_t)n;
+	}
+	took = tcp_xdc_iov_fill(iov, iovcnt, a->buf + a->pos, a->len - a->pos);
+	a->pos += (uint32_t)took;
+	return (ssize_t)took;
 }
