@@ -20,17 +20,28 @@ import sys
 BURST_S = 3e-6
 
 
-def events(paths):
-    out = []
+def records(paths):
+    """(rank, tid, time, entered, nr, ret) of each event line; ret None
+    for an entry."""
     for path in paths:
         with open(path) as f:
-            for line in f:
-                field = line.split()
-                if len(field) < 4 or not field[2].rstrip(":").replace(".", "").isdigit():
+            for text in f:
+                field = text.split()
+                if len(field) < 6 or not field[5].isdigit():
                     continue
-                kind = "send" if "sys_enter" in field[3] else "recv"
-                out.append((float(field[2].rstrip(":")), int(field[0]), kind,
-                            " ".join(field[3:])))
+                entered = "sys_enter" in field[3]
+                ret = None if entered or len(field) < 8 else int(field[7])
+                yield (int(field[0]), field[1], float(field[2].rstrip(":")),
+                       entered, int(field[5]), ret)
+
+
+def events(paths):
+    """(time, rank, kind, what) sorted: a send entered or a receive with
+    data (the only events recorded for the timeline)."""
+    out = [(t, rank, "send" if entered else "recv",
+            "%s %d%s" % ("enter" if entered else "exit", nr,
+                         "" if entered else " = %d" % ret))
+           for rank, _, t, entered, nr, ret in records(paths)]
     out.sort()
     return out
 
@@ -79,25 +90,18 @@ KINDS = {24: "sched_yield", 44: "send", 46: "send", 45: "receive", 47: "receive"
 
 def durations(paths):
     """Entry to exit of each call, per kind; every event of each thread."""
-    entered, took = {}, {}
-    for path in paths:
-        with open(path) as f:
-            for text in f:
-                field = text.split()
-                if len(field) < 6 or not field[5].isdigit():
-                    continue
-                tid, t, nr = field[1], float(field[2].rstrip(":")), int(field[5])
-                if "sys_enter" in field[3]:
-                    entered[tid] = (t, nr)
-                    continue
-                start = entered.pop(tid, None)
-                if start is None or start[1] != nr or nr not in KINDS:
-                    continue
-                kind = KINDS[nr]
-                if kind == "receive":
-                    ok = len(field) > 7 and int(field[7]) > 0
-                    kind += " with data" if ok else ", empty"
-                took.setdefault(kind, []).append(t - start[0])
+    entered_at, took = {}, {}
+    for _, tid, t, entered, nr, ret in records(paths):
+        if entered:
+            entered_at[tid] = (t, nr)
+            continue
+        start = entered_at.pop(tid, None)
+        if start is None or start[1] != nr or nr not in KINDS:
+            continue
+        kind = KINDS[nr]
+        if kind == "receive":
+            kind += " with data" if ret and ret > 0 else ", empty"
+        took.setdefault(kind, []).append(t - start[0])
     if not took:
         print("  no calls in the window: did the run end before it?")
         return 1

@@ -134,6 +134,20 @@ per_reduce() {
 		printf " %8.2f", $1 / n }'
 }
 
+# timeline DIR NAME OPTION...: both ranks' recorded events, each line
+# prefixed with its rank, read by syscall_timeline.py with OPTION...
+timeline() {
+	local dir=$1 name=$2 r
+	shift 2
+	for r in 0 1; do
+		"$perf" script --ns -F tid,time,event,trace \
+			-i "$dir/$name-rank$r.perf" 2>/dev/null |
+			sed "s/^/$r /" >"$dir/$name-rank$r.events"
+	done
+	"${PYTHON:-python3}" "$here/syscall_timeline.py" "$@" \
+		"$dir/$name-rank0.events" "$dir/$name-rank1.events"
+}
+
 report() {
 	local dir=$1 name=$2 r
 	echo "$name: $(sed -n 's/.*"us": \([0-9.]*\).*/\1 us an all-reduce/p' \
@@ -143,26 +157,13 @@ report() {
 		per_reduce "$dir/$name-stat-rank$r.perf"
 		echo
 	done
-	for r in 0 1; do
-		"$perf" script --ns -F tid,time,event,trace \
-			-i "$dir/$name-rank$r.perf" 2>/dev/null |
-			sed "s/^/$r /" >"$dir/$name-rank$r.events"
-	done
-	"${PYTHON:-python3}" "$here/syscall_timeline.py" --show "$show" \
-		"$dir/$name-rank0.events" "$dir/$name-rank1.events"
+	timeline "$dir" "$name" --show "$show"
 }
 
 # durations_report DIR NAME: how long each kind of call took in the window
 durations_report() {
-	local dir=$1 name=$2 r
 	echo "  each call from entry to exit, 200 ms of both ranks:"
-	for r in 0 1; do
-		"$perf" script --ns -F tid,time,event,trace \
-			-i "$dir/$name-rank$r.perf" 2>/dev/null |
-			sed "s/^/$r /" >"$dir/$name-rank$r.events"
-	done
-	"${PYTHON:-python3}" "$here/syscall_timeline.py" --durations \
-		"$dir/$name-rank0.events" "$dir/$name-rank1.events"
+	timeline "$1" "$2" --durations
 }
 
 failed=0
