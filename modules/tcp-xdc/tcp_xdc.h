@@ -15,7 +15,6 @@
 #include <nccl-mesh/module.h>
 
 #include "netaddr.h"
-#include "tcp_xdc_ahead.h"
 #include "tcp_xdc_wire.h"
 
 extern const struct mesh_host *tcp_xdc_host;
@@ -123,9 +122,6 @@ struct tcp_xdc_stream {
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
-	struct tcp_xdc_ahead ahead;	/* recv stream 0 in clear: a small
-					 * message's header and payload in
-					 * one system call, not three */
 	/*
 	 * Whoever moves the stream (its pool thread, or the proxy thread on
 	 * the fast path) holds it; the other one passes by and never waits.

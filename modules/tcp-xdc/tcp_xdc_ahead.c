@@ -33,30 +33,47 @@ static ssize_t recv_failed(void)
 }
 
 /*
- * A read larger than the buffer: recvmsg straight into the caller's iovec,
- * what follows (up to room) into the buffer.
+ * One iovec goes through a plain recv: on a socket polled while it is
+ * empty, as test() polls stream 0 for the next header, recvmsg's copy-in
+ * of a header and an iovec costs more: an empty poll takes 228 ns through
+ * recv and 304 through recvmsg with two iovecs on a 2-core host
+ * (tests/bench/xdc-latency.sh).
+ */
+ssize_t tcp_xdc_readv(int fd, const struct iovec *iov, int iovcnt,
+		      uint64_t *wire)
+{
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov,
+			      .msg_iovlen = (size_t)iovcnt };
+	ssize_t n;
+
+	do
+		n = iovcnt == 1 ? recv(fd, iov->iov_base, iov->iov_len,
+				       MSG_DONTWAIT) :
+				  recvmsg(fd, &msg, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return recv_failed();
+	*wire += (uint64_t)n;
+	return n;
+}
+
+/*
+ * A read larger than the buffer: straight into the caller's iovec, what
+ * follows (up to room) into the buffer.
  */
 static ssize_t read_large(struct tcp_xdc_ahead *a, int fd,
 			  const struct iovec *iov, int iovcnt, size_t want,
 			  size_t room, uint64_t *wire)
 {
 	struct iovec all[AHEAD_MAX_IOV];
-	struct msghdr msg = { .msg_iov = all, .msg_iovlen = (size_t)iovcnt };
+	int cnt = iovcnt;
 	ssize_t n;
 
 	memcpy(all, iov, (size_t)iovcnt * sizeof(*iov));
-	if (room) {
-		all[iovcnt].iov_base = a->buf;
-		all[iovcnt].iov_len = room;
-		msg.msg_iovlen++;
-	}
-	do
-		n = recvmsg(fd, &msg, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return recv_failed();
-	*wire += (uint64_t)n;
-	if ((size_t)n > want) {
+	if (room)
+		all[cnt++] = (struct iovec){ a->buf, room };
+	n = tcp_xdc_readv(fd, all, cnt, wire);
+	if (n > 0 && (size_t)n > want) {
 		a->pos = 0;
 		a->len = (uint32_t)((size_t)n - want);
 		n = (ssize_t)want;
@@ -65,12 +82,8 @@ static ssize_t read_large(struct tcp_xdc_ahead *a, int fd,
 }
 
 /*
- * A read that fits the buffer refills the buffer with a plain recv and is
- * served from it: on a socket polled while it is empty, as test() polls
- * stream 0, recvmsg's copy-in of a header and an iovec costs more than the
- * few bytes copied out here: an empty poll takes 228 ns through recv and
- * 304 through recvmsg with two iovecs on a 2-core host
- * (tests/bench/xdc-latency.sh).
+ * A read that fits the buffer refills the buffer and is served from it,
+ * as are the bytes already read ahead.
  */
 ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 			    const struct iovec *iov, int iovcnt, size_t room,
@@ -81,6 +94,7 @@ ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
 	assert(room <= TCP_XDC_READ_AHEAD && (a->buf || !room));
 	if (!tcp_xdc_ahead_pending(a)) {
+		struct iovec refill = { a->buf, room };
 		size_t want = 0;
 		ssize_t n;
 
@@ -89,12 +103,9 @@ ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 		if (want > room)
 			return read_large(a, fd, iov, iovcnt, want, room,
 					  wire);
-		do
-			n = recv(fd, a->buf, room, MSG_DONTWAIT);
-		while (n < 0 && errno == EINTR);
+		n = tcp_xdc_readv(fd, &refill, 1, wire);
 		if (n <= 0)
-			return n < 0 ? recv_failed() : 0;
-		*wire += (uint64_t)n;
+			return n;
 		a->pos = 0;
 		a->len = (uint32_t)n;
 	}

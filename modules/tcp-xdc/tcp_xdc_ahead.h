@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reading ahead on a stream socket: a receive also takes what follows on
- * the wire, up to a small buffer's room, so a small message (a chunk's
- * header and payload in clear, a record's length and body encrypted)
- * costs one system call, not two or three.  The clear path and the record
- * layer both read through it; no module state, so the record layer's unit
- * test and fuzzer link it alone.
+ * Reading a stream socket.  The clear path reads straight into the
+ * caller's buffers (tcp_xdc_readv).  The record layer reads ahead: a
+ * receive also takes what follows on the wire, up to a small buffer's
+ * room, so a record (its length and body) costs one system call, not two;
+ * a record must be whole before it is opened anyway.  No module state, so
+ * the record layer's unit test and fuzzer link it alone.
  */
 #ifndef TCP_XDC_AHEAD_H
 #define TCP_XDC_AHEAD_H
@@ -32,6 +32,14 @@ static inline bool tcp_xdc_ahead_pending(const struct tcp_xdc_ahead *a)
 {
 	return a->pos < a->len;
 }
+
+/*
+ * Reads into iov from fd (non-blocking).  Returns bytes read (> 0), 0 at
+ * the end of the stream, or -errno (-EAGAIN: nothing there); *wire counts
+ * them.
+ */
+ssize_t tcp_xdc_readv(int fd, const struct iovec *iov, int iovcnt,
+		      uint64_t *wire);
 
 /* Copies up to avail bytes of src into iov, in order; how many it copied. */
 size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,

@@ -384,7 +384,6 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 		if (comm->streams[i].crypt)
 			tcp_xdc_crypt_fini(comm->streams[i].crypt);
 		free(comm->streams[i].crypt);
-		free(comm->streams[i].ahead.buf);
 	}
 	free(comm->lanes);
 	free(comm->streams);
@@ -575,15 +574,6 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		}
 		snprintf(sealed, sizeof(sealed), "encrypted (%s, %u KiB records)",
 			 TCP_XDC_CIPHER_NAME, record_size >> 10);
-	}
-	/* Only stream 0 carries small messages whole (xdc_send_inline);
-	 * an encrypted stream's read-ahead lives in its record buffer. */
-	if (!is_send && !record_size && ctx->inline_max) {
-		comm->streams[0].ahead.buf = malloc(TCP_XDC_READ_AHEAD);
-		if (!comm->streams[0].ahead.buf) {
-			ret = -ENOMEM;
-			goto err;
-		}
 	}
 	ret = fds_nonblocking(comm);
 	if (ret)

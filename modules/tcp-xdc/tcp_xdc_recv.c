@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "tcp_xdc_ahead.h"
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
@@ -122,21 +123,25 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	return 0;
 }
 
-/* Bytes read from the socket and not yet taken, which poll will not
- * announce: whoever reads the stream comes back for them. */
+/* Bytes the record layer read from the socket and has not handed out,
+ * which poll will not announce: whoever reads the stream comes back for
+ * them. */
 static bool stream_buffered(const struct tcp_xdc_stream *s)
 {
-	return s->crypt ? tcp_xdc_crypt_buffered(s->crypt) :
-			  tcp_xdc_ahead_pending(&s->ahead);
+	return s->crypt && tcp_xdc_crypt_buffered(s->crypt);
 }
 
 /*
  * Reads into iov, in clear or through the record layer (only verified
- * bytes come out), and on a stream with a read-ahead buffer whatever
- * follows into it.  Returns bytes (> 0) or 0 when nothing is there; an
+ * bytes come out).  Returns bytes (> 0) or 0 when nothing is there; an
  * end, reset or failure is decided here.  A record that fails its tag or
  * a stream cut inside one fails the connection with the record layer's
- * words.
+ * words.  In clear the bytes go straight where they belong, read ahead
+ * into no buffer of ours: a payload lands in the posted buffer while the
+ * kernel is still in the call (before the acknowledgement it may send on
+ * the way out), and NCCL's GPU, which polls that buffer for small
+ * messages, sees it then.  Read ahead and copied after the call, small
+ * all-reduces took longer (docs/benchmarks.md).
  */
 static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s, struct iovec *iov,
@@ -145,9 +150,7 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 	ssize_t n = s->crypt ?
 		tcp_xdc_crypt_recv(s->crypt, s->fd, iov, iovcnt,
 				   &s->rx_bytes) :
-		tcp_xdc_ahead_readv(&s->ahead, s->fd, iov, iovcnt,
-				    s->ahead.buf ? TCP_XDC_READ_AHEAD : 0,
-				    &s->rx_bytes);
+		tcp_xdc_readv(s->fd, iov, iovcnt, &s->rx_bytes);
 
 	if (n > 0)
 		return n;

@@ -3,7 +3,8 @@
  * tcp-xdc's read-ahead over a socketpair: a read that fits the buffer (one
  * recv through it, the rest kept for the next call) and one that does not
  * (recvmsg into the caller's iovec, what follows into the buffer), an
- * empty socket, an iovec split across a read, and the end of the stream.
+ * empty socket, an iovec split across a read, and the end of the stream;
+ * the clear path's read straight into the caller's iovec.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -131,27 +132,35 @@ static void test_large_read(void)
 	close(fd[1]);
 }
 
-/* Without a buffer every read goes straight to the caller. */
-static void test_no_buffer(void)
+/*
+ * The clear path's read: a payload and the next header in one call, then
+ * one iovec, an empty socket, the end of the stream.
+ */
+static void test_direct(void)
 {
-	struct tcp_xdc_ahead a = { 0 };
-	uint8_t b[16];
-	struct iovec iov = { b, sizeof(b) };
+	uint8_t payload[10], header[8], rest[32];
+	struct iovec two[2] = { { payload, sizeof(payload) },
+				{ header, sizeof(header) } };
+	struct iovec one = { rest, sizeof(rest) };
 	uint64_t wire = 0;
 	int fd[2];
 
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fd) == 0);
 	put(fd[1], 0, 40);
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, 0, &wire) == 16);
-	CHECK(same(b, 0, 16) && wire == 16 && !tcp_xdc_ahead_pending(&a));
-	close(fd[0]);
+	CHECK(tcp_xdc_readv(fd[0], two, 2, &wire) == 18);
+	CHECK(same(payload, 0, 10) && same(header, 10, 8) && wire == 18);
+	CHECK(tcp_xdc_readv(fd[0], &one, 1, &wire) == 22);
+	CHECK(same(rest, 18, 22) && wire == 40);
+	CHECK(tcp_xdc_readv(fd[0], &one, 1, &wire) == -EAGAIN);
 	close(fd[1]);
+	CHECK(tcp_xdc_readv(fd[0], two, 2, &wire) == 0 && wire == 40);
+	close(fd[0]);
 }
 
 int main(void)
 {
 	test_small_reads();
 	test_large_read();
-	test_no_buffer();
+	test_direct();
 	return failures ? 1 : 0;
 }
