@@ -66,13 +66,11 @@ static ssize_t read_large(struct tcp_xdc_ahead *a, int fd,
 			  size_t room, uint64_t *wire)
 {
 	struct iovec all[AHEAD_MAX_IOV];
-	int cnt = iovcnt;
 	ssize_t n;
 
 	memcpy(all, iov, (size_t)iovcnt * sizeof(*iov));
-	if (room)
-		all[cnt++] = (struct iovec){ a->buf, room };
-	n = tcp_xdc_readv(fd, all, cnt, wire);
+	all[iovcnt] = (struct iovec){ a->buf, room };
+	n = tcp_xdc_readv(fd, all, iovcnt + 1, wire);
 	if (n > 0 && (size_t)n > want) {
 		a->pos = 0;
 		a->len = (uint32_t)((size_t)n - want);
@@ -92,7 +90,7 @@ ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
 	size_t took;
 
 	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
-	assert(room <= TCP_XDC_READ_AHEAD && (a->buf || !room));
+	assert(a->buf && room > 0 && room <= TCP_XDC_READ_AHEAD);
 	if (!tcp_xdc_ahead_pending(a)) {
 		struct iovec refill = { a->buf, room };
 		size_t want = 0;

@@ -20,7 +20,7 @@
 #define TCP_XDC_READ_AHEAD 4096
 
 struct tcp_xdc_ahead {
-	uint8_t *buf;		/* TCP_XDC_READ_AHEAD bytes; NULL: none */
+	uint8_t *buf;		/* TCP_XDC_READ_AHEAD bytes */
 	uint32_t pos, len;	/* buf[pos, len): read, not yet taken */
 };
 
@@ -47,8 +47,8 @@ size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
 
 /*
  * Fills iov from what was read ahead or else from fd (non-blocking), in
- * the latter case with up to `room` (at most TCP_XDC_READ_AHEAD; 0 when
- * a->buf is NULL) bytes that follow into a's buffer.  Returns bytes placed
+ * the latter case with up to `room` (1 to TCP_XDC_READ_AHEAD) bytes that
+ * follow into a's buffer.  Returns bytes placed
  * in iov (> 0), 0 at the end of the stream, or -errno (-EAGAIN: nothing
  * there).  *wire counts the bytes read from the socket.
  */

@@ -136,9 +136,9 @@ static bool stream_buffered(const struct tcp_xdc_stream *s)
  * bytes come out).  Returns bytes (> 0) or 0 when nothing is there; an
  * end, reset or failure is decided here.  A record that fails its tag or
  * a stream cut inside one fails the connection with the record layer's
- * words.  In clear the bytes go straight where they belong, read ahead
- * into no buffer of ours: a payload lands in the posted buffer while the
- * kernel is still in the call (before the acknowledgement it may send on
+ * words.  In clear nothing is read ahead: the bytes go straight where
+ * they belong, so a payload lands in the posted buffer while the kernel
+ * is still in the call (before the acknowledgement it may send on
  * the way out), and NCCL's GPU, which polls that buffer for small
  * messages, sees it then.  Read ahead and copied after the call, small
  * all-reduces took longer (docs/benchmarks.md).
