@@ -341,16 +341,41 @@ static ncclResult_t tuner_init(size_t nranks, size_t nnodes,
 	return mesh_to_nccl(mesh_tuner_init(nranks, nnodes, ctx));
 }
 
+/*
+ * The algorithm NCCL will run: the cheapest of its table, which the tuner
+ * leaves as it is.  The table is NCCL's float[nalgo][nproto]; what NCCL
+ * cannot or may not run (NCCL_ALGO) costs -1.
+ */
+static enum mesh_algo nccl_algo(float **cost_table, int nalgo, int nproto)
+{
+	const float *cost = (const float *)cost_table;
+	int best = -1;
+
+	for (int i = 0; i < nalgo * nproto; i++)
+		if (cost[i] >= 0 && (best < 0 || cost[i] < cost[best]))
+			best = i;
+	if (best < 0)
+		return MESH_ALGO_ANY;
+	switch (best / nproto) {
+	case NCCL_ALGO_TREE:
+		return MESH_ALGO_TREE;
+	case NCCL_ALGO_RING:
+		return MESH_ALGO_RING;
+	default:
+		return MESH_ALGO_ANY;
+	}
+}
+
 /* Only the channel count: NCCL's algorithm and protocol times stand. */
 static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 				    int npipe_ops, float **cost_table,
 				    int nalgo, int nproto, int reg_buff,
 				    int *nchannels)
 {
-	int n = mesh_tuner_channels(ctx, nbytes);
+	int n = mesh_tuner_channels(ctx, nbytes,
+				    nccl_algo(cost_table, nalgo, nproto));
 
-	(void)coll, (void)npipe_ops, (void)cost_table, (void)nalgo;
-	(void)nproto, (void)reg_buff;
+	(void)coll, (void)npipe_ops, (void)reg_buff;
 	if (n)
 		*nchannels = n;
 	return ncclSuccess;

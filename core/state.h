@@ -15,6 +15,7 @@
 #include "handle.h"
 #include "loader.h"
 #include "params.h"
+#include "tuner.h"
 
 /* Where peers must dial us when they cannot reach us directly (NAT). */
 struct core_advertise {
@@ -26,15 +27,17 @@ struct core_advertise {
 	bool local;		/* also our own addresses, after these */
 };
 
-/* One entry of nccl_channels_by_size: collectives of more bytes than the
- * entry before and at most max_bytes are given `channels` channels (0:
- * NCCL's own count). */
+/* One entry of nccl_channels_by_size: collectives NCCL runs with `algo`,
+ * of more bytes than the entry before for that algorithm and at most
+ * max_bytes, are given `channels` channels (0: NCCL's own count). */
 struct core_channel_rule {
 	uint64_t max_bytes;
 	int channels;
+	enum mesh_algo algo;
 };
 
-/* The whole list, sizes rising; what a tuner context copies. */
+/* The whole list, sizes rising per algorithm; what a tuner context
+ * copies. */
 struct core_channel_rules {
 	int n;
 	struct core_channel_rule rule[CORE_CHANNEL_RULES_MAX];

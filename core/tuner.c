@@ -19,7 +19,7 @@
 #include "state.h"
 #include "tuner.h"
 
-/* "up to 64K: 2, up to 1M: NCCL's" for the INFO line. */
+/* "up to 64K: 2, tree up to 16K: 2" for the INFO line. */
 static void rules_text(const struct core_channel_rules *r, char *buf,
 		       size_t len)
 {
@@ -33,7 +33,9 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 				sizeof(size));
 		snprintf(count, sizeof(count), "%d", r->rule[i].channels);
 		used += (size_t)snprintf(buf + used, len - used,
-			"%sup to %s: %s", i ? ", " : "", size,
+			"%s%s%sup to %s: %s", i ? ", " : "",
+			r->rule[i].algo == MESH_ALGO_TREE ? "tree " : "",
+			r->rule[i].algo == MESH_ALGO_RING ? "ring " : "", size,
 			r->rule[i].channels ? count : "NCCL's");
 	}
 }
@@ -58,12 +60,17 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 	return 0;
 }
 
-int mesh_tuner_channels(const void *ctx, uint64_t bytes)
+int mesh_tuner_channels(const void *ctx, uint64_t bytes,
+			enum mesh_algo algo)
 {
 	const struct core_channel_rules *r = ctx;
+	enum mesh_algo use = MESH_ALGO_ANY;
 
 	for (int i = 0; i < r->n; i++)
-		if (bytes <= r->rule[i].max_bytes)
+		if (algo != MESH_ALGO_ANY && r->rule[i].algo == algo)
+			use = algo;
+	for (int i = 0; i < r->n; i++)
+		if (r->rule[i].algo == use && bytes <= r->rule[i].max_bytes)
 			return r->rule[i].channels;
 	return 0;
 }

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The algorithm a channel rule is for (nccl_channels_by_size's prefix). */
+enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING };
+
 /*
  * A context for one communicator of nranks over nnodes.  It applies the
  * rules only where NCCL's network carries the traffic and is ours: more
@@ -16,8 +19,13 @@
  * context outlives the network's finalize.
  */
 int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx);
-/* The channels the rules give a collective of `bytes`; 0: NCCL's count. */
-int mesh_tuner_channels(const void *ctx, uint64_t bytes);
+/*
+ * The channels the rules give a collective of `bytes` that NCCL runs with
+ * `algo`: that algorithm's own rules where it has any, else the rules for
+ * any algorithm; 0: NCCL's count.
+ */
+int mesh_tuner_channels(const void *ctx, uint64_t bytes,
+			enum mesh_algo algo);
 void mesh_tuner_destroy(void *ctx);
 
 #endif

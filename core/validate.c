@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "netaddr.h"
 #include "params.h"
@@ -235,15 +236,46 @@ static int load_key(struct core_state *st)
 	return -EINVAL;
 }
 
-/* One nccl_channels_by_size entry, "64K:2", into rule; else an error. */
+static const char *const algo_names[] = {
+	[MESH_ALGO_TREE] = "tree",
+	[MESH_ALGO_RING] = "ring",
+};
+
+/* An entry's algorithm prefix ("tree:"), stepped over; else ANY. */
+static int take_algo(const char **item, enum mesh_algo *algo)
+{
+	const char *colon = strchr(*item, ':');
+
+	*algo = MESH_ALGO_ANY;
+	if (!colon || !isalpha((unsigned char)**item))
+		return 0;
+	for (int a = MESH_ALGO_TREE; a <= MESH_ALGO_RING; a++)
+		if ((size_t)(colon - *item) == strlen(algo_names[a]) &&
+		    !strncasecmp(*item, algo_names[a], (size_t)(colon - *item))) {
+			*algo = (enum mesh_algo)a;
+			*item = colon + 1;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* One nccl_channels_by_size entry, "64K:2" or "tree:16K:2", into rule;
+ * else an error. */
 static int take_channel_rule(struct core_state *st, int i,
 			     struct core_channel_rule *rule)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
-	const char *item = v->items[i], *colon = strchr(item, ':');
+	const char *item = v->items[i], *colon;
 	char size[32], *end;
 	long n;
 
+	if (take_algo(&item, &rule->algo)) {
+		core_config_value_error(st->cfg, NULL, v, "entry %d \"%s\": "
+			"unknown algorithm before the size (tree or ring)",
+			i + 1, v->items[i]);
+		return -EINVAL;
+	}
+	colon = strchr(item, ':');
 	if (!colon || (size_t)(colon - item) >= sizeof(size))
 		goto syntax;
 	memcpy(size, item, (size_t)(colon - item));
@@ -255,24 +287,25 @@ static int take_channel_rule(struct core_state *st, int i,
 	if (!rule->max_bytes || n > CORE_NCCL_CHANNELS_MAX) {
 		core_config_value_error(st->cfg, NULL, v, "entry %d \"%s\": "
 			"expected a size above 0 and 0..%d channels", i + 1,
-			item, CORE_NCCL_CHANNELS_MAX);
+			v->items[i], CORE_NCCL_CHANNELS_MAX);
 		return -EINVAL;
 	}
 	rule->channels = (int)n;
 	return 0;
 syntax:
 	core_config_value_error(st->cfg, NULL, v, "entry %d \"%s\": expected "
-		"<size>:<channels>, as \"64K:2\" (size in bytes or with a K, "
-		"M or G suffix)", i + 1, item);
+		"[tree:|ring:]<size>:<channels>, as \"64K:2\" (size in bytes "
+		"or with a K, M or G suffix)", i + 1, v->items[i]);
 	return -EINVAL;
 }
 
 /* nccl_channels_by_size: entries that parse, at most
- * CORE_CHANNEL_RULES_MAX, sizes strictly rising. */
+ * CORE_CHANNEL_RULES_MAX, sizes strictly rising per algorithm. */
 static int take_channel_rules(struct core_state *st)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
 	struct core_channel_rule *rules = st->channel_rules.rule;
+	int last[MESH_ALGO_RING + 1] = { -1, -1, -1 };
 	int err = 0;
 
 	if (v->nitems > CORE_CHANNEL_RULES_MAX) {
@@ -281,15 +314,21 @@ static int take_channel_rules(struct core_state *st)
 		return -EINVAL;
 	}
 	for (int i = 0; i < v->nitems; i++) {
+		int *prev;
+
 		if (take_channel_rule(st, i, &rules[i])) {
 			err = -EINVAL;
-		} else if (i && !err &&
-			   rules[i].max_bytes <= rules[i - 1].max_bytes) {
+			continue;
+		}
+		prev = &last[rules[i].algo];
+		if (*prev >= 0 && !err &&
+		    rules[i].max_bytes <= rules[*prev].max_bytes) {
 			core_config_value_error(st->cfg, NULL, v, "entry %d "
 				"\"%s\": sizes must rise, and entry %d is as "
-				"large", i + 1, v->items[i], i);
+				"large", i + 1, v->items[i], *prev + 1);
 			err = -EINVAL;
 		}
+		*prev = i;
 	}
 	st->channel_rules.n = err ? 0 : v->nitems;
 	return err;

@@ -24,6 +24,10 @@ typedef enum {
 	ncclFuncRecv = 7,
 } ncclFunc_t;
 
+/* Rows of the cost table getCollInfo is given. */
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+
 typedef struct {
 	const char *name;
 	/* Once per communicator, after the network's init. */

@@ -443,8 +443,9 @@ static void check_channel_rules(const struct tmp_files *t, const char *items,
 	core_state_free(st);
 }
 
-#define RULE_SYNTAX ": expected <size>:<channels>, as \"64K:2\" (size in " \
-	"bytes or with a K, M or G suffix)"
+#define RULE_SYNTAX ": expected [tree:|ring:]<size>:<channels>, as " \
+	"\"64K:2\" (size in bytes or with a K, M or G suffix)"
+#define RULE_ALGO ": unknown algorithm before the size (tree or ring)"
 #define RULE_RANGE ": expected a size above 0 and 0..64 channels"
 
 /* Every broken nccl_channels_by_size entry is an error at its line that
@@ -469,6 +470,13 @@ static void test_channel_rules(const struct tmp_files *t)
 		  "rise, and entry 1 is as large" },
 		{ "\"1M:2\", \"64K:4\"", "entry 2 \"64K:4\": sizes must "
 		  "rise, and entry 1 is as large" },
+		{ "\"mesh:64K:2\"", "entry 1 \"mesh:64K:2\"" RULE_ALGO },
+		{ "\"K:2\"", "entry 1 \"K:2\"" RULE_ALGO },
+		{ "\"tree:64K\"", "entry 1 \"tree:64K\"" RULE_SYNTAX },
+		{ "\"ring:0:2\"", "entry 1 \"ring:0:2\"" RULE_RANGE },
+		/* sizes rise per algorithm */
+		{ "\"tree:16K:2\", \"64K:2\", \"tree:8K:2\"", "entry 3 "
+		  "\"tree:8K:2\": sizes must rise, and entry 1 is as large" },
 	};
 	char many[1024] = "";
 
@@ -481,6 +489,8 @@ static void test_channel_rules(const struct tmp_files *t)
 	check_channel_rules(t, "", NULL, 0);
 	check_channel_rules(t, "\"4K:0\", \"64k:2\", \"1048576:64\"", NULL,
 			    3);
+	check_channel_rules(t, "\"8K:0\", \"64K:2\", \"tree:8K:0\", "
+			    "\"TREE:16K:2\", \"ring:1M:4\"", NULL, 5);
 	setenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE", "8K:1,16M:4", 1);
 	check_channel_rules(t, "", NULL, 2);
 	unsetenv("NCCL_MESH_NCCL_CHANNELS_BY_SIZE");

@@ -3,8 +3,10 @@
  * The tuner as NCCL sees it: dlopens the plugin, inits its network (v11)
  * on a config with nccl_channels_by_size, and asks ncclTunerPlugin_v4 what
  * NCCL would: the channel count per size, only for a communicator over
- * more than one node whose network is ours, NCCL's cost table untouched,
- * and a context that outlives the network's finalize.
+ * more than one node whose network is ours, by the algorithm NCCL's cost
+ * table makes cheapest (its own rules, else those for any algorithm),
+ * the table untouched, and a context that outlives the network's
+ * finalize.
  *
  * usage: test_tuner PLUGIN MODULE_DIR
  */
@@ -24,23 +26,40 @@
 
 static const ncclTuner_v4_t *tuner;
 
-/* The channels the tuner gives a collective of `bytes` (0: NCCL's), with
- * the cost table checked unchanged. */
-static int channels(void *ctx, size_t bytes)
+#define ALGO_PAT 6
+#define NO_ALGO (-1)
+
+/* NCCL's cost table where `algo`'s Simple protocol is cheapest (none with
+ * NO_ALGO), every other algorithm's LL impossible (-1). */
+static float cost(int algo, int a, int p)
+{
+	if (algo == NO_ALGO || (a != algo && p == 0))
+		return -1;
+	return a == algo && p == 2 ? 1 : (float)(10 + a * NPROTO + p);
+}
+
+/* The channels the tuner gives a collective of `bytes` that NCCL would run
+ * with `algo` (0: NCCL's), with the cost table checked unchanged. */
+static int channels_for(void *ctx, size_t bytes, int algo)
 {
 	float table[NALGO][NPROTO];
 	int n = 0;
 
 	for (int a = 0; a < NALGO; a++)
 		for (int p = 0; p < NPROTO; p++)
-			table[a][p] = (float)(a * NPROTO + p);
+			table[a][p] = cost(algo, a, p);
 	CHECK(tuner->getCollInfo(ctx, ncclFuncAllReduce, bytes, 1,
 				 (float **)table, NALGO, NPROTO, 0, &n) ==
 	      ncclSuccess);
 	for (int a = 0; a < NALGO; a++)
 		for (int p = 0; p < NPROTO; p++)
-			CHECK(table[a][p] == (float)(a * NPROTO + p));
+			CHECK(table[a][p] == cost(algo, a, p));
 	return n;
+}
+
+static int channels(void *ctx, size_t bytes)
+{
+	return channels_for(ctx, bytes, NCCL_ALGO_RING);
 }
 
 static void *tuner_ctx(size_t nranks, size_t nnodes)
@@ -70,7 +89,8 @@ int main(int argc, char **argv)
 	if (!f)
 		return 2;
 	fputs("version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
-	      "nccl_channels_by_size = [ \"4K:0\", \"64K:2\", \"1M:3\" ];\n"
+	      "nccl_channels_by_size = [ \"4K:0\", \"64K:2\", \"1M:3\",\n"
+	      "  \"tree:8K:0\", \"tree:16K:5\" ];\n"
 	      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n", f);
 	fclose(f);
 	setenv("NCCL_MESH_CONF", conf, 1);
@@ -101,6 +121,14 @@ int main(int argc, char **argv)
 	CHECK(channels(t2, 1 << 20) == 3);
 	CHECK(channels(t2, (1 << 20) + 1) == 0);
 	CHECK(channels(t2, (size_t)1 << 40) == 0);
+	/* Tree has rules of its own; any other algorithm takes the rest. */
+	CHECK(channels_for(t2, 8192, NCCL_ALGO_TREE) == 0);
+	CHECK(channels_for(t2, 8193, NCCL_ALGO_TREE) == 5);
+	CHECK(channels_for(t2, 16384, NCCL_ALGO_TREE) == 5);
+	CHECK(channels_for(t2, 16385, NCCL_ALGO_TREE) == 0);
+	CHECK(channels_for(t2, 65536, NCCL_ALGO_TREE) == 0);
+	CHECK(channels_for(t2, 65536, ALGO_PAT) == 2);
+	CHECK(channels_for(t2, 16384, NO_ALGO) == 2);
 
 	/* One node: NVLink or shared memory carry it, not the network. */
 	t1 = tuner_ctx(8, 1);
