@@ -19,6 +19,16 @@
 #include "state.h"
 #include "tuner.h"
 
+const char *mesh_algo_name(enum mesh_algo algo)
+{
+	static const char *const names[MESH_ALGOS] = {
+		[MESH_ALGO_TREE] = "tree",
+		[MESH_ALGO_RING] = "ring",
+	};
+
+	return algo < MESH_ALGOS ? names[algo] : NULL;
+}
+
 /* "up to 64K: 2, tree up to 16K: 2" for the INFO line. */
 static void rules_text(const struct core_channel_rules *r, char *buf,
 		       size_t len)
@@ -27,6 +37,7 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 
 	buf[0] = '\0';
 	for (int i = 0; i < r->n && used < len; i++) {
+		const char *algo = mesh_algo_name(r->rule[i].algo);
 		char size[32], count[16];
 
 		param_size_text((long long)r->rule[i].max_bytes, size,
@@ -34,8 +45,7 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 		snprintf(count, sizeof(count), "%d", r->rule[i].channels);
 		used += (size_t)snprintf(buf + used, len - used,
 			"%s%s%sup to %s: %s", i ? ", " : "",
-			r->rule[i].algo == MESH_ALGO_TREE ? "tree " : "",
-			r->rule[i].algo == MESH_ALGO_RING ? "ring " : "", size,
+			algo ? algo : "", algo ? " " : "", size,
 			r->rule[i].channels ? count : "NCCL's");
 	}
 }

@@ -10,7 +10,10 @@
 #include <stdint.h>
 
 /* The algorithm a channel rule is for (nccl_channels_by_size's prefix). */
-enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING };
+enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING, MESH_ALGOS };
+
+/* The prefix naming algo ("tree"); NULL for MESH_ALGO_ANY. */
+const char *mesh_algo_name(enum mesh_algo algo);
 
 /*
  * A context for one communicator of nranks over nnodes.  It applies the

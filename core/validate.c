@@ -236,11 +236,6 @@ static int load_key(struct core_state *st)
 	return -EINVAL;
 }
 
-static const char *const algo_names[] = {
-	[MESH_ALGO_TREE] = "tree",
-	[MESH_ALGO_RING] = "ring",
-};
-
 /* An entry's algorithm prefix ("tree:"), stepped over; else ANY. */
 static int take_algo(const char **item, enum mesh_algo *algo)
 {
@@ -249,13 +244,16 @@ static int take_algo(const char **item, enum mesh_algo *algo)
 	*algo = MESH_ALGO_ANY;
 	if (!colon || !isalpha((unsigned char)**item))
 		return 0;
-	for (int a = MESH_ALGO_TREE; a <= MESH_ALGO_RING; a++)
-		if ((size_t)(colon - *item) == strlen(algo_names[a]) &&
-		    !strncasecmp(*item, algo_names[a], (size_t)(colon - *item))) {
+	for (int a = MESH_ALGO_TREE; a < MESH_ALGOS; a++) {
+		const char *name = mesh_algo_name((enum mesh_algo)a);
+
+		if ((size_t)(colon - *item) == strlen(name) &&
+		    !strncasecmp(*item, name, strlen(name))) {
 			*algo = (enum mesh_algo)a;
 			*item = colon + 1;
 			return 0;
 		}
+	}
 	return -EINVAL;
 }
 
@@ -305,7 +303,7 @@ static int take_channel_rules(struct core_state *st)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
 	struct core_channel_rule *rules = st->channel_rules.rule;
-	int last[MESH_ALGO_RING + 1] = { -1, -1, -1 };
+	int last[MESH_ALGOS] = { -1, -1, -1 };
 	int err = 0;
 
 	if (v->nitems > CORE_CHANNEL_RULES_MAX) {
