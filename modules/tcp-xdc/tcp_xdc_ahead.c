@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tcp-xdc read-ahead (tcp_xdc_ahead.h). */
+/* Reading a stream socket, straight or ahead (tcp_xdc_ahead.h). */
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
