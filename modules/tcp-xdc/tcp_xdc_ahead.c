@@ -7,9 +7,6 @@
 
 #include "tcp_xdc_ahead.h"
 
-/* A caller's iov (a payload and the next header behind it) and ours. */
-#define AHEAD_MAX_IOV 3
-
 size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
 			size_t avail)
 {
@@ -57,57 +54,43 @@ ssize_t tcp_xdc_readv(int fd, const struct iovec *iov, int iovcnt,
 	return n;
 }
 
-/*
- * A read larger than the buffer: straight into the caller's iovec, what
- * follows (up to room) into the buffer.
- */
-static ssize_t read_large(struct tcp_xdc_ahead *a, int fd,
-			  const struct iovec *iov, int iovcnt, size_t want,
-			  size_t room, uint64_t *wire)
+/* A read larger than the buffer: straight into buf, what follows (up to
+ * room) into the buffer. */
+static ssize_t read_large(struct tcp_xdc_ahead *a, int fd, void *buf,
+			  size_t want, size_t room, uint64_t *wire)
 {
-	struct iovec all[AHEAD_MAX_IOV];
-	ssize_t n;
+	struct iovec two[2] = { { buf, want }, { a->buf, room } };
+	ssize_t n = tcp_xdc_readv(fd, two, 2, wire);
 
-	memcpy(all, iov, (size_t)iovcnt * sizeof(*iov));
-	all[iovcnt] = (struct iovec){ a->buf, room };
-	n = tcp_xdc_readv(fd, all, iovcnt + 1, wire);
-	if (n > 0 && (size_t)n > want) {
-		a->pos = 0;
-		a->len = (uint32_t)((size_t)n - want);
-		n = (ssize_t)want;
-	}
-	return n;
+	if (n <= 0 || (size_t)n <= want)
+		return n;
+	a->pos = 0;
+	a->len = (uint32_t)((size_t)n - want);
+	return (ssize_t)want;
 }
 
-/*
- * A read that fits the buffer refills the buffer and is served from it,
- * as are the bytes already read ahead.
- */
-ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
-			    const struct iovec *iov, int iovcnt, size_t room,
-			    uint64_t *wire)
+/* A read that fits the buffer refills it and is served from it, as are the
+ * bytes already read ahead. */
+ssize_t tcp_xdc_ahead_read(struct tcp_xdc_ahead *a, int fd, void *buf,
+			   size_t want, size_t room, uint64_t *wire)
 {
 	size_t took;
 
-	assert(iovcnt > 0 && iovcnt < AHEAD_MAX_IOV);
-	assert(a->buf && room > 0 && room <= TCP_XDC_READ_AHEAD);
+	assert(a->buf && room > 0 && room <= TCP_XDC_READ_AHEAD && want > 0);
 	if (!tcp_xdc_ahead_pending(a)) {
 		struct iovec refill = { a->buf, room };
-		size_t want = 0;
 		ssize_t n;
 
-		for (int i = 0; i < iovcnt; i++)
-			want += iov[i].iov_len;
 		if (want > room)
-			return read_large(a, fd, iov, iovcnt, want, room,
-					  wire);
+			return read_large(a, fd, buf, want, room, wire);
 		n = tcp_xdc_readv(fd, &refill, 1, wire);
 		if (n <= 0)
 			return n;
 		a->pos = 0;
 		a->len = (uint32_t)n;
 	}
-	took = tcp_xdc_iov_fill(iov, iovcnt, a->buf + a->pos, a->len - a->pos);
+	took = a->len - a->pos < want ? a->len - a->pos : want;
+	memcpy(buf, a->buf + a->pos, took);
 	a->pos += (uint32_t)took;
 	return (ssize_t)took;
 }

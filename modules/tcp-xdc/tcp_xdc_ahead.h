@@ -46,14 +46,13 @@ size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
 			size_t avail);
 
 /*
- * Fills iov from what was read ahead or else from fd (non-blocking), in
- * the latter case with up to `room` (1 to TCP_XDC_READ_AHEAD) bytes that
- * follow into a's buffer.  Returns bytes placed
- * in iov (> 0), 0 at the end of the stream, or -errno (-EAGAIN: nothing
- * there).  *wire counts the bytes read from the socket.
+ * Fills buf with up to want bytes from what was read ahead or else from fd
+ * (non-blocking), in the latter case with up to `room` (1 to
+ * TCP_XDC_READ_AHEAD) bytes that follow into a's buffer.  Returns bytes
+ * placed in buf (> 0), 0 at the end of the stream, or -errno (-EAGAIN:
+ * nothing there).  *wire counts the bytes read from the socket.
  */
-ssize_t tcp_xdc_ahead_readv(struct tcp_xdc_ahead *a, int fd,
-			    const struct iovec *iov, int iovcnt, size_t room,
-			    uint64_t *wire);
+ssize_t tcp_xdc_ahead_read(struct tcp_xdc_ahead *a, int fd, void *buf,
+			   size_t want, size_t room, uint64_t *wire);
 
 #endif

@@ -257,11 +257,9 @@ static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
 static ssize_t read_some(struct tcp_xdc_crypt *c, int fd, size_t want,
 			 uint64_t *wire)
 {
-	struct iovec iov = { c->buf + c->buf_done, want };
-
-	return tcp_xdc_ahead_readv(&c->ahead, fd, &iov, 1,
-				   c->buf_len ? TCP_XDC_RECORD_HDR :
-						TCP_XDC_READ_AHEAD, wire);
+	return tcp_xdc_ahead_read(&c->ahead, fd, c->buf + c->buf_done, want,
+				  c->buf_len ? TCP_XDC_RECORD_HDR :
+					       TCP_XDC_READ_AHEAD, wire);
 }
 
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,

@@ -2,9 +2,9 @@
 /*
  * tcp-xdc's read-ahead over a socketpair: a read that fits the buffer (one
  * recv through it, the rest kept for the next call) and one that does not
- * (recvmsg into the caller's iovec, what follows into the buffer), an
- * empty socket, an iovec split across a read, and the end of the stream;
- * the clear path's read straight into the caller's iovec.
+ * (straight into the caller's buffer, what follows into ours), an empty
+ * socket, two reads served in order from one socket read, and the end of
+ * the stream; the clear path's read straight into the caller's iovec.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -46,48 +46,47 @@ static void test_small_reads(void)
 {
 	struct tcp_xdc_ahead a = { .buf = ahead_buf };
 	uint8_t hdr[32], body[100];
-	struct iovec iov = { hdr, sizeof(hdr) };
 	uint64_t wire = 0;
 	int fd[2];
 
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fd) == 0);
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, sizeof(ahead_buf),
-				  &wire) == -EAGAIN);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], hdr, sizeof(hdr),
+				 sizeof(ahead_buf), &wire) == -EAGAIN);
 	CHECK(wire == 0 && !tcp_xdc_ahead_pending(&a));
 
 	/* 100 bytes: the header's 32 now, 68 kept */
 	put(fd[1], 0, 100);
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, sizeof(ahead_buf),
-				  &wire) == 32);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], hdr, sizeof(hdr),
+				 sizeof(ahead_buf), &wire) == 32);
 	CHECK(same(hdr, 0, 32) && wire == 100);
 	CHECK(tcp_xdc_ahead_pending(&a) && a.len - a.pos == 68);
 
 	/* served from what was read, without the socket */
-	iov = (struct iovec){ body, 40 };
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, sizeof(ahead_buf),
-				  &wire) == 40);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], body, 40, sizeof(ahead_buf),
+				 &wire) == 40);
 	CHECK(same(body, 32, 40));
-	iov = (struct iovec){ body, sizeof(body) };
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, sizeof(ahead_buf),
-				  &wire) == 28);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], body, sizeof(body),
+				 sizeof(ahead_buf), &wire) == 28);
 	CHECK(same(body, 72, 28) && !tcp_xdc_ahead_pending(&a) && wire == 100);
 
-	/* two iovecs filled in order from one read */
+	/* two reads filled in order from one socket read */
 	{
 		uint8_t x[10], y[20];
-		struct iovec two[2] = { { x, sizeof(x) }, { y, sizeof(y) } };
 
 		put(fd[1], 100, 25);
-		CHECK(tcp_xdc_ahead_readv(&a, fd[0], two, 2,
-					  sizeof(ahead_buf), &wire) == 25);
+		CHECK(tcp_xdc_ahead_read(&a, fd[0], x, sizeof(x),
+					 sizeof(ahead_buf), &wire) == 10);
+		CHECK(wire == 125);
+		CHECK(tcp_xdc_ahead_read(&a, fd[0], y, sizeof(y),
+					 sizeof(ahead_buf), &wire) == 15);
 		CHECK(same(x, 100, 10) && same(y, 110, 15));
 		CHECK(!tcp_xdc_ahead_pending(&a) && wire == 125);
 	}
 
 	/* the end of the stream, once the buffer is empty */
 	close(fd[1]);
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], &iov, 1, sizeof(ahead_buf),
-				  &wire) == 0);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], body, sizeof(body),
+				 sizeof(ahead_buf), &wire) == 0);
 	close(fd[0]);
 }
 
@@ -97,27 +96,21 @@ static void test_large_read(void)
 	size_t big = 3 * TCP_XDC_READ_AHEAD;
 	uint8_t *payload = malloc(big);
 	uint8_t hdr[32];
-	struct iovec two[2] = { { payload, big }, { hdr, sizeof(hdr) } };
 	uint64_t wire = 0;
 	size_t got = 0, want = big + sizeof(hdr);
 	int fd[2];
 
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fd) == 0);
-	CHECK(tcp_xdc_ahead_readv(&a, fd[0], two, 2, sizeof(ahead_buf),
-				  &wire) == -EAGAIN);
+	CHECK(tcp_xdc_ahead_read(&a, fd[0], payload, big, sizeof(ahead_buf),
+				 &wire) == -EAGAIN);
 	/* a payload, the next header, and 50 bytes of what follows */
 	put(fd[1], 0, want + 50);
 	while (got < want) {
-		struct iovec rest[2];
-		int n = 0;
-		ssize_t r;
+		uint8_t *at = got < big ? payload + got : hdr + (got - big);
+		size_t len = got < big ? big - got : want - got;
+		ssize_t r = tcp_xdc_ahead_read(&a, fd[0], at, len,
+					       sizeof(ahead_buf), &wire);
 
-		if (got < big)
-			rest[n++] = (struct iovec){ payload + got, big - got };
-		rest[n++] = (struct iovec){ hdr + (got > big ? got - big : 0),
-					    want - (got > big ? got : big) };
-		r = tcp_xdc_ahead_readv(&a, fd[0], rest, n, sizeof(ahead_buf),
-					&wire);
 		CHECK(r > 0);
 		if (r <= 0)
 			break;
