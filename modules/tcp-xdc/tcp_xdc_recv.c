@@ -138,10 +138,10 @@ static bool stream_buffered(const struct tcp_xdc_stream *s)
  * a stream cut inside one fails the connection with the record layer's
  * words.  In clear nothing is read ahead: the bytes go straight where
  * they belong, so a payload lands in the posted buffer while the kernel
- * is still in the call (before the acknowledgement it may send on
- * the way out), and NCCL's GPU, which polls that buffer for small
- * messages, sees it then.  Read ahead and copied after the call, small
- * all-reduces took longer (docs/benchmarks.md).
+ * is still in the call (before the acknowledgement it may send on the
+ * way out), and NCCL's GPU, which polls that buffer for small messages,
+ * sees it then.  Read ahead and copied after the call, small all-reduces
+ * took longer (docs/benchmarks.md).
  */
 static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s, struct iovec *iov,
