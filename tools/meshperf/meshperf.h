@@ -215,6 +215,7 @@ int oob_recv_msg(int fd, enum perf_msg type, void *buf, size_t len,
 		 int timeout_s);
 int oob_barrier(int fd, uint32_t tag, int timeout_s);
 int oob_peer_gone(int fd);
+bool oob_peer_gone_long(int fd, double *gone_at);
 
 /* Fixed-width big-endian encoding of the messages above. */
 size_t perf_params_encode(const struct perf_params *p, uint8_t *buf);

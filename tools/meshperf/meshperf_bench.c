@@ -22,11 +22,6 @@
 #define PERF_TAG(rank, k) ((rank) + 2 * (k))
 /* Idle passes between checks that the peer is still alive. */
 #define PERF_IDLE_CHECK 4096
-/* Seconds the plugin gets, once the peer's bootstrap connection closed, to
- * report the failure itself: its reason (which connection, which route)
- * says more than the bootstrap's, and a peer that failed first and exited
- * closes the bootstrap before our plugin has seen its side break. */
-#define PERF_PEER_GONE_GRACE 3.0
 
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -489,19 +484,15 @@ static int waiter_idle(struct waiter *w, bool progress)
 		perf_watchdog_kick();
 		return 0;
 	}
-	if (w->peer_gone_at > 0) {
-		if (perf_now() - w->peer_gone_at < PERF_PEER_GONE_GRACE)
-			goto out;
+	if (w->peer_gone_at <= 0 && ++w->idle % PERF_IDLE_CHECK)
+		goto out;
+	if (oob_peer_gone_long(w->side->oob, &w->peer_gone_at)) {
 		perf_err("%s: peer closed the bootstrap connection (it died or failed)",
 			 w->what);
 		return -ECONNRESET;
 	}
-	if (++w->idle % PERF_IDLE_CHECK)
+	if (w->peer_gone_at > 0)
 		goto out;
-	if (oob_peer_gone(w->side->oob)) {
-		w->peer_gone_at = perf_now();
-		goto out;
-	}
 	if (perf_now() - w->last_progress > w->side->params->timeout) {
 		perf_err("%s: no progress for %u s", w->what,
 			 w->side->params->timeout);

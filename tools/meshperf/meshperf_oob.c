@@ -363,6 +363,26 @@ int oob_peer_gone(int fd)
 	return 0;
 }
 
+/*
+ * Seconds the plugin gets, once the peer's bootstrap connection closed, to
+ * report the failure itself: its reason (which connection, which route)
+ * says more than the bootstrap's, and a peer that failed first and exited
+ * closes the bootstrap before our plugin has read what it sent last.
+ */
+#define PERF_PEER_GONE_GRACE 3.0
+
+/* Whether the peer's bootstrap connection has been closed for the grace;
+ * *gone_at (0 at first) keeps when it was first seen closed. */
+bool oob_peer_gone_long(int fd, double *gone_at)
+{
+	if (*gone_at <= 0) {
+		if (!oob_peer_gone(fd))
+			return false;
+		*gone_at = perf_now();
+	}
+	return perf_now() - *gone_at >= PERF_PEER_GONE_GRACE;
+}
+
 static uint8_t *put64(uint8_t *p, uint64_t v)
 {
 	v = htobe64(v);

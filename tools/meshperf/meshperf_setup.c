@@ -360,7 +360,7 @@ static void report_stuck(const struct cycle *c)
 static int establish(struct cycle *c)
 {
 	struct timespec pause = { 0, PERF_POLL_NS };
-	double deadline = perf_now() + c->p->timeout;
+	double deadline = perf_now() + c->p->timeout, peer_gone_at = 0;
 	int missing, rc;
 
 	for (unsigned pass = 0;; pass++) {
@@ -371,7 +371,7 @@ static int establish(struct cycle *c)
 			report_stuck(c);
 			return -ETIMEDOUT;
 		}
-		if (oob_peer_gone(c->oob)) {
+		if (oob_peer_gone_long(c->oob, &peer_gone_at)) {
 			perf_err("peer closed the bootstrap connection during connection setup");
 			return -ECONNRESET;
 		}
