@@ -20,7 +20,9 @@
 #    data check never sees a wrong byte;
 #  - then, without the middlebox: the same key both sides connects and
 #    verifies; another key, encrypt on one side only and encrypt without
-#    a key each fail with their clear error.
+#    a key each fail with their clear error; the one-sided refusal also
+#    through a middlebox that holds back what goes to the client by half
+#    a second, so that it arrives after the refusing server has exited.
 #
 # usage: tamper.sh MESHPERF PLUGIN MODULE_DIR
 set -euo pipefail
@@ -63,11 +65,12 @@ tcp-xdc: {
 CONF
 
 # The middlebox: a relay from :40001 to :40000 that flips one bit at byte
-# FLIP_AT of the first connection to carry that much towards the server.
+# FLIP_AT of the first connection to carry that much towards the server,
+# and holds each piece going back to the client for HOLD seconds.
 # shellcheck disable=SC2016 # python, not shell
 MIDDLEBOX='
-import socket, sys, threading
-lsn, dst, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import socket, sys, threading, time
+lsn, dst, at, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 lock = threading.Lock()
 done = [False]
 
@@ -86,6 +89,8 @@ def pump(a, b, tamper):
                         d[at - seen] ^= 0x01
                         print("flipped one bit at byte", at, flush=True)
             seen += len(d)
+            if not tamper:
+                time.sleep(hold)
             b.sendall(d)
     except OSError:
         pass
@@ -160,9 +165,11 @@ KEY_B="NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key-b"
 ENC="NCCL_MESH_TCP_XDC_ENCRYPT=true"
 DATA=(--sizes 1M --iters 64 --budget 64M)
 
+# middlebox NAME [HOLD]: flips at FLIP_AT, holds replies HOLD s (0).
 middlebox() {
 	netns_spawn s "$NETNS_TMP/$1.middlebox" \
-		python3 -c "$MIDDLEBOX" "$IP_S:40001" "$IP_S:40000" "$FLIP_AT"
+		python3 -c "$MIDDLEBOX" "$IP_S:40001" "$IP_S:40000" "$FLIP_AT" \
+		"${2:-0}"
 	MB_PID=$NETNS_LAST_PID
 	netns_wait_listen s 40001 10 || netns_die "the middlebox did not start"
 }
@@ -226,15 +233,26 @@ grep -Eiq 'WARN .*(authenticat|key)' "$NETNS_TMP/wrongkey.client" ||
 	fail wrongkey "the connector's WARN does not name the key"
 echo "PASS another key: refused"
 
-rc=0
-pair oneside 40 "$KEY_A $ENC" "$KEY_A" "${DATA[@]}" || rc=$?
-netns_clean_failure "$rc" || fail oneside "connected, hung or crashed ($rc)"
-for side in client server; do
-	grep -q 'WARN .*encryption mismatch: the connecting side has encrypt = false, the accepting side true' \
-		"$NETNS_TMP/oneside.$side" ||
-		fail oneside "the $side does not say encryption is one-sided"
-done
+# oneside NAME SERVER_ENV: the connector in clear, the acceptor encrypted.
+oneside() {
+	local rc=0 side
+
+	pair "$1" 40 "$KEY_A $ENC $2" "$KEY_A" "${DATA[@]}" || rc=$?
+	netns_clean_failure "$rc" || fail "$1" "connected, hung or crashed ($rc)"
+	for side in client server; do
+		grep -q 'WARN .*encryption mismatch: the connecting side has encrypt = false, the accepting side true' \
+			"$NETNS_TMP/$1.$side" ||
+			fail "$1" "the $side does not say encryption is one-sided"
+	done
+}
+oneside oneside ""
 echo "PASS encrypt on one side only: refused, said on both sides"
+# The server exits once it refused; its bootstrap connection closes at
+# once, its reply reaches the client half a second later.
+middlebox oneside-late 0.5
+oneside oneside-late "$VIA_MB"
+middlebox_stop
+echo "PASS the same, the refusal arriving after the server exited: said on both sides"
 
 rc=0
 pair nokey 30 "$ENC" "$ENC" "${DATA[@]}" || rc=$?
