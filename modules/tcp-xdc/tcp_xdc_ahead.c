@@ -7,22 +7,6 @@
 
 #include "tcp_xdc_ahead.h"
 
-size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
-			size_t avail)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < iovcnt && done < avail; i++) {
-		size_t n = avail - done;
-
-		if (n > iov[i].iov_len)
-			n = iov[i].iov_len;
-		memcpy(iov[i].iov_base, (const uint8_t *)src + done, n);
-		done += n;
-	}
-	return done;
-}
-
 /* -errno of a failed receive; -EAGAIN when nothing was there. */
 static ssize_t recv_failed(void)
 {

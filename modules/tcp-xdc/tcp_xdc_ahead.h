@@ -41,10 +41,6 @@ static inline bool tcp_xdc_ahead_pending(const struct tcp_xdc_ahead *a)
 ssize_t tcp_xdc_readv(int fd, const struct iovec *iov, int iovcnt,
 		      uint64_t *wire);
 
-/* Copies up to avail bytes of src into iov, in order; how many it copied. */
-size_t tcp_xdc_iov_fill(const struct iovec *iov, int iovcnt, const void *src,
-			size_t avail);
-
 /*
  * Fills buf with up to want bytes from what was read ahead or else from fd
  * (non-blocking), in the latter case with up to `room` (1 to

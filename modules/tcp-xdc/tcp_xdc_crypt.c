@@ -248,6 +248,23 @@ static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
 	return (ssize_t)placed;
 }
 
+/* Copies up to avail bytes of src into iov, in order; how many it copied. */
+static size_t iov_fill(const struct iovec *iov, int iovcnt, const void *src,
+		       size_t avail)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < avail; i++) {
+		size_t n = avail - done;
+
+		if (n > iov[i].iov_len)
+			n = iov[i].iov_len;
+		memcpy(iov[i].iov_base, (const uint8_t *)src + done, n);
+		done += n;
+	}
+	return done;
+}
+
 /*
  * Reads up to want bytes of the record into buf, with what follows on the
  * wire behind them in the same call: behind a record's length, a small
@@ -272,10 +289,10 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 
 		if (c->pt_off < c->pt_len) {
 			/* verified plaintext left in buf */
-			size_t done = tcp_xdc_iov_fill(iov, iovcnt, c->buf +
-						       TCP_XDC_RECORD_HDR +
-						       c->pt_off,
-						       c->pt_len - c->pt_off);
+			size_t done = iov_fill(iov, iovcnt,
+					       c->buf + TCP_XDC_RECORD_HDR +
+					       c->pt_off,
+					       c->pt_len - c->pt_off);
 
 			c->pt_off += done;
 			return done ? (ssize_t)done : -EINVAL; /* empty iov */
