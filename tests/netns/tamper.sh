@@ -4,25 +4,28 @@
 # Encryption under attack (tcp-xdc encrypt = true), in two namespaces joined
 # by a veth pair:
 #
-#   c 10.79.0.1 (xdc0) ==== (xdc0) 10.79.0.2 s  [middlebox :40001 -> :40000]
+#   c 10.79.0.1 (xdc0) ==== (xdc0) 10.79.0.2 s  [relay :40001 -> :40000]
 #
-# s listens on port 40000 and advertises 10.79.0.2:40001 only, where a
-# middlebox (a TCP relay in s) passes every connection on and flips one
-# bit of the first connection that carries more than 3 MiB towards s: a
-# data stream, mid-transfer.  A meshperf client in c streams to s:
+# A meshperf client in c streams to s, whose plugin listens on port 40000.
+# On the way, nftables in c flips one bit of one packet in flight: the
+# first one past 3 MiB of a connection to port 40000 (a data stream,
+# mid-transfer), once in all, with the TCP checksum fixed up so that TCP
+# delivers the flipped byte.  Where nftables cannot do that, a relay in s
+# (a TCP proxy on port 40001, the only address s then advertises) flips
+# the bit instead, and the test says so.
 #
 #  - in clear (encrypt = false): the flip goes through unnoticed by TCP
 #    and the transfer fails (meshperf's own check, or a bad chunk header),
-#    which shows that the middlebox works;
+#    which shows that the flip lands;
 #  - encrypted: the receiving plugin fails the connection from test()
 #    with "record N failed authentication: data corrupted or tampered in
 #    flight" (or a length out of range), within seconds, and meshperf's
 #    data check never sees a wrong byte;
-#  - then, without the middlebox: the same key both sides connects and
-#    verifies; another key, encrypt on one side only and encrypt without
-#    a key each fail with their clear error; the one-sided refusal also
-#    through a middlebox that holds back what goes to the client by half
-#    a second, so that it arrives after the refusing server has exited.
+#  - then, untouched: the same key both sides connects and verifies;
+#    another key, encrypt on one side only and encrypt without a key each
+#    fail with their clear error; the one-sided refusal also through the
+#    relay holding back what goes to the client by half a second, so that
+#    it arrives after the refusing server has exited.
 #
 # usage: tamper.sh MESHPERF PLUGIN MODULE_DIR
 set -euo pipefail
@@ -40,7 +43,7 @@ BOOT=40009
 FLIP_AT=$((3 << 20))
 
 netns_init
-command -v python3 >/dev/null || netns_skip "no python3 for the middlebox"
+command -v python3 >/dev/null || netns_skip "no python3 for the relay"
 netns_add c s
 netns_veth c xdc0 s xdc0
 netns_addr c xdc0 "$IP_C/24"
@@ -64,11 +67,11 @@ tcp-xdc: {
 };
 CONF
 
-# The middlebox: a relay from :40001 to :40000 that flips one bit at byte
-# FLIP_AT of the first connection to carry that much towards the server,
-# and holds each piece going back to the client for HOLD seconds.
+# The relay: from :40001 to :40000; with FLIP_AT > 0 it flips one bit at
+# byte FLIP_AT of the first connection to carry that much towards the
+# server; it holds each piece going back to the client for HOLD seconds.
 # shellcheck disable=SC2016 # python, not shell
-MIDDLEBOX='
+RELAY='
 import socket, sys, threading, time
 lsn, dst, at, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 lock = threading.Lock()
@@ -81,7 +84,7 @@ def pump(a, b, tamper):
             d = a.recv(65536)
             if not d:
                 break
-            if tamper and not done[0] and seen <= at < seen + len(d):
+            if tamper and at and not done[0] and seen <= at < seen + len(d):
                 with lock:
                     if not done[0]:
                         done[0] = True
@@ -158,51 +161,99 @@ fail() {
 	netns_die "$1: $2"
 }
 
-# The server advertises the middlebox only.
-VIA_MB="NCCL_MESH_ADVERTISE_ADDRS=$IP_S NCCL_MESH_ADVERTISE_PORT_OFFSET=1 NCCL_MESH_ADVERTISE_LOCAL=false"
+# The server advertises the relay only.
+VIA_RELAY="NCCL_MESH_ADVERTISE_ADDRS=$IP_S NCCL_MESH_ADVERTISE_PORT_OFFSET=1 NCCL_MESH_ADVERTISE_LOCAL=false"
 KEY_A="NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key-a"
 KEY_B="NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key-b"
 ENC="NCCL_MESH_TCP_XDC_ENCRYPT=true"
 DATA=(--sizes 1M --iters 64 --budget 64M)
 
-# middlebox NAME [HOLD]: flips at FLIP_AT, holds replies HOLD s (0).
-middlebox() {
-	netns_spawn s "$NETNS_TMP/$1.middlebox" \
-		python3 -c "$MIDDLEBOX" "$IP_S:40001" "$IP_S:40000" "$FLIP_AT" \
-		"${2:-0}"
-	MB_PID=$NETNS_LAST_PID
-	netns_wait_listen s 40001 10 || netns_die "the middlebox did not start"
+# relay NAME FLIP_AT HOLD
+relay() {
+	netns_spawn s "$NETNS_TMP/$1.relay" \
+		python3 -c "$RELAY" "$IP_S:40001" "$IP_S:40000" "$2" "$3"
+	RELAY_PID=$NETNS_LAST_PID
+	netns_wait_listen s 40001 10 || netns_die "the relay did not start"
 }
 
-middlebox_stop() {
-	kill -TERM "$MB_PID" 2>/dev/null || true
-	wait "$MB_PID" 2>/dev/null || true
+relay_stop() {
+	kill -TERM "$RELAY_PID" 2>/dev/null || true
+	wait "$RELAY_PID" 2>/dev/null || true
+}
+
+# The packet flipper, in c on the way out: XOR one bit into the first
+# payload byte of the first packet past FLIP_AT bytes of a connection to
+# the plugin's port; the set makes it once in all.  nftables fixes up the
+# TCP checksum after a write to the payload ("inner header"), so TCP
+# takes the packet; "ct original bytes" needs conntrack accounting.
+FLIP_NFT="table inet tamper {
+	set flipped { type ipv4_addr; flags dynamic; }
+	chain out {
+		type filter hook postrouting priority 0;
+		ip daddr $IP_S tcp dport 40000 ct original bytes > $FLIP_AT ip daddr != @flipped @ih,0,32 set @ih,0,32 ^ 0x01000000 add @flipped { ip daddr } counter
+	}
+}"
+
+# Which one flips: nftables where it loads, else the relay.
+FLIPPER=relay
+if ! command -v nft >/dev/null; then
+	echo "no nft (nftables) here: the relay flips instead"
+elif nsx c sysctl -qw net.netfilter.nf_conntrack_acct=1 2>"$NETNS_TMP/nft.err" &&
+     nsx c nft -f - <<<"$FLIP_NFT" 2>>"$NETNS_TMP/nft.err" &&
+     nsx c nft delete table inet tamper; then
+	FLIPPER=nftables
+else
+	echo "nftables cannot flip here: the relay flips instead:"
+	head -n 3 "$NETNS_TMP/nft.err"
+fi
+
+# flip_start NAME: arms the flipper; FLIP_VIA: what the server then needs.
+flip_start() {
+	if [ "$FLIPPER" = nftables ]; then
+		nsx c nft -f - <<<"$FLIP_NFT"
+		FLIP_VIA=""
+	else
+		relay "$1" "$FLIP_AT" 0
+		FLIP_VIA=$VIA_RELAY
+	fi
+}
+
+# flip_stop NAME: disarms it; fails NAME if nothing was flipped.
+flip_stop() {
+	local n
+
+	if [ "$FLIPPER" = nftables ]; then
+		n=$(nsx c nft list table inet tamper |
+			sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+		nsx c nft delete table inet tamper
+	else
+		relay_stop
+		n=$(grep -c flipped "$NETNS_TMP/$1.relay" || true)
+	fi
+	[ "${n:-0}" -ge 1 ] || fail "$1" "the $FLIPPER flipped nothing"
+	echo "$FLIPPER flipped one bit in $n packet(s)"
 }
 
 # --------------------------------------------- in clear: the flip lands
-middlebox clear
+flip_start clear
 rc=0
-pair clear 60 "$KEY_A $VIA_MB" "$KEY_A" "${DATA[@]}" || rc=$?
-middlebox_stop
-grep -q flipped "$NETNS_TMP/clear.middlebox" ||
-	fail clear "the middlebox flipped nothing"
+pair clear 60 "$KEY_A $FLIP_VIA" "$KEY_A" "${DATA[@]}" || rc=$?
+flip_stop clear
 grep -q 'not encrypted' "$NETNS_TMP/clear.server" ||
 	fail clear "the comm does not say it is not encrypted"
 if [ "$rc" -eq 0 ] && [ "$(cat "$NETNS_TMP/clear.src")" -eq 0 ]; then
 	fail clear "a flipped bit in clear went unnoticed by both sides"
 fi
-echo "PASS in clear: the middlebox's flip broke the transfer:"
+echo "PASS in clear: the flip ($FLIPPER) broke the transfer:"
 grep -hE 'data mismatch|bad chunk header|WARN' "$NETNS_TMP/clear.server" |
 	head -n 2
 
 # ------------------------------------------- encrypted: detected, nothing
-middlebox enc
+flip_start enc
 t0=$SECONDS
 rc=0
-pair enc 60 "$KEY_A $ENC $VIA_MB" "$KEY_A $ENC" "${DATA[@]}" || rc=$?
-middlebox_stop
-grep -q flipped "$NETNS_TMP/enc.middlebox" ||
-	fail enc "the middlebox flipped nothing"
+pair enc 60 "$KEY_A $ENC $FLIP_VIA" "$KEY_A $ENC" "${DATA[@]}" || rc=$?
+flip_stop enc
 grep -q 'encrypted (AES-256-GCM' "$NETNS_TMP/enc.server" ||
 	fail enc "the recv comm does not say it is encrypted"
 src=$(cat "$NETNS_TMP/enc.src")
@@ -249,9 +300,9 @@ oneside oneside ""
 echo "PASS encrypt on one side only: refused, said on both sides"
 # The server exits once it refused; its bootstrap connection closes at
 # once, its reply reaches the client half a second later.
-middlebox oneside-late 0.5
-oneside oneside-late "$VIA_MB"
-middlebox_stop
+relay oneside-late 0 0.5
+oneside oneside-late "$VIA_RELAY"
+relay_stop
 echo "PASS the same, the refusal arriving after the server exited: said on both sides"
 
 rc=0
