@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # The small-message bar of tests/gpu without PyTorch in the way: all-reduce
-# time by size through Mesh and through NCCL's Socket, each rank a C
+# (or send/receive) time by size through Mesh and through NCCL's Socket,
+# each rank a C
 # program (tests/gpu/nccl_latency.c, built here with nvcc against the NCCL
 # that PyTorch loads) that queues ITERS ncclAllReduce calls on one stream
 # and times them as a whole.  Each run starts Socket and each Mesh variant
@@ -11,12 +12,16 @@
 # Socket, and every run's time.  Exits 1 if a result was not exact or a
 # rank did not use the network it was given.
 #
-# Usage: tests/gpu/latency.sh [BUILD_DIR] [--runs N] [--sizes LIST] [--iters N] [--out DIR] [VARIANT...]
+# Usage: tests/gpu/latency.sh [BUILD_DIR] [--runs N] [--sizes LIST] [--iters N]
+#                             [--ranks N] [--op allreduce|sendrecv] [--out DIR] [VARIANT...]
 #
 # VARIANT: NAME or NAME:VAR=VALUE,VAR=VALUE, a Mesh run with those
 # settings (default: one, "mesh", as configured).
 # Defaults: 5 runs, sizes 8,64,512,4K,16K,64K,256K,1M, 1000 calls a size
-# (after 100 not timed).  NCCL_HOME, if set, holds include/nccl.h and
+# (after 100 not timed), 2 ranks, all-reduce.  Every rank is its own
+# "host" (NCCL_HOSTID), so all traffic between ranks takes the network;
+# sendrecv sends to the next rank and receives from the one before, as
+# nccl-tests' sendrecv does.  NCCL_HOME, if set, holds include/nccl.h and
 # lib/libnccl.so.2; otherwise PyTorch's NCCL package is used.  NCCL's
 # logs (INIT and NET, and whatever NCCL_DEBUG_SUBSYS adds) and the results
 # go to DIR, else to a fresh temporary folder.  Settings in the environment
@@ -31,6 +36,8 @@ build=build
 runs=5
 sizes=8,64,512,4K,16K,64K,256K,1M
 iters=1000
+ranks=2
+op=allreduce
 out=
 variants=()
 
@@ -39,6 +46,8 @@ while [ $# -gt 0 ]; do
 	--runs) runs=${2:?}; shift ;;
 	--sizes) sizes=${2:?}; shift ;;
 	--iters) iters=${2:?}; shift ;;
+	--ranks) ranks=${2:?}; shift ;;
+	--op) op=${2:?}; shift ;;
 	--out) out=${2:?}; shift ;;
 	-h|--help) sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "latency.sh: unknown option $1" >&2; exit 2 ;;
@@ -55,6 +64,8 @@ done
 die() { echo "latency.sh: $*" >&2; exit 2; }
 
 [ -d "$build" ] || die "build directory '$build' not found"
+{ [[ $ranks =~ ^[0-9]+$ ]] && [ "$ranks" -ge 2 ]; } || die "--ranks takes 2 or more"
+case $op in allreduce|sendrecv) ;; *) die "--op is allreduce or sendrecv" ;; esac
 build=$(cd "$build" && pwd)
 plugin=$build/core/libnccl-net-mesh.so
 [ -f "$plugin" ] || die "plugin not built: $plugin"
@@ -72,24 +83,24 @@ print(",".join(map(str, parse_sizes(sys.argv[2]))))' "$here" "$sizes") ||
 gpu_latency_setup "$build" latency || exit 2
 
 
-# run_net DIR NAME NET VAR=VALUE...: both ranks, each its own NCCL_HOSTID;
+# run_net DIR NAME NET VAR=VALUE...: all ranks, each its own NCCL_HOSTID;
 # rank 0's lines in DIR/NAME.jsonl; checks each used NET.
 run_net() {
 	local dir=$1 name=$2 net=$3 pids=() rc=0 r
 	shift 3
 	mkdir -p "$dir"
-	for r in 0 1; do
+	for r in $(seq 0 $((ranks - 1))); do
 		env "$@" NCCL_HOSTID="mesh-host-$r" NCCL_DEBUG=INFO \
 			NCCL_DEBUG_SUBSYS="${NCCL_DEBUG_SUBSYS:+$NCCL_DEBUG_SUBSYS,}INIT,NET" \
 			NCCL_DEBUG_FILE="$dir/$name-rank$r.log" \
-			timeout -k 10 300 "$out/nccl_latency" "$r" 2 \
-			"$dir/$name.id" "$bytes" "$iters" 100 \
+			timeout -k 10 300 "$out/nccl_latency" "$r" "$ranks" \
+			"$dir/$name.id" "$bytes" "$iters" 100 "$op" \
 			>"$dir/$name-rank$r.out" 2>&1 &
 		pids+=($!)
 	done
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
 	cp "$dir/$name-rank0.out" "$dir/$name.jsonl"
-	for r in 0 1; do
+	for r in $(seq 0 $((ranks - 1))); do
 		grep -q "Using network $net" "$dir/$name-rank$r.log" || {
 			echo "rank $r of $name: no 'Using network $net' in its log"
 			rc=1
@@ -100,6 +111,7 @@ run_net() {
 
 nets=(socket "${variants[@]}")
 failed=0
+echo "$op, $ranks ranks, $iters calls a size"
 for r in $(seq "$runs"); do
 	for i in "${!nets[@]}"; do
 		v=${nets[$(((i + r - 1) % ${#nets[@]}))]}

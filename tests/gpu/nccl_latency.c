@@ -1,23 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * All-reduce time by size through real NCCL, driven from C: one process a
- * rank, the ranks launched by tests/gpu/latency.sh.  allreduce.py drives
+ * All-reduce (or send/receive) time by size through real NCCL, driven
+ * from C: one process a rank, the ranks launched by tests/gpu/latency.sh.  allreduce.py drives
  * NCCL through PyTorch, whose own cost per call (tens of microseconds of
  * Python and bookkeeping) sits under small all-reduces; here a loop of
- * ncclAllReduce calls is queued on one stream and timed as a whole, so
- * what one call takes is NCCL's and the network's.
+ * calls is queued on one stream and timed as a whole, so what one call
+ * takes is NCCL's and the network's.
  *
- * Each rank sends (rank + 1) * pattern and checks that the last result
- * is the exact sum.  The slowest rank's time counts.  Rank 0 prints one
- * JSON line a size: {"bytes": N, "us": T, "exact": true}.
+ * Each rank sends (rank + 1) * pattern.  OP allreduce (the default): the
+ * last result must be the exact sum.  OP sendrecv: as nccl-tests' sendrecv,
+ * each rank sends to the next and receives from the one before, in one
+ * group; the last result must be that rank's pattern.  The slowest rank's
+ * time counts.  Rank 0 prints one JSON line a size:
+ * {"bytes": N, "us": T, "exact": true}.
  *
- *   nccl_latency RANK NRANKS ID_FILE SIZES ITERS WARMUP
+ *   nccl_latency RANK NRANKS ID_FILE SIZES ITERS WARMUP [OP]
  *
  * SIZES: bytes, comma separated (multiples of 4).  Rank 0 writes NCCL's
  * unique id to ID_FILE, the others wait for it.  Exit 0: every result
  * exact; 1: a result wrong; 2: a setup or NCCL error.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +112,38 @@ static int parse_sizes(const char *list, size_t *sizes, int *n)
 	return *n ? 0 : fail(list, "no sizes");
 }
 
+static bool op_sendrecv;
+
+/* One call of the operation timed, on BYTES of floats. */
+static ncclResult_t op_call(const float *send, float *recv, size_t count,
+			    ncclComm_t comm, cudaStream_t stream, int rank,
+			    int nranks)
+{
+	ncclResult_t r, end;
+
+	if (!op_sendrecv)
+		return ncclAllReduce(send, recv, count, ncclFloat, ncclSum,
+				     comm, stream);
+	r = ncclGroupStart();
+	if (r != ncclSuccess)
+		return r;
+	r = ncclSend(send, count, ncclFloat, (rank + 1) % nranks, comm, stream);
+	if (r == ncclSuccess)
+		r = ncclRecv(recv, count, ncclFloat,
+			     (rank + nranks - 1) % nranks, comm, stream);
+	end = ncclGroupEnd();
+	return r != ncclSuccess ? r : end;
+}
+
+/* What element I of the last result must be. */
+static float expected(size_t i, int rank, int nranks)
+{
+	size_t factor = op_sendrecv ? (size_t)((rank + nranks - 1) % nranks + 1)
+				    : (size_t)(nranks * (nranks + 1) / 2);
+
+	return (float)((i % PATTERN_MOD + 1) * factor);
+}
+
 /* One size: warm-up, a timed loop, the last result checked. */
 static int run_size(ncclComm_t comm, cudaStream_t stream, int rank,
 		    int nranks, size_t bytes, int iters, int warmup)
@@ -127,23 +163,20 @@ static int run_size(ncclComm_t comm, cudaStream_t stream, int rank,
 		host[i] = (float)((i % PATTERN_MOD + 1) * (size_t)(rank + 1));
 	CUDA_OK(cudaMemcpy(send, host, bytes, cudaMemcpyHostToDevice));
 	for (int i = 0; i < warmup; i++)
-		NCCL_OK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum,
-				      comm, stream));
+		NCCL_OK(op_call(send, recv, count, comm, stream, rank, nranks));
 	CUDA_OK(cudaStreamSynchronize(stream));
-	/* both ranks start the loop together */
+	/* all ranks start the loop together */
 	NCCL_OK(ncclAllReduce(send, recv, 1, ncclFloat, ncclSum, comm, stream));
 	CUDA_OK(cudaStreamSynchronize(stream));
 	CUDA_OK(cudaMemset(recv, 0, bytes));
 	t = now_s();
 	for (int i = 0; i < iters; i++)
-		NCCL_OK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum,
-				      comm, stream));
+		NCCL_OK(op_call(send, recv, count, comm, stream, rank, nranks));
 	CUDA_OK(cudaStreamSynchronize(stream));
 	t = now_s() - t;
 	CUDA_OK(cudaMemcpy(host, recv, bytes, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < count && !wrong; i++)
-		wrong = host[i] != (float)((i % PATTERN_MOD + 1) *
-					   (size_t)(nranks * (nranks + 1) / 2));
+		wrong = host[i] != expected(i, rank, nranks);
 	/* the slowest rank's time; any rank's wrong result */
 	CUDA_OK(cudaMemcpy(t_dev, &t, sizeof(t), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(wrong_dev, &wrong, sizeof(wrong),
@@ -176,9 +209,14 @@ int main(int argc, char **argv)
 	ncclUniqueId id;
 	ncclComm_t comm;
 
-	if (argc != 7)
+	if (argc != 7 && argc != 8)
 		return fail("usage", "nccl_latency RANK NRANKS ID_FILE SIZES "
-			    "ITERS WARMUP");
+			    "ITERS WARMUP [allreduce|sendrecv]");
+	if (argc == 8 && strcmp(argv[7], "allreduce")) {
+		if (strcmp(argv[7], "sendrecv"))
+			return fail(argv[7], "OP is allreduce or sendrecv");
+		op_sendrecv = true;
+	}
 	rank = atoi(argv[1]);
 	nranks = atoi(argv[2]);
 	iters = atoi(argv[5]);
