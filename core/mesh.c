@@ -276,11 +276,10 @@ const struct core_state *mesh_current_state(void)
 	return mesh_state;
 }
 
-void mesh_channel_rules(struct core_channel_rules *rules)
+void mesh_tuning(struct core_tuning *tuning)
 {
 	pthread_mutex_lock(&mesh_lock);
-	*rules = mesh_state ? mesh_state->channel_rules :
-			      (struct core_channel_rules){ .n = 0 };
+	*tuning = mesh_state ? mesh_state->tuning : (struct core_tuning){ 0 };
 	pthread_mutex_unlock(&mesh_lock);
 }
 

@@ -41,9 +41,9 @@ struct core_state;
 const struct core_state *mesh_current_state(void);
 /* NCCL_NET unset or Mesh: what the plugin tells NCCL applies. */
 bool mesh_nccl_net_is_ours(void);
-/* A copy of nccl_channels_by_size; no entries outside init and finalize. */
-struct core_channel_rules;
-void mesh_channel_rules(struct core_channel_rules *rules);
+/* A copy of what the tuner tells NCCL; nothing outside init and finalize. */
+struct core_tuning;
+void mesh_tuning(struct core_tuning *tuning);
 int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm);
 int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
 int mesh_accept(void *listen_comm, void **recv_comm);

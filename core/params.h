@@ -66,7 +66,11 @@
 	  "", 0, 0, "Channels per collective size, told to NCCL by the "       \
 	  "plugin's tuner: entries <size>:<channels>, sizes rising; a "        \
 	  "collective up to <size> bytes (above the entry before) is given "   \
-	  "<channels>, 0 leaving NCCL's count; empty: NCCL's counts")
+	  "<channels>, 0 leaving NCCL's count; empty: NCCL's counts")          \
+	X(CP_NCCL_LL_MAX, "nccl_ll_max", MESH_PARAM_SIZE, "0", 0, 1LL << 30,   \
+	  "Largest collective NCCL may run with its low-latency protocols "    \
+	  "(LL, LL128), told to NCCL by the plugin's tuner; larger ones run "  \
+	  "Simple; 0: NCCL's choice")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,

@@ -366,16 +366,41 @@ static enum mesh_algo nccl_algo(float **cost_table, int nalgo, int nproto)
 	}
 }
 
-/* Only the channel count: NCCL's algorithm and protocol times stand. */
+/*
+ * Sets LL and LL128 aside wherever NCCL may run Simple, so that NCCL picks
+ * the cheapest algorithm with Simple; where it may not (NCCL_PROTO),
+ * NCCL's choice stands.
+ */
+static void simple_only(float **cost_table, int nalgo, int nproto)
+{
+	float *cost = (float *)cost_table;
+	bool simple = false;
+
+	if (nproto <= NCCL_PROTO_SIMPLE)
+		return;
+	for (int a = 0; a < nalgo; a++)
+		simple = simple || cost[a * nproto + NCCL_PROTO_SIMPLE] >= 0;
+	for (int a = 0; simple && a < nalgo; a++) {
+		cost[a * nproto + NCCL_PROTO_LL] = NCCL_ALGO_PROTO_IGNORE;
+		cost[a * nproto + NCCL_PROTO_LL128] = NCCL_ALGO_PROTO_IGNORE;
+	}
+}
+
+/* The protocol above nccl_ll_max, then the channel count for the
+ * algorithm NCCL will run. */
 static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 				    int npipe_ops, float **cost_table,
 				    int nalgo, int nproto, int reg_buff,
 				    int *nchannels)
 {
-	int n = mesh_tuner_channels(ctx, nbytes,
-				    nccl_algo(cost_table, nalgo, nproto));
+	uint64_t ll_max = mesh_tuner_ll_max(ctx);
+	int n;
 
 	(void)coll, (void)npipe_ops, (void)reg_buff;
+	if (ll_max && nbytes > ll_max)
+		simple_only(cost_table, nalgo, nproto);
+	n = mesh_tuner_channels(ctx, nbytes,
+				nccl_algo(cost_table, nalgo, nproto));
 	if (n)
 		*nchannels = n;
 	return ncclSuccess;

@@ -36,11 +36,16 @@ struct core_channel_rule {
 	enum mesh_algo algo;
 };
 
-/* The whole list, sizes rising per algorithm; what a tuner context
- * copies. */
+/* The whole list, sizes rising per algorithm. */
 struct core_channel_rules {
 	int n;
 	struct core_channel_rule rule[CORE_CHANNEL_RULES_MAX];
+};
+
+/* What the plugin's tuner tells NCCL; what a tuner context copies. */
+struct core_tuning {
+	struct core_channel_rules channels;	/* nccl_channels_by_size */
+	uint64_t ll_max;			/* nccl_ll_max; 0: NCCL's */
 };
 
 struct core_state {
@@ -57,7 +62,7 @@ struct core_state {
 	uint64_t max_rails;
 	int connect_timeout_ms;
 	long long nccl_buffsize;	/* 0: leave NCCL's default */
-	struct core_channel_rules channel_rules;
+	struct core_tuning tuning;
 	int port_low, port_high;	/* 0, 0: any port */
 	struct core_advertise advertise;
 	struct core_auth_key auth_key;	/* len 0: no authentication */

@@ -5,9 +5,11 @@
  * all of them.  Over TCP every channel is one more message in flight per
  * step, each paying system calls on both hosts and a turn of NCCL's proxy
  * thread, so a collective of a few tens of KiB is faster on fewer channels
- * while large ones still need them all (docs/nccl.md).  NCCL leaves that
- * choice per size to a tuner, and looks for one in the network plugin's
- * library.
+ * while large ones still need them all (docs/nccl.md).  A fast network
+ * also makes NCCL's model keep its LL protocol up to hundreds of KiB, where
+ * over TCP its doubled bytes and one message per step and channel cost
+ * more than Simple's pipeline.  NCCL leaves both choices to a tuner, and
+ * looks for one in the network plugin's library.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,28 +54,39 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 
 int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 {
-	struct core_channel_rules *r = calloc(1, sizeof(*r));
-	char text[512];
+	struct core_tuning *t = calloc(1, sizeof(*t));
+	char rules[512], ll[96] = "", ll_max[32];
 
-	*ctx = r;
-	if (!r)
+	*ctx = t;
+	if (!t)
 		return -ENOMEM;
 	if (nnodes < 2 || !mesh_nccl_net_is_ours())
 		return 0;	/* NVLink, shared memory or another network */
-	mesh_channel_rules(r);
-	if (!r->n)
+	mesh_tuning(t);
+	if (!t->channels.n && !t->ll_max)
 		return 0;
-	rules_text(r, text, sizeof(text));
+	rules_text(&t->channels, rules, sizeof(rules));
+	if (t->ll_max) {
+		param_size_text((long long)t->ll_max, ll_max, sizeof(ll_max));
+		snprintf(ll, sizeof(ll), "; LL and LL128 up to %s, Simple "
+			 "above (nccl_ll_max)", ll_max);
+	}
 	CORE_INFO("tuner: %zu ranks on %zu nodes; channels per collective "
-		  "by size (nccl_channels_by_size): %s, above: NCCL's", nranks,
-		  nnodes, text);
+		  "by size (nccl_channels_by_size): %s%sNCCL's%s", nranks,
+		  nnodes, rules, t->channels.n ? ", above: " : "", ll);
 	return 0;
+}
+
+uint64_t mesh_tuner_ll_max(const void *ctx)
+{
+	return ((const struct core_tuning *)ctx)->ll_max;
 }
 
 int mesh_tuner_channels(const void *ctx, uint64_t bytes,
 			enum mesh_algo algo)
 {
-	const struct core_channel_rules *r = ctx;
+	const struct core_channel_rules *r =
+		&((const struct core_tuning *)ctx)->channels;
 	enum mesh_algo use = MESH_ALGO_ANY;
 
 	for (int i = 0; i < r->n; i++)

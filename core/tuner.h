@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tuner NCCL finds in the plugin's library: nccl_channels_by_size told
- * to NCCL per collective.  Negative errno; core/plugin.c speaks NCCL.
+ * The tuner NCCL finds in the plugin's library: nccl_channels_by_size and
+ * nccl_ll_max told to NCCL per collective.  Negative errno; core/plugin.c
+ * speaks NCCL.
  */
 #ifndef MESH_CORE_TUNER_H
 #define MESH_CORE_TUNER_H
@@ -29,6 +30,8 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx);
  */
 int mesh_tuner_channels(const void *ctx, uint64_t bytes,
 			enum mesh_algo algo);
+/* The largest collective NCCL may run with LL or LL128; 0: no limit. */
+uint64_t mesh_tuner_ll_max(const void *ctx);
 void mesh_tuner_destroy(void *ctx);
 
 #endif

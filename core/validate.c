@@ -302,7 +302,7 @@ syntax:
 static int take_channel_rules(struct core_state *st)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
-	struct core_channel_rule *rules = st->channel_rules.rule;
+	struct core_channel_rule *rules = st->tuning.channels.rule;
 	int last[MESH_ALGOS] = { -1, -1, -1 };
 	int err = 0;
 
@@ -328,7 +328,7 @@ static int take_channel_rules(struct core_state *st)
 		}
 		*prev = i;
 	}
-	st->channel_rules.n = err ? 0 : v->nitems;
+	st->tuning.channels.n = err ? 0 : v->nitems;
 	return err;
 }
 
@@ -341,6 +341,7 @@ int core_validate_config(struct core_state *st)
 	st->max_rails = (uint64_t)CORE_VALUE(st, CP_MAX_RAILS)->num;
 	st->connect_timeout_ms = (int)CORE_VALUE(st, CP_CONNECT_TIMEOUT_MS)->num;
 	st->nccl_buffsize = CORE_VALUE(st, CP_NCCL_BUFFSIZE)->num;
+	st->tuning.ll_max = (uint64_t)CORE_VALUE(st, CP_NCCL_LL_MAX)->num;
 	st->port_low = (int)(range >> 16);
 	st->port_high = (int)(range & 0xffff);
 	if (take_advertise(st))

@@ -24,9 +24,14 @@ typedef enum {
 	ncclFuncRecv = 7,
 } ncclFunc_t;
 
-/* Rows of the cost table getCollInfo is given. */
+/* Rows and columns of the cost table getCollInfo is given, and the cost
+ * of what NCCL must not run. */
 #define NCCL_ALGO_TREE 0
 #define NCCL_ALGO_RING 1
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
+#define NCCL_ALGO_PROTO_IGNORE -1.0f
 
 typedef struct {
 	const char *name;

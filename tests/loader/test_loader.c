@@ -429,16 +429,16 @@ static void check_channel_rules(const struct tmp_files *t, const char *items,
 		die("core_state_build");
 	n = core_config_errors(st->cfg, &msgs);
 	if (!want) {
-		CHECK(st->usable && !n && st->channel_rules.n == nrules,
+		CHECK(st->usable && !n && st->tuning.channels.n == nrules,
 		      "[ %s ]: usable %d, %d errors, %d rules", items,
-		      st->usable, n, st->channel_rules.n);
+		      st->usable, n, st->tuning.channels.n);
 	} else {
 		snprintf(full, sizeof(full), "%s:3: nccl_channels_by_size: %s",
 			 t->conf, want);
 		CHECK(!st->usable && n == 1 && !strcmp(msgs[0], full),
 		      "[ %s ]: error \"%s\", want \"%s\"", items,
 		      n ? msgs[0] : "(none)", full);
-		CHECK(st->channel_rules.n == 0, "[ %s ]: rules kept", items);
+		CHECK(st->tuning.channels.n == 0, "[ %s ]: rules kept", items);
 	}
 	core_state_free(st);
 }
