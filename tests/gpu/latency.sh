@@ -3,10 +3,9 @@
 #
 # The small-message bar of tests/gpu without PyTorch in the way: all-reduce
 # (or send/receive) time by size through Mesh and through NCCL's Socket,
-# each rank a C
-# program (tests/gpu/nccl_latency.c, built here with nvcc against the NCCL
-# that PyTorch loads) that queues ITERS ncclAllReduce calls on one stream
-# and times them as a whole.  Each run starts Socket and each Mesh variant
+# each rank a C program (tests/gpu/nccl_latency.c, built here with nvcc
+# against the NCCL that PyTorch loads) that queues ITERS calls on one
+# stream and times them as a whole.  Each run starts Socket and each Mesh variant
 # in turn, rotating which goes first.  Prints per size and transport the
 # median, its ratio to Socket's, in how many runs it was faster than
 # Socket, and every run's time.  Exits 1 if a result was not exact or a

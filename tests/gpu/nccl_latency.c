@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * All-reduce (or send/receive) time by size through real NCCL, driven
- * from C: one process a rank, the ranks launched by tests/gpu/latency.sh.  allreduce.py drives
- * NCCL through PyTorch, whose own cost per call (tens of microseconds of
- * Python and bookkeeping) sits under small all-reduces; here a loop of
- * calls is queued on one stream and timed as a whole, so what one call
- * takes is NCCL's and the network's.
+ * from C: one process a rank, the ranks launched by tests/gpu/latency.sh.
+ * allreduce.py drives NCCL through PyTorch, whose own cost per call (tens
+ * of microseconds of Python and bookkeeping) sits under small all-reduces;
+ * here a loop of calls is queued on one stream and timed as a whole, so
+ * what one call takes is NCCL's and the network's.
  *
  * Each rank sends (rank + 1) * pattern.  OP allreduce (the default): the
  * last result must be the exact sum.  OP sendrecv: as nccl-tests' sendrecv,
