@@ -62,12 +62,11 @@ done
 
 die() { echo "latency.sh: $*" >&2; exit 2; }
 
-[ -d "$build" ] || die "build directory '$build' not found"
 { [[ $ranks =~ ^[0-9]+$ ]] && [ "$ranks" -ge 2 ]; } || die "--ranks takes 2 or more"
 case $op in allreduce|sendrecv) ;; *) die "--op is allreduce or sendrecv" ;; esac
-build=$(cd "$build" && pwd)
-plugin=$build/core/libnccl-net-mesh.so
-[ -f "$plugin" ] || die "plugin not built: $plugin"
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_build latency.sh "$build" || exit 2
 # allreduce.py's size list: K/M/G, positive multiples of 4, sorted
 bytes=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
 from allreduce import parse_sizes
@@ -75,8 +74,6 @@ print(",".join(map(str, parse_sizes(sys.argv[2]))))' "$here" "$sizes") ||
 	die "bad --sizes $sizes"
 
 [ ${#variants[@]} -gt 0 ] || variants=(mesh)
-# shellcheck source=tests/gpu/lib.sh
-. "$here/lib.sh"
 # shellcheck source=tests/bench/lib.sh
 . "$here/../bench/lib.sh"
 gpu_latency_setup "$build" latency || exit 2

@@ -1,6 +1,20 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
-# Shared by the GPU scripts (run.sh, rounds.sh, relay.sh): sourced, never run.
+# Shared by the GPU scripts (run.sh, rounds.sh, relay.sh, latency.sh,
+# syscalls.sh): sourced, never run.
+
+# gpu_build SCRIPT BUILD: sets $build to BUILD's absolute path and $plugin
+# to its plugin; says what is missing, as SCRIPT, and returns 2 when the
+# folder or the plugin is.
+gpu_build() {
+	[ -d "$2" ] || { echo "$1: build directory '$2' not found" >&2; return 2; }
+	build=$(cd "$2" && pwd) || return 2
+	plugin=$build/core/libnccl-net-mesh.so
+	[ -f "$plugin" ] || {
+		echo "$1: plugin not built: $plugin (run ninja -C $build)" >&2
+		return 2
+	}
+}
 
 # gpu_libs BUILD FILE...: puts BUILD's core (and BUILD/extra-libs, where
 # libraries missing on this host go) on LD_LIBRARY_PATH, then checks that

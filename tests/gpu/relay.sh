@@ -74,19 +74,16 @@ case $timeout_s in
 esac
 
 cd "$repo" || die "cannot enter the repository"
-[ -d "$build" ] || die "build directory '$build' not found"
-build=$(cd "$build" && pwd)
-plugin=$build/core/libnccl-net-mesh.so
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_build relay.sh "$build" || exit 2
 meshinfo=$build/tools/meshinfo/meshinfo
 conf=$here/relay.conf
-for f in "$plugin" "$build/modules/tcp-xdc/mesh-tcp-xdc.so" \
+for f in "$build/modules/tcp-xdc/mesh-tcp-xdc.so" \
 	 "$build/modules/relay/mesh-relay.so" "$meshinfo"; do
 	[ -e "$f" ] || die "not built: $f (run ninja -C $build)"
 done
 command -v "$python" >/dev/null || die "$python not found"
-
-# shellcheck source=tests/gpu/lib.sh
-. "$here/lib.sh"
 gpu_libs "$build" "$plugin" "$build/modules/relay/mesh-relay.so" \
 	"$meshinfo" || exit 2
 

@@ -75,8 +75,9 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ ${#variants[@]} -gt 0 ] || variants=(default)
-build=$(cd "$build" && pwd) || exit 2
-plugin=$build/core/libnccl-net-mesh.so
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_build rounds.sh "$build" || exit 2
 raw_tool=$build/tests/bench/tcp_stream
 if [ "$raw_streams" -gt 0 ] && [ ! -x "$raw_tool" ]; then
 	echo "rounds.sh: no $raw_tool: build the project first" >&2
@@ -84,8 +85,6 @@ if [ "$raw_streams" -gt 0 ] && [ ! -x "$raw_tool" ]; then
 fi
 out=$(mktemp -d -t nccl-mesh-rounds.XXXXXX) || exit 2
 
-# shellcheck source=tests/gpu/lib.sh
-. "$here/lib.sh"
 # shellcheck source=tests/bench/lib.sh
 . "$repo/tests/bench/lib.sh"
 gpu_libs "$build" "$plugin" || exit 2

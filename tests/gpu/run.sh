@@ -79,22 +79,18 @@ case $timeout_s in
 esac
 
 cd "$repo" || die "cannot enter the repository"
-[ -d "$build" ] || die "build directory '$build' not found"
-build=$(cd "$build" && pwd)
-plugin=$build/core/libnccl-net-mesh.so
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_build run.sh "$build" || exit 2
 module_dir=$build/modules/tcp-xdc
 conf=$here/gpu.conf
 
-[ -f "$plugin" ] || die "plugin not built: $plugin (run ninja -C $build)"
 [ -f "$conf" ] || die "missing $conf"
 if ! ls "$module_dir"/mesh-tcp-xdc*.so >/dev/null 2>&1; then
 	echo "run.sh: warning: no mesh-tcp-xdc module in $module_dir;" \
 	     "the Mesh run will fail" >&2
 fi
 command -v "$python" >/dev/null || die "$python not found"
-
-# shellcheck source=tests/gpu/lib.sh
-. "$here/lib.sh"
 gpu_libs "$build" "$plugin" || exit 2
 
 if [ -z "$out" ]; then

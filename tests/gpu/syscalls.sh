@@ -62,15 +62,12 @@ done
 die() { echo "syscalls.sh: $*" >&2; exit 2; }
 
 [ "$(uname -m)" = x86_64 ] || die "the system call numbers here are x86_64's"
-[ -d "$build" ] || die "build directory '$build' not found"
-build=$(cd "$build" && pwd)
-plugin=$build/core/libnccl-net-mesh.so
-[ -f "$plugin" ] || die "plugin not built: $plugin"
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"
+gpu_build syscalls.sh "$build" || exit 2
 "$perf" stat -e raw_syscalls:sys_enter true >/dev/null 2>&1 ||
 	die "'$perf' cannot count system calls here (PERF, perf_event_paranoid)"
 
-# shellcheck source=tests/gpu/lib.sh
-. "$here/lib.sh"
 gpu_latency_setup "$build" syscalls || exit 2
 
 # x86_64: sched_yield 24, sendto 44, recvfrom 45, sendmsg 46, recvmsg 47
