@@ -393,11 +393,10 @@ static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 				    int nalgo, int nproto, int reg_buff,
 				    int *nchannels)
 {
-	uint64_t ll_max = mesh_tuner_ll_max(ctx);
 	int n;
 
 	(void)coll, (void)npipe_ops, (void)reg_buff;
-	if (ll_max && nbytes > ll_max)
+	if (mesh_tuner_simple_only(ctx, nbytes))
 		simple_only(cost_table, nalgo, nproto);
 	n = mesh_tuner_channels(ctx, nbytes,
 				nccl_algo(cost_table, nalgo, nproto));

@@ -77,9 +77,11 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 	return 0;
 }
 
-uint64_t mesh_tuner_ll_max(const void *ctx)
+bool mesh_tuner_simple_only(const void *ctx, uint64_t bytes)
 {
-	return ((const struct core_tuning *)ctx)->ll_max;
+	uint64_t ll_max = ((const struct core_tuning *)ctx)->ll_max;
+
+	return ll_max && bytes > ll_max;
 }
 
 int mesh_tuner_channels(const void *ctx, uint64_t bytes,

@@ -7,6 +7,7 @@
 #ifndef MESH_CORE_TUNER_H
 #define MESH_CORE_TUNER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,8 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx);
  */
 int mesh_tuner_channels(const void *ctx, uint64_t bytes,
 			enum mesh_algo algo);
-/* The largest collective NCCL may run with LL or LL128; 0: no limit. */
-uint64_t mesh_tuner_ll_max(const void *ctx);
+/* Whether a collective of `bytes` is above nccl_ll_max: Simple only. */
+bool mesh_tuner_simple_only(const void *ctx, uint64_t bytes);
 void mesh_tuner_destroy(void *ctx);
 
 #endif

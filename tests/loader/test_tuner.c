@@ -41,12 +41,17 @@ static float cost(int algo, int a, int p)
 	return a == algo && p == 2 ? 1 : (float)(10 + a * NPROTO + p);
 }
 
+/* Whether the tuner sets protocol p aside for a collective of `bytes`
+ * (LL and LL128 above nccl_ll_max), Simple being possible. */
+static bool set_aside(size_t bytes, int p)
+{
+	return bytes > LL_MAX && p != 2;
+}
+
 /* cost() as a tuner that applies nccl_ll_max leaves it. */
 static float cost_tuned(int algo, size_t bytes, int a, int p)
 {
-	if (bytes > LL_MAX && algo != NO_ALGO && p != 2)
-		return -1;
-	return cost(algo, a, p);
+	return algo != NO_ALGO && set_aside(bytes, p) ? -1 : cost(algo, a, p);
 }
 
 /* The channels the tuner gives a collective of `bytes` whose cost table is
@@ -98,17 +103,13 @@ static void check_ll_max(void *ctx)
 
 	for (size_t bytes = LL_MAX; bytes <= 2 * LL_MAX; bytes += LL_MAX) {
 		for (int a = 0; a < NALGO; a++)
-			for (int p = 0; p < NPROTO; p++) {
+			for (int p = 0; p < NPROTO; p++)
 				table[a][p] = (float)(10 + a * NPROTO + p);
-				if (bytes > LL_MAX && p != 2)
-					want[a][p] = -1;
-				else
-					want[a][p] = table[a][p];
-			}
-		table[NCCL_ALGO_TREE][0] = want[NCCL_ALGO_TREE][0] = 1;
-		table[NCCL_ALGO_RING][2] = want[NCCL_ALGO_RING][2] = 2;
-		if (bytes > LL_MAX)
-			want[NCCL_ALGO_TREE][0] = -1;
+		table[NCCL_ALGO_TREE][0] = 1;
+		table[NCCL_ALGO_RING][2] = 2;
+		for (int a = 0; a < NALGO; a++)
+			for (int p = 0; p < NPROTO; p++)
+				want[a][p] = set_aside(bytes, p) ? -1 : table[a][p];
 		/* tree:8K:0 at LL_MAX; ring's 64K:2 above it */
 		CHECK(tuned(ctx, bytes, table, want) ==
 		      (bytes > LL_MAX ? 2 : 0));
