@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc record layer (tcp_xdc_crypt.h): AES-256-GCM through libcrypto's
- * EVP interface, keys from HKDF.
+ * tcp-xdc record layer (tcp_xdc_crypt.h): AES-256-GCM (tcp_xdc_aead.h),
+ * keys from libcrypto's HKDF.
  */
 #include <endian.h>
 #include <errno.h>
@@ -13,10 +13,11 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 
+#include "tcp_xdc_aead.h"
 #include "tcp_xdc_crypt.h"
 
-#define KEY_SIZE 32
-#define NONCE_SIZE 12
+#define KEY_SIZE TCP_XDC_AEAD_KEY
+#define NONCE_SIZE TCP_XDC_AEAD_NONCE
 
 /* key = HKDF-SHA256(secret, info = label | direction | stream) */
 static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
@@ -53,8 +54,6 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		       size_t record_max)
 {
 	uint8_t key[KEY_SIZE];
-	EVP_CIPHER_CTX *ctx;
-	int ok;
 
 	memset(c, 0, sizeof(*c));
 	if (!secret || !secret_len || record_max < TCP_XDC_RECORD_MIN ||
@@ -66,17 +65,10 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 			(seal ? 0 : TCP_XDC_READ_AHEAD));
 	if (c->buf && !seal)
 		c->ahead.buf = c->buf + buf_size(record_max);
-	ctx = EVP_CIPHER_CTX_new();
-	c->ctx = ctx;
-	if (!c->buf || !ctx || derive_key(secret, secret_len, stream, key)) {
-		tcp_xdc_crypt_fini(c);
-		return -ENOMEM;
-	}
-	ok = seal ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key,
-				       NULL) :
-		    EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
-	OPENSSL_cleanse(key, sizeof(key));
-	if (ok != 1) {
+	if (c->buf && !derive_key(secret, secret_len, stream, key))
+		c->aead = tcp_xdc_aead_new(key, seal);
+	tcp_xdc_aead_cleanse(key, sizeof(key));
+	if (!c->aead) {
 		tcp_xdc_crypt_fini(c);
 		return -ENOMEM;
 	}
@@ -85,9 +77,9 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 
 void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c)
 {
-	EVP_CIPHER_CTX_free(c->ctx);
+	tcp_xdc_aead_free(c->aead);
 	if (c->buf)
-		OPENSSL_cleanse(c->buf, buf_size(c->record_max));
+		tcp_xdc_aead_cleanse(c->buf, buf_size(c->record_max));
 	free(c->buf);
 	memset(c, 0, sizeof(*c));
 }
@@ -110,24 +102,19 @@ static size_t seal_record(struct tcp_xdc_crypt *c, uint8_t *out,
 	uint8_t *p = out + TCP_XDC_RECORD_HDR;
 	uint32_t be = htobe32((uint32_t)len);
 	size_t left = len;
-	int n, ok;
+	bool ok;
 
 	make_nonce(c, nonce);
 	memcpy(out, &be, 4);
-	ok = EVP_EncryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
-	     EVP_EncryptUpdate(c->ctx, NULL, &n, out, 4) == 1;
+	ok = tcp_xdc_aead_begin(c->aead, nonce, out, 4);
 	for (int i = 0; ok && i < iovcnt && left; i++) {
 		size_t take = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-		ok = EVP_EncryptUpdate(c->ctx, p, &n, iov[i].iov_base,
-				       (int)take) == 1;
-		p += n;
+		ok = tcp_xdc_aead_update(c->aead, p, iov[i].iov_base, take);
+		p += take;
 		left -= take;
 	}
-	ok = ok && !left && EVP_EncryptFinal_ex(c->ctx, p, &n) == 1;
-	p += ok ? n : 0;
-	ok = ok && EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_GET_TAG,
-				       TCP_XDC_RECORD_TAG, p) == 1;
+	ok = ok && !left && tcp_xdc_aead_finish(c->aead, p);
 	if (!ok)
 		return 0;
 	c->counter++;
@@ -199,7 +186,7 @@ static ssize_t fail(struct tcp_xdc_crypt *c, int err, const char *fmt,
 		    unsigned long long a)
 {
 	snprintf(c->why, sizeof(c->why), fmt, a);
-	OPENSSL_cleanse(c->buf, c->buf_done);
+	tcp_xdc_aead_cleanse(c->buf, c->buf_done);
 	return err;
 }
 
@@ -216,26 +203,22 @@ static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
 	size_t len = c->buf_len - TCP_XDC_RECORD_HDR - TCP_XDC_RECORD_TAG;
 	size_t placed = 0;
 	uint8_t *p = c->buf + TCP_XDC_RECORD_HDR;
-	int n, ok;
+	bool ok;
 
 	make_nonce(c, nonce);
-	ok = EVP_DecryptInit_ex(c->ctx, NULL, NULL, NULL, nonce) == 1 &&
-	     EVP_DecryptUpdate(c->ctx, NULL, &n, c->buf, 4) == 1;
+	ok = tcp_xdc_aead_begin(c->aead, nonce, c->buf, 4);
 	for (int i = 0; ok && i < iovcnt && placed < len; i++) {
 		size_t take = len - placed;
 
 		if (take > iov[i].iov_len)
 			take = iov[i].iov_len;
-		ok = EVP_DecryptUpdate(c->ctx, iov[i].iov_base, &n,
-				       p + placed, (int)take) == 1;
+		ok = tcp_xdc_aead_update(c->aead, iov[i].iov_base,
+					 p + placed, take);
 		placed += take;
 	}
-	ok = ok && (placed == len ||
-		    EVP_DecryptUpdate(c->ctx, p + placed, &n, p + placed,
-				      (int)(len - placed)) == 1) &&
-	     EVP_CIPHER_CTX_ctrl(c->ctx, EVP_CTRL_GCM_SET_TAG,
-				 TCP_XDC_RECORD_TAG, p + len) == 1 &&
-	     EVP_DecryptFinal_ex(c->ctx, p + len, &n) == 1;
+	ok = ok && tcp_xdc_aead_update(c->aead, p + placed, p + placed,
+				       len - placed) &&
+	     tcp_xdc_aead_finish(c->aead, p + len);
 	if (!ok)
 		return fail(c, -EBADMSG, "record %llu failed authentication: "
 			    "data corrupted or tampered in flight",

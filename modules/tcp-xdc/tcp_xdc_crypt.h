@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp-xdc record layer: with encrypt = true every data stream carries
- * AES-256-GCM records (OpenSSL's libcrypto) instead of plain chunks.
+ * AES-256-GCM records (tcp_xdc_aead.h) instead of plain chunks.
  *
  *   record = len (u32, big-endian, 1..record size) | ciphertext[len] | tag[16]
  *
@@ -33,6 +33,8 @@
 
 #include "tcp_xdc_ahead.h"
 
+struct tcp_xdc_aead;
+
 #define TCP_XDC_RECORD_HDR 4
 #define TCP_XDC_RECORD_TAG 16
 #define TCP_XDC_RECORD_MIN (4u << 10)
@@ -42,7 +44,7 @@
 
 /* One direction of one stream. */
 struct tcp_xdc_crypt {
-	void *ctx;			/* EVP_CIPHER_CTX, key set */
+	struct tcp_xdc_aead *aead;	/* key set */
 	uint32_t stream;
 	uint64_t counter;		/* records sealed or opened so far */
 	size_t record_max;		/* plaintext bytes per record */

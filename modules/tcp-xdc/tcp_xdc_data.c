@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tcp_xdc_aead.h"
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
@@ -531,7 +532,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       uint32_t record_size, struct tcp_xdc_comm **comm_out)
 {
 	struct tcp_xdc_comm *comm = NULL;
-	char sealed[64] = "not encrypted";
+	char sealed[128] = "not encrypted";
 	int ret;
 
 	ret = tcp_xdc_pool_start(ctx);
@@ -572,8 +573,10 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 				  comm->peer, strerror(-ret));
 			goto err;
 		}
-		snprintf(sealed, sizeof(sealed), "encrypted (%s, %u KiB records)",
-			 TCP_XDC_CIPHER_NAME, record_size >> 10);
+		snprintf(sealed, sizeof(sealed),
+			 "encrypted (%s by %s, %u KiB records)",
+			 TCP_XDC_CIPHER_NAME, tcp_xdc_aead_library(),
+			 record_size >> 10);
 	}
 	ret = fds_nonblocking(comm);
 	if (ret)

@@ -1,25 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the cipher of tcp-xdc's records can do on one core: AES-256-GCM
- * through libcrypto, as the record layer calls it (a 4-byte length as
- * associated data, a 12-byte nonce, a 16-byte tag), sealing and opening
- * records of one size back to back from buffers in cache.  The encryption
+ * through the module's cipher layer (tcp_xdc_aead.h), as the record layer
+ * calls it (a 4-byte length as associated data, a 12-byte nonce, a 16-byte
+ * tag), sealing and opening records of one size back to back from buffers
+ * in cache.  The encryption
  * benchmark turns it into about what encryption can leave of clear
  * throughput where both are bound by the cores.
  *
  *   aead_speed [RECORD] [SECS]      (RECORD takes K or M; 256K, 1)
  *
- * Prints one line: "seal GB/s open GB/s" (10^9 bytes of plaintext).
+ * Prints one line: "seal GB/s open GB/s" (10^9 bytes of plaintext), and
+ * on stderr the library that did it.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
 #include "size.h"
+#include "tcp_xdc_aead.h"
 
 static double now_s(void)
 {
@@ -30,53 +32,43 @@ static double now_s(void)
 }
 
 /* One record sealed (or opened, tag checked) with a fresh nonce. */
-static int one_record(EVP_CIPHER_CTX *ctx, int seal, uint64_t counter,
-		      const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag)
+static bool one_record(struct tcp_xdc_aead *a, uint64_t counter,
+		       const uint8_t *in, uint8_t *out, size_t len,
+		       uint8_t *tag)
 {
-	uint8_t nonce[12] = { 0 };
+	uint8_t nonce[TCP_XDC_AEAD_NONCE] = { 0 };
 	uint8_t aad[4] = { 0 };
-	int n;
 
 	memcpy(nonce + 4, &counter, 8);
-	if (seal)
-		return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
-		       EVP_EncryptUpdate(ctx, NULL, &n, aad, 4) == 1 &&
-		       EVP_EncryptUpdate(ctx, out, &n, in, (int)len) == 1 &&
-		       EVP_EncryptFinal_ex(ctx, out + len, &n) == 1 &&
-		       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16,
-					   tag) == 1;
-	return EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
-	       EVP_DecryptUpdate(ctx, NULL, &n, aad, 4) == 1 &&
-	       EVP_DecryptUpdate(ctx, out, &n, in, (int)len) == 1 &&
-	       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
-	       EVP_DecryptFinal_ex(ctx, out + len, &n) == 1;
+	return tcp_xdc_aead_begin(a, nonce, aad, sizeof(aad)) &&
+	       tcp_xdc_aead_update(a, out, in, len) &&
+	       tcp_xdc_aead_finish(a, tag);
 }
 
 /* GB/s of plaintext over secs.  Opening takes one sealed record again and
  * again, its tag checked each time (nothing here is secret). */
-static double run(int seal, size_t len, double secs)
+static double run(bool seal, size_t len, double secs)
 {
-	static const uint8_t key[32] = { 1 };
-	EVP_CIPHER_CTX *s = EVP_CIPHER_CTX_new(), *o = EVP_CIPHER_CTX_new();
+	static const uint8_t key[TCP_XDC_AEAD_KEY] = { 1 };
+	struct tcp_xdc_aead *s = tcp_xdc_aead_new(key, true);
+	struct tcp_xdc_aead *o = tcp_xdc_aead_new(key, false);
 	uint8_t *pt = calloc(1, len), *ct = malloc(len), *back = malloc(len);
-	uint8_t tag[16], seal_tag[16];
+	uint8_t tag[TCP_XDC_AEAD_TAG], seal_tag[TCP_XDC_AEAD_TAG];
 	uint64_t records = 0;
 	double t0, t;
 
 	if (!s || !o || !pt || !ct || !back ||
-	    EVP_EncryptInit_ex(s, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
-	    EVP_DecryptInit_ex(o, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
-	    !one_record(s, 1, 0, pt, ct, len, tag)) {
-		fprintf(stderr, "aead_speed: libcrypto setup failed\n");
+	    !one_record(s, 0, pt, ct, len, tag)) {
+		fprintf(stderr, "aead_speed: %s: setup failed\n",
+			tcp_xdc_aead_library());
 		exit(1);
 	}
 	t0 = now_s();
 	do {
 		for (int i = 0; i < 16; i++, records++) {
-			int ok = seal ? one_record(s, 1, records + 1, pt,
-						   back, len, seal_tag) :
-					one_record(o, 0, 0, ct, back, len,
-						   tag);
+			bool ok = seal ? one_record(s, records + 1, pt, back,
+						    len, seal_tag) :
+					 one_record(o, 0, ct, back, len, tag);
 			if (!ok) {
 				fprintf(stderr, "aead_speed: record %llu "
 					"failed\n",
@@ -86,8 +78,8 @@ static double run(int seal, size_t len, double secs)
 		}
 		t = now_s() - t0;
 	} while (t < secs);
-	EVP_CIPHER_CTX_free(s);
-	EVP_CIPHER_CTX_free(o);
+	tcp_xdc_aead_free(s);
+	tcp_xdc_aead_free(o);
 	free(pt);
 	free(ct);
 	free(back);
@@ -104,6 +96,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: aead_speed [RECORD] [SECS]\n");
 		return 2;
 	}
-	printf("%.3f %.3f\n", run(1, (size_t)len, secs), run(0, (size_t)len, secs));
+	printf("%.3f %.3f\n", run(true, (size_t)len, secs),
+	       run(false, (size_t)len, secs));
+	fprintf(stderr, "aead_speed: %s\n", tcp_xdc_aead_library());
 	return 0;
 }

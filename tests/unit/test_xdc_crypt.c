@@ -4,7 +4,9 @@
  * small records read whole in one call, and each way a record can go wrong
  * in flight (a flipped byte, a dropped, replayed or reordered record, a bad
  * length, a cut stream, another key) fails with its own error before a
- * byte of it is handed out.
+ * byte of it is handed out.  First, the cipher layer computes standard
+ * AES-256-GCM whichever library the build chose: a published test vector,
+ * and libcrypto's own result, fed in uneven pieces.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "tcp_xdc_aead.h"
 #include "tcp_xdc_crypt.h"
 #include "check.h"
 
@@ -86,6 +91,89 @@ static void seal_records(struct pair *p, uint8_t wire[][WIRE_MAX],
 static void put(struct pair *p, const uint8_t *b, size_t n)
 {
 	CHECK(write(p->fd[0], b, n) == (ssize_t)n);
+}
+
+static void unhex(const char *h, uint8_t *out)
+{
+	for (size_t i = 0; h[2 * i]; i++)
+		CHECK(sscanf(h + 2 * i, "%2hhx", &out[i]) == 1);
+}
+
+/* Seals n bytes in pieces of the given sizes (cycled) with the module's
+ * cipher layer; the tag into tag. */
+static void aead_pieces(struct tcp_xdc_aead *a, const uint8_t *nonce,
+			const uint8_t *aad, size_t aad_len, uint8_t *out,
+			const uint8_t *in, size_t n, uint8_t *tag)
+{
+	static const size_t piece[] = { 1, 15, 17, 27, 4096, 3 };
+	size_t done = 0;
+
+	CHECK(tcp_xdc_aead_begin(a, nonce, aad, aad_len));
+	for (int i = 0; done < n; i++) {
+		size_t take = piece[i % 6] < n - done ? piece[i % 6] : n - done;
+
+		CHECK(tcp_xdc_aead_update(a, out + done, in + done, take));
+		done += take;
+	}
+	CHECK(tcp_xdc_aead_finish(a, tag));
+}
+
+/* The GCM specification's test case 16 (AES-256, 60 bytes, 20 of
+ * additional data), sealed and opened in place in pieces; a changed tag
+ * fails.  Then 20 KiB against libcrypto's one-shot result. */
+static void test_cipher_is_standard(void)
+{
+	uint8_t key[32], nonce[12], pt[60], aad[20], ct[60], tag[16];
+	uint8_t out[60], mine[16];
+	struct tcp_xdc_aead *s, *o;
+	size_t big = 20u << 10;
+	uint8_t *in = malloc(big), *a = malloc(big), *b = malloc(big);
+	EVP_CIPHER_CTX *e = EVP_CIPHER_CTX_new();
+	int n;
+
+	unhex("feffe9928665731c6d6a8f9467308308"
+	      "feffe9928665731c6d6a8f9467308308", key);
+	unhex("cafebabefacedbaddecaf888", nonce);
+	unhex("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d"
+	      "8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657"
+	      "ba637b39", pt);
+	unhex("feedfacedeadbeeffeedfacedeadbeefabaddad2", aad);
+	unhex("522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd"
+	      "2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0a"
+	      "bcc9f662", ct);
+	unhex("76fc6ece0f4e1768cddf8853bb2d551b", tag);
+	s = tcp_xdc_aead_new(key, true);
+	o = tcp_xdc_aead_new(key, false);
+	CHECK(s && o && in && a && b && e);
+	if (!s || !o || !in || !a || !b || !e)
+		return;
+	printf("cipher: AES-256-GCM by %s\n", tcp_xdc_aead_library());
+	aead_pieces(s, nonce, aad, sizeof(aad), out, pt, sizeof(pt), mine);
+	CHECK(!memcmp(out, ct, sizeof(ct)));
+	CHECK(!memcmp(mine, tag, sizeof(tag)));
+	aead_pieces(o, nonce, aad, sizeof(aad), out, out, sizeof(out), tag);
+	CHECK(!memcmp(out, pt, sizeof(pt)));
+	tag[5] ^= 0x10;
+	CHECK(tcp_xdc_aead_begin(o, nonce, aad, sizeof(aad)));
+	CHECK(tcp_xdc_aead_update(o, out, ct, sizeof(ct)));
+	CHECK(!tcp_xdc_aead_finish(o, tag));
+
+	for (size_t i = 0; i < big; i++)
+		in[i] = (uint8_t)(i * 7 + (i >> 9));
+	aead_pieces(s, nonce, aad, 4, a, in, big, mine);
+	CHECK(EVP_EncryptInit_ex(e, EVP_aes_256_gcm(), NULL, key, nonce) == 1);
+	CHECK(EVP_EncryptUpdate(e, NULL, &n, aad, 4) == 1);
+	CHECK(EVP_EncryptUpdate(e, b, &n, in, (int)big) == 1);
+	CHECK(EVP_EncryptFinal_ex(e, b + big, &n) == 1);
+	CHECK(EVP_CIPHER_CTX_ctrl(e, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1);
+	CHECK(!memcmp(a, b, big));
+	CHECK(!memcmp(mine, tag, sizeof(tag)));
+	EVP_CIPHER_CTX_free(e);
+	tcp_xdc_aead_free(s);
+	tcp_xdc_aead_free(o);
+	free(in);
+	free(a);
+	free(b);
 }
 
 /* A chunk header and payload in two pieces, as the sender's iov has them,
@@ -358,6 +446,7 @@ int main(void)
 		secret[i] = (uint8_t)(i + 1);
 		other[i] = (uint8_t)(i + 2);
 	}
+	test_cipher_is_standard();
 	test_round_trip();
 	test_opens_in_place();
 	test_small_records_ahead();
