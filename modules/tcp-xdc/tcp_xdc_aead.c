@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp-xdc's AES-256-GCM (tcp_xdc_aead.h): intel-ipsec-mb's direct GCM
- * calls where the build has the library (TCP_XDC_IPSEC_MB), else
- * libcrypto's EVP interface.  The tag check and the wiping of secrets are
- * libcrypto's either way (CRYPTO_memcmp, OPENSSL_cleanse).
+ * calls where the build has the library (TCP_XDC_IPSEC_MB) and it starts
+ * on this CPU, libcrypto's EVP interface otherwise or when asked for.  The
+ * tag check and the wiping of secrets are libcrypto's either way
+ * (CRYPTO_memcmp, OPENSSL_cleanse).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +15,27 @@
 
 #include "tcp_xdc_aead.h"
 
+#ifdef TCP_XDC_IPSEC_MB
+#include <pthread.h>
+
+#include <intel-ipsec-mb.h>
+#endif
+
+struct tcp_xdc_aead {
+#ifdef TCP_XDC_IPSEC_MB
+	struct gcm_key_data key;	/* first: the library wants it aligned */
+	struct gcm_context_data rec;	/* the record under way */
+#endif
+	EVP_CIPHER_CTX *ctx;		/* OpenSSL's, key set; NULL: ipsec-mb */
+	bool seal;
+};
+
 void tcp_xdc_aead_cleanse(void *p, size_t n)
 {
 	OPENSSL_cleanse(p, n);
 }
 
 #ifdef TCP_XDC_IPSEC_MB
-
-#include <pthread.h>
-
-#include <intel-ipsec-mb.h>
 
 /* The manager only holds the GCM functions for this CPU; they keep no
  * state of their own, so every thread shares one. */
@@ -54,101 +66,71 @@ static void imb_setup(void)
 	imb = m;
 }
 
-struct tcp_xdc_aead {
-	struct gcm_key_data key;	/* first: the library wants it aligned */
-	struct gcm_context_data rec;	/* the record under way */
-	bool seal;
-};
+static IMB_MGR *imb_get(void)
+{
+	pthread_once(&imb_once, imb_setup);
+	return imb;
+}
+
+/* The module is unloaded with the plugin: no manager outlives it. */
+__attribute__((destructor)) static void imb_teardown(void)
+{
+	if (imb)
+		free_mb_mgr(imb);
+	imb = NULL;
+}
+
+#else
+static void *imb_get(void)
+{
+	return NULL;
+}
+#endif
+
+static enum tcp_xdc_aead_lib resolve(enum tcp_xdc_aead_lib lib)
+{
+	if (lib == TCP_XDC_AEAD_BEST)
+		return imb_get() ? TCP_XDC_AEAD_IPSEC_MB : TCP_XDC_AEAD_OPENSSL;
+	return lib;
+}
+
+const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib)
+{
+	if (resolve(lib) == TCP_XDC_AEAD_OPENSSL)
+		return OpenSSL_version(OPENSSL_VERSION);
+#ifdef TCP_XDC_IPSEC_MB
+	if (imb_get())
+		return imb_name;
+#endif
+	return NULL;
+}
 
 struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],
-				      bool seal)
+				      bool seal, enum tcp_xdc_aead_lib lib)
 {
 	size_t size = (sizeof(struct tcp_xdc_aead) + 63) & ~(size_t)63;
 	struct tcp_xdc_aead *a;
 
-	pthread_once(&imb_once, imb_setup);
-	if (!imb)
+	lib = resolve(lib);
+	if (lib == TCP_XDC_AEAD_IPSEC_MB && !imb_get())
 		return NULL;
 	a = aligned_alloc(64, size);
 	if (!a)
 		return NULL;
 	memset(a, 0, size);
+	a->seal = seal;
+	if (lib == TCP_XDC_AEAD_OPENSSL) {
+		a->ctx = EVP_CIPHER_CTX_new();
+		if (!a->ctx || EVP_CipherInit_ex(a->ctx, EVP_aes_256_gcm(),
+						 NULL, key, NULL, seal) != 1) {
+			tcp_xdc_aead_free(a);
+			return NULL;
+		}
+		return a;
+	}
+#ifdef TCP_XDC_IPSEC_MB
 	IMB_AES256_GCM_PRE(imb, key, &a->key);
-	a->seal = seal;
-	return a;
-}
-
-void tcp_xdc_aead_free(struct tcp_xdc_aead *a)
-{
-	if (!a)
-		return;
-	OPENSSL_cleanse(a, sizeof(*a));
-	free(a);
-}
-
-bool tcp_xdc_aead_begin(struct tcp_xdc_aead *a,
-			const uint8_t nonce[TCP_XDC_AEAD_NONCE],
-			const uint8_t *aad, size_t aad_len)
-{
-	IMB_AES256_GCM_INIT(imb, &a->key, &a->rec, nonce, aad, aad_len);
-	return true;
-}
-
-bool tcp_xdc_aead_update(struct tcp_xdc_aead *a, uint8_t *out,
-			 const uint8_t *in, size_t len)
-{
-	if (!len)
-		return true;
-	if (a->seal)
-		IMB_AES256_GCM_ENC_UPDATE(imb, &a->key, &a->rec, out, in, len);
-	else
-		IMB_AES256_GCM_DEC_UPDATE(imb, &a->key, &a->rec, out, in, len);
-	return true;
-}
-
-bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
-			 uint8_t tag[TCP_XDC_AEAD_TAG])
-{
-	uint8_t mine[TCP_XDC_AEAD_TAG];
-
-	if (a->seal) {
-		IMB_AES256_GCM_ENC_FINALIZE(imb, &a->key, &a->rec, tag,
-					    TCP_XDC_AEAD_TAG);
-		return true;
-	}
-	IMB_AES256_GCM_DEC_FINALIZE(imb, &a->key, &a->rec, mine,
-				    TCP_XDC_AEAD_TAG);
-	return CRYPTO_memcmp(mine, tag, TCP_XDC_AEAD_TAG) == 0;
-}
-
-const char *tcp_xdc_aead_library(void)
-{
-	pthread_once(&imb_once, imb_setup);
-	return imb ? imb_name : "intel-ipsec-mb (cannot start)";
-}
-
-#else /* libcrypto */
-
-struct tcp_xdc_aead {
-	EVP_CIPHER_CTX *ctx;
-	bool seal;
-};
-
-struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],
-				      bool seal)
-{
-	struct tcp_xdc_aead *a = calloc(1, sizeof(*a));
-
-	if (!a)
-		return NULL;
-	a->seal = seal;
-	a->ctx = EVP_CIPHER_CTX_new();
-	if (!a->ctx ||
-	    EVP_CipherInit_ex(a->ctx, EVP_aes_256_gcm(), NULL, key, NULL,
-			      seal) != 1) {
-		tcp_xdc_aead_free(a);
-		return NULL;
-	}
+#endif
 	return a;
 }
 
@@ -157,6 +139,7 @@ void tcp_xdc_aead_free(struct tcp_xdc_aead *a)
 	if (!a)
 		return;
 	EVP_CIPHER_CTX_free(a->ctx);
+	OPENSSL_cleanse(a, sizeof(*a));
 	free(a);
 }
 
@@ -166,9 +149,15 @@ bool tcp_xdc_aead_begin(struct tcp_xdc_aead *a,
 {
 	int n;
 
-	return EVP_CipherInit_ex(a->ctx, NULL, NULL, NULL, nonce, a->seal) ==
-		       1 &&
-	       EVP_CipherUpdate(a->ctx, NULL, &n, aad, (int)aad_len) == 1;
+	if (a->ctx)
+		return EVP_CipherInit_ex(a->ctx, NULL, NULL, NULL, nonce,
+					 a->seal) == 1 &&
+		       EVP_CipherUpdate(a->ctx, NULL, &n, aad,
+					(int)aad_len) == 1;
+#ifdef TCP_XDC_IPSEC_MB
+	IMB_AES256_GCM_INIT(imb, &a->key, &a->rec, nonce, aad, aad_len);
+#endif
+	return true;
 }
 
 bool tcp_xdc_aead_update(struct tcp_xdc_aead *a, uint8_t *out,
@@ -176,27 +165,43 @@ bool tcp_xdc_aead_update(struct tcp_xdc_aead *a, uint8_t *out,
 {
 	int n;
 
-	return !len || EVP_CipherUpdate(a->ctx, out, &n, in, (int)len) == 1;
+	if (!len)
+		return true;
+	if (a->ctx)
+		return EVP_CipherUpdate(a->ctx, out, &n, in, (int)len) == 1;
+#ifdef TCP_XDC_IPSEC_MB
+	if (a->seal)
+		IMB_AES256_GCM_ENC_UPDATE(imb, &a->key, &a->rec, out, in, len);
+	else
+		IMB_AES256_GCM_DEC_UPDATE(imb, &a->key, &a->rec, out, in, len);
+#endif
+	return true;
 }
 
 bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
 			 uint8_t tag[TCP_XDC_AEAD_TAG])
 {
-	uint8_t none[16];
+	uint8_t mine[TCP_XDC_AEAD_TAG];
 	int n;
 
-	if (a->seal)
-		return EVP_CipherFinal_ex(a->ctx, none, &n) == 1 &&
+	if (a->ctx && a->seal)
+		return EVP_CipherFinal_ex(a->ctx, mine, &n) == 1 &&
 		       EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_GET_TAG,
 					   TCP_XDC_AEAD_TAG, tag) == 1;
-	return EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_TAG,
-				   TCP_XDC_AEAD_TAG, tag) == 1 &&
-	       EVP_CipherFinal_ex(a->ctx, none, &n) == 1;
-}
-
-const char *tcp_xdc_aead_library(void)
-{
-	return OpenSSL_version(OPENSSL_VERSION);
-}
-
+	if (a->ctx)
+		return EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_TAG,
+					   TCP_XDC_AEAD_TAG, tag) == 1 &&
+		       EVP_CipherFinal_ex(a->ctx, mine, &n) == 1;
+#ifdef TCP_XDC_IPSEC_MB
+	if (a->seal) {
+		IMB_AES256_GCM_ENC_FINALIZE(imb, &a->key, &a->rec, tag,
+					    TCP_XDC_AEAD_TAG);
+		return true;
+	}
+	IMB_AES256_GCM_DEC_FINALIZE(imb, &a->key, &a->rec, mine,
+				    TCP_XDC_AEAD_TAG);
+	return CRYPTO_memcmp(mine, tag, TCP_XDC_AEAD_TAG) == 0;
+#else
+	return false;
 #endif
+}

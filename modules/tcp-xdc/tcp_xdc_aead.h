@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AES-256-GCM for tcp-xdc's records, from the faster of two well-kept
- * libraries the build has.  Intel's ipsec-mb (Debian's libipsec-mb) is
- * used where the build finds it: on CPUs with VAES and AVX-512 it seals
- * and opens about four times as fast as OpenSSL 3.0, which is what bounds
- * encrypted throughput on a host's cores.  Elsewhere OpenSSL's libcrypto
- * does it.  Both compute the same standard AEAD, so the bytes on the wire
- * do not depend on which library either peer was built with.
+ * AES-256-GCM for tcp-xdc's records, from one of two well-kept libraries.
+ * Intel's ipsec-mb (Debian's libipsec-mb) where the build and the CPU have
+ * it: with VAES and AVX-512 it seals and opens at about four times OpenSSL
+ * 3.0's speed on AMD's cores and level with it on Intel's, and that speed
+ * is what bounds encrypted throughput on a host's cores.  Elsewhere
+ * OpenSSL's libcrypto.  Both compute the same standard AEAD, so the bytes
+ * on the wire do not depend on which library either peer uses.
  *
  * A record is sealed or opened in steps: begin (nonce, additional data),
  * update over its pieces in order (out may equal in), then finish, which
@@ -27,9 +27,15 @@
 
 struct tcp_xdc_aead;
 
-/* NULL when out of memory or the library cannot be set up. */
+enum tcp_xdc_aead_lib {
+	TCP_XDC_AEAD_BEST,		/* ipsec-mb where usable, else OpenSSL */
+	TCP_XDC_AEAD_OPENSSL,
+	TCP_XDC_AEAD_IPSEC_MB,
+};
+
+/* NULL when out of memory, or lib is not in this build or on this CPU. */
 struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],
-				      bool seal);
+				      bool seal, enum tcp_xdc_aead_lib lib);
 void tcp_xdc_aead_free(struct tcp_xdc_aead *a);
 
 bool tcp_xdc_aead_begin(struct tcp_xdc_aead *a,
@@ -41,9 +47,10 @@ bool tcp_xdc_aead_update(struct tcp_xdc_aead *a, uint8_t *out,
 bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
 			 uint8_t tag[TCP_XDC_AEAD_TAG]);
 
-/* Which library does the work, with its version and code path, in words
- * (for the connection's INFO line and meshinfo). */
-const char *tcp_xdc_aead_library(void);
+/* The library lib stands for, with its version and code path, in words
+ * (for the connection's INFO line, meshinfo and the benchmark); NULL when
+ * lib is not in this build or on this CPU. */
+const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib);
 
 /* Wipes n bytes of secret material where the compiler cannot elide it. */
 void tcp_xdc_aead_cleanse(void *p, size_t n);

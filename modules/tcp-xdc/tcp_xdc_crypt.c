@@ -66,7 +66,7 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 	if (c->buf && !seal)
 		c->ahead.buf = c->buf + buf_size(record_max);
 	if (c->buf && !derive_key(secret, secret_len, stream, key))
-		c->aead = tcp_xdc_aead_new(key, seal);
+		c->aead = tcp_xdc_aead_new(key, seal, TCP_XDC_AEAD_BEST);
 	tcp_xdc_aead_cleanse(key, sizeof(key));
 	if (!c->aead) {
 		tcp_xdc_crypt_fini(c);

@@ -575,7 +575,8 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		}
 		snprintf(sealed, sizeof(sealed),
 			 "encrypted (%s by %s, %u KiB records)",
-			 TCP_XDC_CIPHER_NAME, tcp_xdc_aead_library(),
+			 TCP_XDC_CIPHER_NAME,
+			 tcp_xdc_aead_library(TCP_XDC_AEAD_BEST),
 			 record_size >> 10);
 	}
 	ret = fds_nonblocking(comm);
