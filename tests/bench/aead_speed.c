@@ -4,9 +4,8 @@
  * through the module's cipher layer (tcp_xdc_aead.h), as the record layer
  * calls it (a 4-byte length as associated data, a 12-byte nonce, a 16-byte
  * tag), sealing and opening records of one size back to back from buffers
- * in cache.  The encryption
- * benchmark turns it into about what encryption can leave of clear
- * throughput where both are bound by the cores.
+ * in cache.  The encryption benchmark turns it into about what encryption
+ * can leave of clear throughput where both are bound by the cores.
  *
  *   aead_speed [RECORD] [SECS]      (RECORD takes K or M; 256K, 1)
  *

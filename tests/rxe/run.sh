@@ -87,13 +87,16 @@ guest=$here/lab/guest
 	skip "cannot build the guest image (no access to the Debian archive?)"
 
 # The guest runs a newer Debian than the build host: libraries whose soname
-# changed in between (libconfig) travel with the build.  libibverbs is not
-# copied: its providers must be the guest's own (it is backward compatible).
+# changed in between (libconfig, intel-ipsec-mb) travel with the build.
+# libibverbs is not copied: its providers must be the guest's own (it is
+# backward compatible).
 libs=$build/rxe-libs
 rm -rf "$libs"
 mkdir -p "$libs"
-ldd "$build/core/libnccl-net-mesh.so" "$build/tools/meshinfo/meshinfo" |
-	awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }' | sort -u |
+ldd "$build/core/libnccl-net-mesh.so" "$build/tools/meshinfo/meshinfo" \
+	"$build/modules/tcp-xdc/mesh-tcp-xdc.so" |
+	awk '$1 ~ /^lib(config|IPSec_MB)\.so/ && $3 ~ /^\// { print $3 }' |
+	sort -u |
 	while read -r lib; do
 		cp -L "$lib" "$libs/"
 	done

@@ -72,7 +72,10 @@ setup_env() {
 	LOGDIR=${RXE_LOGDIR:-$BUILD/rxe-logs}
 	MOD=${RXE_TEST_MODULE:-ib-fabric}
 	# host libraries whose soname the guest lacks (run.sh copies them)
-	if [ -d "$BUILD/rxe-libs" ] && ldd "$MESHINFO" | grep -q 'not found'; then
+	# (grep reads all of ldd's output: under pipefail, -q would fail ldd)
+	if [ -d "$BUILD/rxe-libs" ] &&
+		ldd "$MESHINFO" "$BUILD/modules/tcp-xdc/mesh-tcp-xdc.so" |
+		grep 'not found' >/dev/null; then
 		export LD_LIBRARY_PATH=$BUILD/rxe-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	fi
 	export BUILD MESHPERF MESHINFO PLUGIN MODULE_PATH LOGDIR MOD DC_PREFIX
@@ -110,7 +113,8 @@ check_mesh_probe() {
 check_binaries() {
 	local f
 
-	for f in "$MESHPERF" "$MESHINFO" "$PLUGIN"; do
+	for f in "$MESHPERF" "$MESHINFO" "$PLUGIN" \
+		"$BUILD/modules/tcp-xdc/mesh-tcp-xdc.so"; do
 		[ -e "$f" ] || { echo "missing $f (build first)"; return 1; }
 		if ldd "$f" | grep 'not found'; then
 			echo "$f: libraries missing in the guest"
