@@ -11,8 +11,9 @@ MESH_DEPS=(build-essential meson ninja-build pkg-config libconfig-dev
 # Built against when present (the verbs modules; tcp-xdc's faster cipher,
 # which Debian has for amd64 only); the rest works without.
 MESH_DEPS_OPTIONAL=(libibverbs-dev)
-[[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]] &&
+if [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]]; then
 	MESH_DEPS_OPTIONAL+=(libipsec-mb-dev)
+fi
 
 mesh_log() {
 	printf '\n==> %s\n' "$*"

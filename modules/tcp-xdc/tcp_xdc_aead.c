@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc's AES-256-GCM (tcp_xdc_aead.h): intel-ipsec-mb's direct GCM
- * calls where the build has the library (TCP_XDC_IPSEC_MB) and it starts
- * on this CPU, libcrypto's EVP interface otherwise or when asked for.  The
- * tag check and the wiping of secrets are libcrypto's either way
- * (CRYPTO_memcmp, OPENSSL_cleanse).
+ * tcp-xdc's AES-256-GCM (tcp_xdc_aead.h): one table of calls per library,
+ * libcrypto's EVP interface and, where the build has the library
+ * (TCP_XDC_IPSEC_MB) and it starts on this CPU, intel-ipsec-mb's direct
+ * GCM calls.  The tag check and the wiping of secrets are libcrypto's
+ * either way (CRYPTO_memcmp, OPENSSL_cleanse).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +21,71 @@
 #include <intel-ipsec-mb.h>
 #endif
 
+struct aead_ops {
+	bool (*init)(struct tcp_xdc_aead *a, const uint8_t *key);
+	bool (*begin)(struct tcp_xdc_aead *a, const uint8_t *nonce,
+		      const uint8_t *aad, size_t aad_len);
+	bool (*update)(struct tcp_xdc_aead *a, uint8_t *out,
+		       const uint8_t *in, size_t len);
+	bool (*finish)(struct tcp_xdc_aead *a, uint8_t *tag);
+};
+
 struct tcp_xdc_aead {
 #ifdef TCP_XDC_IPSEC_MB
 	struct gcm_key_data key;	/* first: the library wants it aligned */
 	struct gcm_context_data rec;	/* the record under way */
 #endif
-	EVP_CIPHER_CTX *ctx;		/* OpenSSL's, key set; NULL: ipsec-mb */
+	EVP_CIPHER_CTX *ctx;		/* OpenSSL's, key set */
+	const struct aead_ops *ops;
 	bool seal;
 };
 
-void tcp_xdc_aead_cleanse(void *p, size_t n)
+/* ------------------------------------------------------------ libcrypto */
+
+static bool ossl_init(struct tcp_xdc_aead *a, const uint8_t *key)
 {
-	OPENSSL_cleanse(p, n);
+	a->ctx = EVP_CIPHER_CTX_new();
+	return a->ctx && EVP_CipherInit_ex(a->ctx, EVP_aes_256_gcm(), NULL,
+					   key, NULL, a->seal) == 1;
 }
+
+static bool ossl_begin(struct tcp_xdc_aead *a, const uint8_t *nonce,
+		       const uint8_t *aad, size_t aad_len)
+{
+	int n;
+
+	return EVP_CipherInit_ex(a->ctx, NULL, NULL, NULL, nonce,
+				 a->seal) == 1 &&
+	       EVP_CipherUpdate(a->ctx, NULL, &n, aad, (int)aad_len) == 1;
+}
+
+static bool ossl_update(struct tcp_xdc_aead *a, uint8_t *out,
+			const uint8_t *in, size_t len)
+{
+	int n;
+
+	return EVP_CipherUpdate(a->ctx, out, &n, in, (int)len) == 1;
+}
+
+static bool ossl_finish(struct tcp_xdc_aead *a, uint8_t *tag)
+{
+	uint8_t none[16];
+	int n;
+
+	if (a->seal)
+		return EVP_CipherFinal_ex(a->ctx, none, &n) == 1 &&
+		       EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_GET_TAG,
+					   TCP_XDC_AEAD_TAG, tag) == 1;
+	return EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_TAG,
+				   TCP_XDC_AEAD_TAG, tag) == 1 &&
+	       EVP_CipherFinal_ex(a->ctx, none, &n) == 1;
+}
+
+static const struct aead_ops ossl_ops = {
+	ossl_init, ossl_begin, ossl_update, ossl_finish,
+};
+
+/* ------------------------------------------------------- intel-ipsec-mb */
 
 #ifdef TCP_XDC_IPSEC_MB
 
@@ -66,12 +118,6 @@ static void imb_setup(void)
 	imb = m;
 }
 
-static IMB_MGR *imb_get(void)
-{
-	pthread_once(&imb_once, imb_setup);
-	return imb;
-}
-
 /* The module is unloaded with the plugin: no manager outlives it. */
 __attribute__((destructor)) static void imb_teardown(void)
 {
@@ -80,26 +126,83 @@ __attribute__((destructor)) static void imb_teardown(void)
 	imb = NULL;
 }
 
+static bool imb_init(struct tcp_xdc_aead *a, const uint8_t *key)
+{
+	IMB_AES256_GCM_PRE(imb, key, &a->key);
+	return true;
+}
+
+static bool imb_begin(struct tcp_xdc_aead *a, const uint8_t *nonce,
+		      const uint8_t *aad, size_t aad_len)
+{
+	IMB_AES256_GCM_INIT(imb, &a->key, &a->rec, nonce, aad, aad_len);
+	return true;
+}
+
+static bool imb_update(struct tcp_xdc_aead *a, uint8_t *out,
+		       const uint8_t *in, size_t len)
+{
+	if (a->seal)
+		IMB_AES256_GCM_ENC_UPDATE(imb, &a->key, &a->rec, out, in, len);
+	else
+		IMB_AES256_GCM_DEC_UPDATE(imb, &a->key, &a->rec, out, in, len);
+	return true;
+}
+
+static bool imb_finish(struct tcp_xdc_aead *a, uint8_t *tag)
+{
+	uint8_t mine[TCP_XDC_AEAD_TAG];
+
+	if (a->seal) {
+		IMB_AES256_GCM_ENC_FINALIZE(imb, &a->key, &a->rec, tag,
+					    TCP_XDC_AEAD_TAG);
+		return true;
+	}
+	IMB_AES256_GCM_DEC_FINALIZE(imb, &a->key, &a->rec, mine,
+				    TCP_XDC_AEAD_TAG);
+	return CRYPTO_memcmp(mine, tag, TCP_XDC_AEAD_TAG) == 0;
+}
+
+static const struct aead_ops imb_ops = {
+	imb_init, imb_begin, imb_update, imb_finish,
+};
+
+/* ipsec-mb's table where the library started on this CPU, else NULL. */
+static const struct aead_ops *imb_usable(void)
+{
+	pthread_once(&imb_once, imb_setup);
+	return imb ? &imb_ops : NULL;
+}
+
 #else
-static void *imb_get(void)
+static const struct aead_ops *imb_usable(void)
 {
 	return NULL;
 }
 #endif
 
-static enum tcp_xdc_aead_lib resolve(enum tcp_xdc_aead_lib lib)
+/* ------------------------------------------------------------- the calls */
+
+/* lib's table; NULL where lib is not in this build or on this CPU. */
+static const struct aead_ops *ops_of(enum tcp_xdc_aead_lib lib)
 {
-	if (lib == TCP_XDC_AEAD_BEST)
-		return imb_get() ? TCP_XDC_AEAD_IPSEC_MB : TCP_XDC_AEAD_OPENSSL;
-	return lib;
+	const struct aead_ops *imb_ops_here = imb_usable();
+
+	if (lib == TCP_XDC_AEAD_OPENSSL)
+		return &ossl_ops;
+	if (lib == TCP_XDC_AEAD_IPSEC_MB || imb_ops_here)
+		return imb_ops_here;
+	return &ossl_ops;
 }
 
 const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib)
 {
-	if (resolve(lib) == TCP_XDC_AEAD_OPENSSL)
+	const struct aead_ops *ops = ops_of(lib);
+
+	if (ops == &ossl_ops)
 		return OpenSSL_version(OPENSSL_VERSION);
 #ifdef TCP_XDC_IPSEC_MB
-	if (imb_get())
+	if (ops)
 		return imb_name;
 #endif
 	return NULL;
@@ -109,28 +212,21 @@ struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],
 				      bool seal, enum tcp_xdc_aead_lib lib)
 {
 	size_t size = (sizeof(struct tcp_xdc_aead) + 63) & ~(size_t)63;
+	const struct aead_ops *ops = ops_of(lib);
 	struct tcp_xdc_aead *a;
 
-	lib = resolve(lib);
-	if (lib == TCP_XDC_AEAD_IPSEC_MB && !imb_get())
+	if (!ops)
 		return NULL;
 	a = aligned_alloc(64, size);
 	if (!a)
 		return NULL;
 	memset(a, 0, size);
+	a->ops = ops;
 	a->seal = seal;
-	if (lib == TCP_XDC_AEAD_OPENSSL) {
-		a->ctx = EVP_CIPHER_CTX_new();
-		if (!a->ctx || EVP_CipherInit_ex(a->ctx, EVP_aes_256_gcm(),
-						 NULL, key, NULL, seal) != 1) {
-			tcp_xdc_aead_free(a);
-			return NULL;
-		}
-		return a;
+	if (!ops->init(a, key)) {
+		tcp_xdc_aead_free(a);
+		return NULL;
 	}
-#ifdef TCP_XDC_IPSEC_MB
-	IMB_AES256_GCM_PRE(imb, key, &a->key);
-#endif
 	return a;
 }
 
@@ -147,61 +243,17 @@ bool tcp_xdc_aead_begin(struct tcp_xdc_aead *a,
 			const uint8_t nonce[TCP_XDC_AEAD_NONCE],
 			const uint8_t *aad, size_t aad_len)
 {
-	int n;
-
-	if (a->ctx)
-		return EVP_CipherInit_ex(a->ctx, NULL, NULL, NULL, nonce,
-					 a->seal) == 1 &&
-		       EVP_CipherUpdate(a->ctx, NULL, &n, aad,
-					(int)aad_len) == 1;
-#ifdef TCP_XDC_IPSEC_MB
-	IMB_AES256_GCM_INIT(imb, &a->key, &a->rec, nonce, aad, aad_len);
-#endif
-	return true;
+	return a->ops->begin(a, nonce, aad, aad_len);
 }
 
 bool tcp_xdc_aead_update(struct tcp_xdc_aead *a, uint8_t *out,
 			 const uint8_t *in, size_t len)
 {
-	int n;
-
-	if (!len)
-		return true;
-	if (a->ctx)
-		return EVP_CipherUpdate(a->ctx, out, &n, in, (int)len) == 1;
-#ifdef TCP_XDC_IPSEC_MB
-	if (a->seal)
-		IMB_AES256_GCM_ENC_UPDATE(imb, &a->key, &a->rec, out, in, len);
-	else
-		IMB_AES256_GCM_DEC_UPDATE(imb, &a->key, &a->rec, out, in, len);
-#endif
-	return true;
+	return !len || a->ops->update(a, out, in, len);
 }
 
 bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
 			 uint8_t tag[TCP_XDC_AEAD_TAG])
 {
-	uint8_t mine[TCP_XDC_AEAD_TAG];
-	int n;
-
-	if (a->ctx && a->seal)
-		return EVP_CipherFinal_ex(a->ctx, mine, &n) == 1 &&
-		       EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_GET_TAG,
-					   TCP_XDC_AEAD_TAG, tag) == 1;
-	if (a->ctx)
-		return EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_TAG,
-					   TCP_XDC_AEAD_TAG, tag) == 1 &&
-		       EVP_CipherFinal_ex(a->ctx, mine, &n) == 1;
-#ifdef TCP_XDC_IPSEC_MB
-	if (a->seal) {
-		IMB_AES256_GCM_ENC_FINALIZE(imb, &a->key, &a->rec, tag,
-					    TCP_XDC_AEAD_TAG);
-		return true;
-	}
-	IMB_AES256_GCM_DEC_FINALIZE(imb, &a->key, &a->rec, mine,
-				    TCP_XDC_AEAD_TAG);
-	return CRYPTO_memcmp(mine, tag, TCP_XDC_AEAD_TAG) == 0;
-#else
-	return false;
-#endif
+	return a->ops->finish(a, tag);
 }

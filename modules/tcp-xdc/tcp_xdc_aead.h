@@ -52,7 +52,4 @@ bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
  * lib is not in this build or on this CPU. */
 const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib);
 
-/* Wipes n bytes of secret material where the compiler cannot elide it. */
-void tcp_xdc_aead_cleanse(void *p, size_t n);
-
 #endif

@@ -13,22 +13,18 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 
-#include "tcp_xdc_aead.h"
 #include "tcp_xdc_crypt.h"
-
-#define KEY_SIZE TCP_XDC_AEAD_KEY
-#define NONCE_SIZE TCP_XDC_AEAD_NONCE
 
 /* key = HKDF-SHA256(secret, info = label | direction | stream) */
 static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
-		      uint8_t key[KEY_SIZE])
+		      uint8_t key[TCP_XDC_AEAD_KEY])
 {
 	static const char label[] = "nccl-mesh tcp-xdc stream key, "
 				    "connector to acceptor";
 	uint8_t info[sizeof(label) - 1 + 4];
 	uint32_t be = htobe32((uint32_t)stream);
 	EVP_PKEY_CTX *k = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
-	size_t n = KEY_SIZE;
+	size_t n = TCP_XDC_AEAD_KEY;
 	int ok;
 
 	memcpy(info, label, sizeof(label) - 1);
@@ -37,7 +33,7 @@ static int derive_key(const uint8_t *secret, size_t secret_len, int stream,
 	     EVP_PKEY_CTX_set_hkdf_md(k, EVP_sha256()) == 1 &&
 	     EVP_PKEY_CTX_set1_hkdf_key(k, secret, (int)secret_len) == 1 &&
 	     EVP_PKEY_CTX_add1_hkdf_info(k, info, (int)sizeof(info)) == 1 &&
-	     EVP_PKEY_derive(k, key, &n) == 1 && n == KEY_SIZE;
+	     EVP_PKEY_derive(k, key, &n) == 1 && n == TCP_XDC_AEAD_KEY;
 	EVP_PKEY_CTX_free(k);
 	return ok ? 0 : -ENOMEM;
 }
@@ -53,7 +49,7 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		       size_t secret_len, bool seal, int stream,
 		       size_t record_max)
 {
-	uint8_t key[KEY_SIZE];
+	uint8_t key[TCP_XDC_AEAD_KEY];
 
 	memset(c, 0, sizeof(*c));
 	if (!secret || !secret_len || record_max < TCP_XDC_RECORD_MIN ||
@@ -67,7 +63,7 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		c->ahead.buf = c->buf + buf_size(record_max);
 	if (c->buf && !derive_key(secret, secret_len, stream, key))
 		c->aead = tcp_xdc_aead_new(key, seal, TCP_XDC_AEAD_BEST);
-	tcp_xdc_aead_cleanse(key, sizeof(key));
+	OPENSSL_cleanse(key, sizeof(key));
 	if (!c->aead) {
 		tcp_xdc_crypt_fini(c);
 		return -ENOMEM;
@@ -79,13 +75,14 @@ void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c)
 {
 	tcp_xdc_aead_free(c->aead);
 	if (c->buf)
-		tcp_xdc_aead_cleanse(c->buf, buf_size(c->record_max));
+		OPENSSL_cleanse(c->buf, buf_size(c->record_max));
 	free(c->buf);
 	memset(c, 0, sizeof(*c));
 }
 
 /* The stream index and the record number: unique for the key's life. */
-static void make_nonce(const struct tcp_xdc_crypt *c, uint8_t n[NONCE_SIZE])
+static void make_nonce(const struct tcp_xdc_crypt *c,
+		       uint8_t n[TCP_XDC_AEAD_NONCE])
 {
 	uint32_t s = htobe32(c->stream);
 	uint64_t r = htobe64(c->counter);
@@ -98,7 +95,7 @@ static void make_nonce(const struct tcp_xdc_crypt *c, uint8_t n[NONCE_SIZE])
 static size_t seal_record(struct tcp_xdc_crypt *c, uint8_t *out,
 			  const struct iovec *iov, int iovcnt, size_t len)
 {
-	uint8_t nonce[NONCE_SIZE];
+	uint8_t nonce[TCP_XDC_AEAD_NONCE];
 	uint8_t *p = out + TCP_XDC_RECORD_HDR;
 	uint32_t be = htobe32((uint32_t)len);
 	size_t left = len;
@@ -186,7 +183,7 @@ static ssize_t fail(struct tcp_xdc_crypt *c, int err, const char *fmt,
 		    unsigned long long a)
 {
 	snprintf(c->why, sizeof(c->why), fmt, a);
-	tcp_xdc_aead_cleanse(c->buf, c->buf_done);
+	OPENSSL_cleanse(c->buf, c->buf_done);
 	return err;
 }
 
@@ -199,7 +196,7 @@ static ssize_t fail(struct tcp_xdc_crypt *c, int err, const char *fmt,
 static ssize_t open_record(struct tcp_xdc_crypt *c, const struct iovec *iov,
 			   int iovcnt)
 {
-	uint8_t nonce[NONCE_SIZE];
+	uint8_t nonce[TCP_XDC_AEAD_NONCE];
 	size_t len = c->buf_len - TCP_XDC_RECORD_HDR - TCP_XDC_RECORD_TAG;
 	size_t placed = 0;
 	uint8_t *p = c->buf + TCP_XDC_RECORD_HDR;

@@ -31,12 +31,11 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "tcp_xdc_aead.h"
 #include "tcp_xdc_ahead.h"
 
-struct tcp_xdc_aead;
-
 #define TCP_XDC_RECORD_HDR 4
-#define TCP_XDC_RECORD_TAG 16
+#define TCP_XDC_RECORD_TAG TCP_XDC_AEAD_TAG
 #define TCP_XDC_RECORD_MIN (4u << 10)
 #define TCP_XDC_RECORD_MAX (16u << 20)
 #define TCP_XDC_RECORD_LEAD 64		/* a leading record (a header) */

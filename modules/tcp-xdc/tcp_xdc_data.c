@@ -25,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tcp_xdc_aead.h"
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 
