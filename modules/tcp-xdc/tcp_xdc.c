@@ -49,12 +49,38 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "record_size", MESH_PARAM_SIZE, "256K", TCP_XDC_RECORD_MIN,
 	  TCP_XDC_RECORD_MAX,
 	  "Plaintext bytes per encrypted record (encrypt = true); a record is verified whole before any of it is delivered." },
+	{ "cipher_library", MESH_PARAM_STR, "auto", 0, 0,
+	  "Whose AES-256-GCM code seals and opens the records: auto (intel-ipsec-mb where it runs on VAES and AVX-512, else OpenSSL), openssl or ipsec-mb; the wire is the same either way." },
 	{ "spin_us", MESH_PARAM_INT, "0", 0, 10000,
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, TCP_XDC_MAX_CHUNK,
 	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
+
+/* cipher_library names one this build has, where records are sealed. */
+static int check_cipher_library(const struct mesh_host *host)
+{
+	const char *name = host->param_str(host, "cipher_library");
+	enum tcp_xdc_aead_lib lib;
+
+	if (!tcp_xdc_aead_lib_parse(name, &lib)) {
+		host->param_error(host, "cipher_library", "expected auto, "
+				  "openssl or ipsec-mb, got '%s'", name);
+		return -EINVAL;
+	}
+	if (host->param_int(host, "encrypt") && !tcp_xdc_aead_library(lib)) {
+#ifdef TCP_XDC_IPSEC_MB
+		host->param_error(host, "cipher_library", "intel-ipsec-mb "
+				  "does not start on this CPU");
+#else
+		host->param_error(host, "cipher_library", "this tcp-xdc was "
+				  "built without intel-ipsec-mb");
+#endif
+		return -EINVAL;
+	}
+	return 0;
+}
 
 /* Rules between keys, checked before init (and by meshinfo --check). */
 static int tcp_xdc_check(const struct mesh_host *host)
@@ -71,6 +97,8 @@ static int tcp_xdc_check(const struct mesh_host *host)
 				  "from its handshake)");
 		return -EINVAL;
 	}
+	if (check_cipher_library(host))
+		return -EINVAL;
 	if (min <= chunk)
 		return 0;
 	snprintf(text, sizeof(text), "%s", host->param_str(host, "chunk_size"));
@@ -104,6 +132,9 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->spin_us = (int)host->param_int(host, "spin_us");
 	ctx->encrypt = host->param_int(host, "encrypt") != 0;
 	ctx->record_size = (size_t)host->param_int(host, "record_size");
+	/* checked by tcp_xdc_check */
+	tcp_xdc_aead_lib_parse(host->param_str(host, "cipher_library"),
+			       &ctx->aead_lib);
 	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");

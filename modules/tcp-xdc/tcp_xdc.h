@@ -15,6 +15,7 @@
 #include <nccl-mesh/module.h>
 
 #include "netaddr.h"
+#include "tcp_xdc_aead.h"
 #include "tcp_xdc_wire.h"
 
 extern const struct mesh_host *tcp_xdc_host;
@@ -50,6 +51,7 @@ struct tcp_xdc_ctx {
 	size_t inline_max;
 	bool encrypt;
 	size_t record_size;
+	enum tcp_xdc_aead_lib aead_lib;	/* whose code seals and opens */
 	atomic_uint next_comm_id;
 	struct tcp_xdc_linger *linger;	/* closed send streams, draining */
 	struct tcp_xdc_pool *pool;	/* the data-path threads */

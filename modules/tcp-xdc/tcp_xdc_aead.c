@@ -92,6 +92,7 @@ static const struct aead_ops ossl_ops = {
 /* The manager only holds the GCM functions for this CPU; they keep no
  * state of their own, so every thread shares one. */
 static IMB_MGR *imb;
+static bool imb_wide;		/* its GCM runs on VAES and AVX-512 */
 static pthread_once_t imb_once = PTHREAD_ONCE_INIT;
 static char imb_name[64];
 
@@ -102,6 +103,7 @@ static void imb_setup(void)
 		[IMB_ARCH_AVX] = "AVX", [IMB_ARCH_AVX2] = "AVX2",
 		[IMB_ARCH_AVX512] = "AVX-512",
 	};
+	const uint64_t vaes = IMB_FEATURE_VAES | IMB_FEATURE_VPCLMULQDQ;
 	IMB_MGR *m = alloc_mb_mgr(0);
 
 	if (!m)
@@ -111,10 +113,12 @@ static void imb_setup(void)
 		free_mb_mgr(m);
 		return;
 	}
-	snprintf(imb_name, sizeof(imb_name), "intel-ipsec-mb %s, %s",
+	imb_wide = m->used_arch == IMB_ARCH_AVX512 &&
+		   (m->features & vaes) == vaes;
+	snprintf(imb_name, sizeof(imb_name), "intel-ipsec-mb %s, %s%s",
 		 imb_get_version_str(),
 		 m->used_arch > IMB_ARCH_NONE && m->used_arch < IMB_ARCH_NUM ?
-		 arch[m->used_arch] : "?");
+		 arch[m->used_arch] : "?", imb_wide ? ", VAES" : "");
 	imb = m;
 }
 
@@ -167,16 +171,19 @@ static const struct aead_ops imb_ops = {
 	imb_init, imb_begin, imb_update, imb_finish,
 };
 
-/* ipsec-mb's table where the library started on this CPU, else NULL. */
-static const struct aead_ops *imb_usable(void)
+/* ipsec-mb's table where the library started on this CPU, else NULL;
+ * *wide: it started and its GCM runs on VAES. */
+static const struct aead_ops *imb_usable(bool *wide)
 {
 	pthread_once(&imb_once, imb_setup);
+	*wide = imb_wide;
 	return imb ? &imb_ops : NULL;
 }
 
 #else
-static const struct aead_ops *imb_usable(void)
+static const struct aead_ops *imb_usable(bool *wide)
 {
+	*wide = false;
 	return NULL;
 }
 #endif
@@ -186,13 +193,28 @@ static const struct aead_ops *imb_usable(void)
 /* lib's table; NULL where lib is not in this build or on this CPU. */
 static const struct aead_ops *ops_of(enum tcp_xdc_aead_lib lib)
 {
-	const struct aead_ops *imb_ops_here = imb_usable();
+	bool wide;
+	const struct aead_ops *imb_ops_here = imb_usable(&wide);
 
-	if (lib == TCP_XDC_AEAD_OPENSSL)
-		return &ossl_ops;
-	if (lib == TCP_XDC_AEAD_IPSEC_MB || imb_ops_here)
+	if (lib == TCP_XDC_AEAD_IPSEC_MB || (lib == TCP_XDC_AEAD_BEST && wide))
 		return imb_ops_here;
 	return &ossl_ops;
+}
+
+bool tcp_xdc_aead_lib_parse(const char *name, enum tcp_xdc_aead_lib *lib)
+{
+	static const char *const names[] = {
+		[TCP_XDC_AEAD_BEST] = "auto",
+		[TCP_XDC_AEAD_OPENSSL] = "openssl",
+		[TCP_XDC_AEAD_IPSEC_MB] = "ipsec-mb",
+	};
+
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i])) {
+			*lib = (enum tcp_xdc_aead_lib)i;
+			return true;
+		}
+	return false;
 }
 
 const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib)

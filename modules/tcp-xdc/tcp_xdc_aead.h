@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * AES-256-GCM for tcp-xdc's records, from one of two well-kept libraries.
- * Intel's ipsec-mb (Debian's libipsec-mb) where the build and the CPU have
- * it: with VAES and AVX-512 it seals and opens at about four times OpenSSL
- * 3.0's speed on AMD's cores and level with it on Intel's, and that speed
- * is what bounds encrypted throughput on a host's cores.  Elsewhere
- * OpenSSL's libcrypto.  Both compute the same standard AEAD, so the bytes
- * on the wire do not depend on which library either peer uses.
+ * Intel's ipsec-mb (Debian's libipsec-mb) where the build has it and its
+ * GCM runs on this CPU's VAES and AVX-512: there it seals and opens at
+ * about four times OpenSSL 3.0's speed on AMD's cores and level with it on
+ * Intel's, and that speed is what bounds encrypted throughput on a host's
+ * cores.  Elsewhere OpenSSL's libcrypto: ipsec-mb's narrower code paths
+ * have no measured advantage to outweigh the system's own library.  Both
+ * compute the same standard AEAD, so the bytes on the wire do not depend
+ * on which library either peer uses, and a config may name one
+ * (cipher_library), say for a validated libcrypto.
  *
  * A record is sealed or opened in steps: begin (nonce, additional data),
  * update over its pieces in order (out may equal in), then finish, which
@@ -28,10 +31,13 @@
 struct tcp_xdc_aead;
 
 enum tcp_xdc_aead_lib {
-	TCP_XDC_AEAD_BEST,		/* ipsec-mb where usable, else OpenSSL */
+	TCP_XDC_AEAD_BEST,		/* ipsec-mb on VAES, else OpenSSL */
 	TCP_XDC_AEAD_OPENSSL,
 	TCP_XDC_AEAD_IPSEC_MB,
 };
+
+/* "auto" (BEST), "openssl", "ipsec-mb"; false for any other name. */
+bool tcp_xdc_aead_lib_parse(const char *name, enum tcp_xdc_aead_lib *lib);
 
 /* NULL when out of memory, or lib is not in this build or on this CPU. */
 struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],

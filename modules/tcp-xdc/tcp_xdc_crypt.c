@@ -47,7 +47,7 @@ static size_t buf_size(size_t record_max)
 
 int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		       size_t secret_len, bool seal, int stream,
-		       size_t record_max)
+		       size_t record_max, enum tcp_xdc_aead_lib lib)
 {
 	uint8_t key[TCP_XDC_AEAD_KEY];
 
@@ -62,7 +62,7 @@ int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 	if (c->buf && !seal)
 		c->ahead.buf = c->buf + buf_size(record_max);
 	if (c->buf && !derive_key(secret, secret_len, stream, key))
-		c->aead = tcp_xdc_aead_new(key, seal, TCP_XDC_AEAD_BEST);
+		c->aead = tcp_xdc_aead_new(key, seal, lib);
 	OPENSSL_cleanse(key, sizeof(key));
 	if (!c->aead) {
 		tcp_xdc_crypt_fini(c);

@@ -63,11 +63,12 @@ struct tcp_xdc_crypt {
 
 /*
  * Keys c for stream `stream` of a connection whose control channel had
- * this secret, sending side (seal) or receiving side.  0 or -errno.
+ * this secret, sending side (seal) or receiving side, sealing or opening
+ * with lib's code.  0 or -errno.
  */
 int tcp_xdc_crypt_init(struct tcp_xdc_crypt *c, const uint8_t *secret,
 		       size_t secret_len, bool seal, int stream,
-		       size_t record_max);
+		       size_t record_max, enum tcp_xdc_aead_lib lib);
 void tcp_xdc_crypt_fini(struct tcp_xdc_crypt *c);
 
 /*

@@ -515,7 +515,8 @@ static int crypt_start(struct tcp_xdc_comm *comm, const uint8_t *secret,
 		if (!s->crypt)
 			return -ENOMEM;
 		ret = tcp_xdc_crypt_init(s->crypt, secret, secret_len,
-					 comm->is_send, i, record_size);
+					 comm->is_send, i, record_size,
+					 comm->ctx->aead_lib);
 		if (ret) {
 			free(s->crypt);
 			s->crypt = NULL;
@@ -575,7 +576,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		snprintf(sealed, sizeof(sealed),
 			 "encrypted (%s by %s, %u KiB records)",
 			 TCP_XDC_CIPHER_NAME,
-			 tcp_xdc_aead_library(TCP_XDC_AEAD_BEST),
+			 tcp_xdc_aead_library(ctx->aead_lib),
 			 record_size >> 10);
 	}
 	ret = fds_nonblocking(comm);

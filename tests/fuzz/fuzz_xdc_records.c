@@ -54,7 +54,7 @@ static size_t seal_all(struct wire *w, const size_t *lens, int n)
 	size_t off = 0;
 
 	REQUIRE(tcp_xdc_crypt_init(&tx, secret, sizeof(secret), true, 3,
-				   RECORD) == 0);
+				   RECORD, TCP_XDC_AEAD_BEST) == 0);
 	w->len = 0;
 	w->n = n;
 	for (int r = 0; r < n; r++) {
@@ -151,7 +151,7 @@ static void receive(const struct wire *w, const uint8_t *steer,
 		!w->len);
 	close(fd[0]);
 	REQUIRE(tcp_xdc_crypt_init(&rx, secret, sizeof(secret), false, 3,
-				   RECORD) == 0);
+				   RECORD, TCP_XDC_AEAD_BEST) == 0);
 	for (;;) {
 		struct iovec iov[2];
 		size_t room = sizeof(out) - got, a = 1 + next(&sp, room);

@@ -21,7 +21,8 @@
 #    with "record N failed authentication: data corrupted or tampered in
 #    flight" (or a length out of range), within seconds, and meshperf's
 #    data check never sees a wrong byte;
-#  - then, untouched: the same key both sides connects and verifies;
+#  - then, untouched: the same key both sides connects and verifies, also
+#    with libcrypto sealing on one side only (cipher_library);
 #    another key, encrypt on one side only and encrypt without a key each
 #    fail with their clear error; the one-sided refusal also through the
 #    relay holding back what goes to the client by half a second, so that
@@ -276,6 +277,18 @@ pair same 60 "$KEY_A $ENC" "$KEY_A $ENC" "${DATA[@]}" ||
 grep -q 'all checks passed' "$NETNS_TMP/same.client" ||
 	fail same "no verified transfer"
 echo "PASS same key, encrypted, direct: connected and verified"
+
+# Each side picks its cipher library: the acceptor libcrypto, the
+# connector its default (intel-ipsec-mb where that runs on VAES).
+pair libs 60 "$KEY_A $ENC NCCL_MESH_TCP_XDC_CIPHER_LIBRARY=openssl" \
+	"$KEY_A $ENC" "${DATA[@]}" || fail libs "transfer failed"
+grep -q 'all checks passed' "$NETNS_TMP/libs.client" ||
+	fail libs "no verified transfer"
+grep -q 'encrypted (AES-256-GCM by OpenSSL' "$NETNS_TMP/libs.server" ||
+	fail libs "the acceptor does not say OpenSSL seals"
+echo "PASS cipher libraries chosen apart, connected and verified:" \
+	"$(grep -ohm1 'AES-256-GCM by [^,]*' "$NETNS_TMP/libs.client") to" \
+	"$(grep -ohm1 'AES-256-GCM by [^,]*' "$NETNS_TMP/libs.server")"
 
 rc=0
 pair wrongkey 40 "$KEY_A $ENC" "$KEY_B $ENC" "${DATA[@]}" || rc=$?

@@ -28,6 +28,9 @@
 #define WIRE_MAX (TCP_XDC_RECORD_HDR + RECORD + TCP_XDC_RECORD_TAG)
 
 static uint8_t secret[32], other[32];
+/* whose code seals and opens the records of the tests below */
+static enum tcp_xdc_aead_lib tx_lib = TCP_XDC_AEAD_BEST,
+			     rx_lib = TCP_XDC_AEAD_BEST;
 
 struct pair {
 	int fd[2];			/* 0 writes, 1 reads */
@@ -38,9 +41,10 @@ static void pair_open(struct pair *p, const uint8_t *rx_secret, int rx_stream)
 {
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, p->fd) == 0);
 	CHECK(fcntl(p->fd[1], F_SETFL, O_NONBLOCK) == 0);
-	CHECK(tcp_xdc_crypt_init(&p->tx, secret, 32, true, 2, RECORD) == 0);
+	CHECK(tcp_xdc_crypt_init(&p->tx, secret, 32, true, 2, RECORD,
+				 tx_lib) == 0);
 	CHECK(tcp_xdc_crypt_init(&p->rx, rx_secret, 32, false, rx_stream,
-				 RECORD) == 0);
+				 RECORD, rx_lib) == 0);
 }
 
 static void pair_close(struct pair *p)
@@ -433,8 +437,10 @@ static void test_cut_and_keys(void)
 		uint8_t pt[64] = { 0 };
 		struct iovec iov = { pt, sizeof(pt) };
 
-		CHECK(tcp_xdc_crypt_init(&a, secret, 32, true, 0, RECORD) == 0);
-		CHECK(tcp_xdc_crypt_init(&b, secret, 32, true, 1, RECORD) == 0);
+		CHECK(tcp_xdc_crypt_init(&a, secret, 32, true, 0, RECORD,
+					 tx_lib) == 0);
+		CHECK(tcp_xdc_crypt_init(&b, secret, 32, true, 1, RECORD,
+					 tx_lib) == 0);
 		CHECK(tcp_xdc_crypt_seal(&a, &iov, 1) == 0);
 		CHECK(tcp_xdc_crypt_seal(&b, &iov, 1) == 0);
 		CHECK(memcmp(a.buf, b.buf, a.buf_len));
@@ -446,8 +452,41 @@ static void test_cut_and_keys(void)
 		tcp_xdc_crypt_fini(&a);
 		tcp_xdc_crypt_fini(&b);
 	}
-	CHECK(tcp_xdc_crypt_init(&p.tx, NULL, 0, true, 0, RECORD) == -EINVAL);
-	CHECK(tcp_xdc_crypt_init(&p.tx, secret, 32, true, 0, 1) == -EINVAL);
+	CHECK(tcp_xdc_crypt_init(&p.tx, NULL, 0, true, 0, RECORD,
+				 tx_lib) == -EINVAL);
+	CHECK(tcp_xdc_crypt_init(&p.tx, secret, 32, true, 0, 1,
+				 tx_lib) == -EINVAL);
+}
+
+static void test_records(void)
+{
+	printf("records sealed by %s, opened by %s\n",
+	       tcp_xdc_aead_library(tx_lib), tcp_xdc_aead_library(rx_lib));
+	test_round_trip();
+	test_opens_in_place();
+	test_small_records_ahead();
+	test_tampered();
+	test_dropped_replayed_reordered();
+	test_cut_and_keys();
+}
+
+/* The names cipher_library takes, and that auto is one of the two. */
+static void test_names(void)
+{
+	enum tcp_xdc_aead_lib lib = TCP_XDC_AEAD_OPENSSL;
+	const char *best = tcp_xdc_aead_library(TCP_XDC_AEAD_BEST);
+
+	CHECK(tcp_xdc_aead_lib_parse("auto", &lib) &&
+	      lib == TCP_XDC_AEAD_BEST);
+	CHECK(tcp_xdc_aead_lib_parse("openssl", &lib) &&
+	      lib == TCP_XDC_AEAD_OPENSSL);
+	CHECK(tcp_xdc_aead_lib_parse("ipsec-mb", &lib) &&
+	      lib == TCP_XDC_AEAD_IPSEC_MB);
+	CHECK(!tcp_xdc_aead_lib_parse("OpenSSL", &lib) &&
+	      !tcp_xdc_aead_lib_parse("", &lib) &&
+	      !tcp_xdc_aead_lib_parse(NULL, &lib));
+	CHECK(best && (best == tcp_xdc_aead_library(TCP_XDC_AEAD_OPENSSL) ||
+		       best == tcp_xdc_aead_library(TCP_XDC_AEAD_IPSEC_MB)));
 }
 
 int main(void)
@@ -458,12 +497,17 @@ int main(void)
 	}
 	test_cipher_is_standard(TCP_XDC_AEAD_OPENSSL);
 	test_cipher_is_standard(TCP_XDC_AEAD_IPSEC_MB);
-	test_round_trip();
-	test_opens_in_place();
-	test_small_records_ahead();
-	test_tampered();
-	test_dropped_replayed_reordered();
-	test_cut_and_keys();
+	test_names();
+	test_records();
+	/* peers choose their libraries apart: each must read the other */
+	if (tcp_xdc_aead_library(TCP_XDC_AEAD_IPSEC_MB)) {
+		tx_lib = TCP_XDC_AEAD_IPSEC_MB;
+		rx_lib = TCP_XDC_AEAD_OPENSSL;
+		test_records();
+		tx_lib = TCP_XDC_AEAD_OPENSSL;
+		rx_lib = TCP_XDC_AEAD_IPSEC_MB;
+		test_records();
+	}
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
