@@ -65,12 +65,15 @@ bench_median_of() {
 }
 
 # bench_variant V: splits a variant, NAME or NAME:VAR=VALUE,VAR=VALUE, into
-# the caller's name and env_list (the VAR=VALUE words, maybe none).
+# the caller's name and env_list (the VAR=VALUE words, maybe none).  A
+# comma starts the next setting only where VAR= follows it, so a value may
+# be a list (NCCL_MESH_NCCL_CHANNELS_BY_SIZE=16K:1,64K:2).
 bench_variant() {
 	name=${1%%:*}
 	env_list=()
 	if [ "$1" != "$name" ]; then
-		IFS=, read -r -a env_list <<<"${1#*:}"
+		mapfile -t env_list < <(sed 's/,\([A-Za-z_][A-Za-z0-9_]*=\)/\n\1/g' \
+			<<<"${1#*:}")
 	fi
 }
 

@@ -2,15 +2,16 @@
 # SPDX-License-Identifier: MIT
 #
 # The conformance suite's soak: every test LOOPS times (default 100, the
-# bar) against the mesh plugin with tcp-xdc on loopback, then against the
-# reference plugin, each test its own pair of processes.  Prints one line
+# bar) against the mesh plugin with tcp-xdc on loopback, in clear and with
+# encrypt = true (encrypt.sh: a fresh key, every stream as records), then
+# against the reference plugin, each test its own pair of processes.  Prints one line
 # per test and a summary per plugin; exits 1 if anything failed.  Takes
 # about 15 minutes on two idle cores (the late-* tests alone wait
 # LOOPS x --late-ms each).
 #
 # usage: tests/conformance/soak.sh [BUILD_DIR] [LOOPS]
 # Environment:
-#   SOAK_PLUGINS   which plugins (default "tcp-xdc refnet")
+#   SOAK_PLUGINS   which plugins (default "tcp-xdc tcp-xdc-encrypt refnet")
 #   SOAK_TESTS     comma list of tests (default: all)
 #   SOAK_LATE_MS   --late-ms (default 4000: tcp-xdc.conf's timeout_ms is
 #                  2000); 300000 runs the five-minute-late receiver
@@ -31,23 +32,28 @@ tests_arg=()
 # outer bound on one test's pair; each loop has its own watchdog
 limit=$((loops * (60 + late / 1000) + 300))
 rc=0
-for p in ${SOAK_PLUGINS:-tcp-xdc refnet}; do
+for p in ${SOAK_PLUGINS:-tcp-xdc tcp-xdc-encrypt refnet}; do
+	mesh=(--plugin "$build/core/libnccl-net-mesh.so"
+	      --module-path "$build/modules/tcp-xdc")
+	wrap=() more=()
 	case $p in
 	tcp-xdc)
-		args=(--plugin "$build/core/libnccl-net-mesh.so"
-		      --conf "$here/tcp-xdc.conf"
-		      --module-path "$build/modules/tcp-xdc") ;;
+		args=("${mesh[@]}" --conf "$here/tcp-xdc.conf") ;;
+	tcp-xdc-encrypt)
+		# encrypt.sh writes the config and checks the comms said so
+		wrap=(bash "$here/encrypt.sh") args=("${mesh[@]}") more=(-v) ;;
 	refnet)
 		args=(--plugin "$build/tests/functional/libnccl-net-refnet.so") ;;
 	*)
-		echo "soak.sh: unknown plugin $p (tcp-xdc or refnet)" >&2
+		echo "soak.sh: unknown plugin $p (tcp-xdc, tcp-xdc-encrypt" \
+			"or refnet)" >&2
 		exit 2 ;;
 	esac
 	echo "== $p: $loops loops of each test, late by $late ms"
 	start=$SECONDS
-	"$here/run.sh" --driver "$drv" "${args[@]}" "${tests_arg[@]}" \
-		--loops "$loops" --limit "$limit" -- \
-		--late-ms "$late" --dead-ms "$dead" || rc=1
+	"${wrap[@]}" "$here/run.sh" --driver "$drv" "${args[@]}" \
+		"${tests_arg[@]}" --loops "$loops" --limit "$limit" -- \
+		--late-ms "$late" --dead-ms "$dead" "${more[@]}" || rc=1
 	echo "== $p: $((SECONDS - start)) s"
 done
 exit "$rc"

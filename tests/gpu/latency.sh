@@ -15,7 +15,8 @@
 #                             [--ranks N] [--op allreduce|sendrecv] [--out DIR] [VARIANT...]
 #
 # VARIANT: NAME or NAME:VAR=VALUE,VAR=VALUE, a Mesh run with those
-# settings (default: one, "mesh", as configured).
+# settings (default: one, "mesh", as configured); a comma not followed
+# by VAR= belongs to the value, so a list passes whole.
 # Defaults: 5 runs, sizes 8,64,512,4K,16K,64K,256K,1M, 1000 calls a size
 # (after 100 not timed), 2 ranks, all-reduce.  Every rank is its own
 # "host" (NCCL_HOSTID), so all traffic between ranks takes the network;

@@ -34,7 +34,8 @@
 #                            [VARIANT ...]
 #
 # A VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (NCCL_MESH_* or NCCL_*
-# settings for that Mesh run); without any, one Mesh variant at the
+# settings for that Mesh run; a comma not followed by VAR= belongs to
+# the value, so lists pass whole); without any, one Mesh variant at the
 # defaults of tests/gpu/gpu.conf.  Example:
 #   tests/gpu/rounds.sh build --rounds 3 default threads16:NCCL_MESH_TCP_XDC_THREADS=16
 
