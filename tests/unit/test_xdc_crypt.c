@@ -6,7 +6,9 @@
  * length, a cut stream, another key) fails with its own error before a
  * byte of it is handed out.  First, the cipher layer computes standard
  * AES-256-GCM whichever library the build chose: a published test vector,
- * and libcrypto's own result, fed in uneven pieces.
+ * and libcrypto's own result, fed in uneven pieces.  Where the build has
+ * both libraries, the record tests run again with records sealed by one
+ * and opened by the other, as between peers that chose apart.
  */
 #include <errno.h>
 #include <fcntl.h>
