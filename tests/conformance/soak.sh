@@ -4,10 +4,10 @@
 # The conformance suite's soak: every test LOOPS times (default 100, the
 # bar) against the mesh plugin with tcp-xdc on loopback, in clear and with
 # encrypt = true (encrypt.sh: a fresh key, every stream as records), then
-# against the reference plugin, each test its own pair of processes.  Prints one line
-# per test and a summary per plugin; exits 1 if anything failed.  Takes
-# about 15 minutes on two idle cores (the late-* tests alone wait
-# LOOPS x --late-ms each).
+# against the reference plugin, each test its own pair of processes.
+# Prints one line per test and a summary per plugin; exits 1 if anything
+# failed.  The late-* tests take most of the time: each waits LOOPS x
+# --late-ms; the others take about a minute a plugin on two cores.
 #
 # usage: tests/conformance/soak.sh [BUILD_DIR] [LOOPS]
 # Environment:
