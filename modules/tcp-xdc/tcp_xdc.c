@@ -63,20 +63,16 @@ static int check_cipher_library(const struct mesh_host *host)
 {
 	const char *name = host->param_str(host, "cipher_library");
 	enum tcp_xdc_aead_lib lib;
+	const char *why;
 
 	if (!tcp_xdc_aead_lib_parse(name, &lib)) {
 		host->param_error(host, "cipher_library", "expected auto, "
 				  "openssl or ipsec-mb, got '%s'", name);
 		return -EINVAL;
 	}
-	if (host->param_int(host, "encrypt") && !tcp_xdc_aead_library(lib)) {
-#ifdef TCP_XDC_IPSEC_MB
-		host->param_error(host, "cipher_library", "intel-ipsec-mb "
-				  "does not start on this CPU");
-#else
-		host->param_error(host, "cipher_library", "this tcp-xdc was "
-				  "built without intel-ipsec-mb");
-#endif
+	why = tcp_xdc_aead_unusable(lib);
+	if (host->param_int(host, "encrypt") && why) {
+		host->param_error(host, "cipher_library", "%s", why);
 		return -EINVAL;
 	}
 	return 0;

@@ -230,6 +230,17 @@ const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib)
 	return NULL;
 }
 
+const char *tcp_xdc_aead_unusable(enum tcp_xdc_aead_lib lib)
+{
+	if (ops_of(lib))
+		return NULL;
+#ifdef TCP_XDC_IPSEC_MB
+	return "intel-ipsec-mb does not start on this CPU";
+#else
+	return "this tcp-xdc was built without intel-ipsec-mb";
+#endif
+}
+
 struct tcp_xdc_aead *tcp_xdc_aead_new(const uint8_t key[TCP_XDC_AEAD_KEY],
 				      bool seal, enum tcp_xdc_aead_lib lib)
 {

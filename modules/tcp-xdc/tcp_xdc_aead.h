@@ -58,4 +58,7 @@ bool tcp_xdc_aead_finish(struct tcp_xdc_aead *a,
  * lib is not in this build or on this CPU. */
 const char *tcp_xdc_aead_library(enum tcp_xdc_aead_lib lib);
 
+/* Why lib cannot seal here, in words; NULL where it can. */
+const char *tcp_xdc_aead_unusable(enum tcp_xdc_aead_lib lib);
+
 #endif
