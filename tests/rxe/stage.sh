@@ -68,17 +68,18 @@ setup_env() {
 	MESHPERF=$BUILD/tools/meshperf/meshperf
 	MESHINFO=$BUILD/tools/meshinfo/meshinfo
 	PLUGIN=$BUILD/core/libnccl-net-mesh.so
+	XDC_MODULE=$BUILD/modules/tcp-xdc/mesh-tcp-xdc.so
 	MODULE_PATH=$BUILD/modules/ib-fabric:$BUILD/modules/tcp-xdc
 	LOGDIR=${RXE_LOGDIR:-$BUILD/rxe-logs}
 	MOD=${RXE_TEST_MODULE:-ib-fabric}
 	# host libraries whose soname the guest lacks (run.sh copies them)
 	# (grep reads all of ldd's output: under pipefail, -q would fail ldd)
 	if [ -d "$BUILD/rxe-libs" ] &&
-		ldd "$MESHINFO" "$BUILD/modules/tcp-xdc/mesh-tcp-xdc.so" |
+		ldd "$MESHINFO" "$XDC_MODULE" |
 		grep 'not found' >/dev/null; then
 		export LD_LIBRARY_PATH=$BUILD/rxe-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	fi
-	export BUILD MESHPERF MESHINFO PLUGIN MODULE_PATH LOGDIR MOD DC_PREFIX
+	export BUILD MESHPERF MESHINFO PLUGIN XDC_MODULE MODULE_PATH LOGDIR MOD DC_PREFIX
 }
 
 # Pair sizes: the full range, few iterations for the large ones (the guest
@@ -113,8 +114,7 @@ check_mesh_probe() {
 check_binaries() {
 	local f
 
-	for f in "$MESHPERF" "$MESHINFO" "$PLUGIN" \
-		"$BUILD/modules/tcp-xdc/mesh-tcp-xdc.so"; do
+	for f in "$MESHPERF" "$MESHINFO" "$PLUGIN" "$XDC_MODULE"; do
 		[ -e "$f" ] || { echo "missing $f (build first)"; return 1; }
 		if ldd "$f" | grep 'not found'; then
 			echo "$f: libraries missing in the guest"
