@@ -178,15 +178,19 @@ static int add_beside_core(char ***dirs, int *n)
 
 int core_loader_search_path(const struct core_config *cfg, char ***dirs_out)
 {
-	const struct core_scope *core = core_config_core(cfg);
+	const char *path = core_config_core(cfg)->values[CP_MODULE_PATH].text;
 	char **dirs = NULL;
 	int n = 0, err;
 
-	err = add_path_list(&dirs, &n, core->values[CP_MODULE_PATH].text);
-	if (!err)
+	/* A path that is set is the whole search: a build tree's tests, or a
+	 * job that pins its modules, must never load whatever else happens
+	 * to be installed. */
+	err = add_path_list(&dirs, &n, path);
+	if (!err && !n) {
 		err = add_beside_core(&dirs, &n);
-	if (!err)
-		err = add_dir(&dirs, &n, MESH_MODULE_DIR);
+		if (!err)
+			err = add_dir(&dirs, &n, MESH_MODULE_DIR);
+	}
 	if (err) {
 		for (int i = 0; i < n; i++)
 			free(dirs[i]);
@@ -218,9 +222,12 @@ static int find_file(struct core_module *mod, char **dirs, int ndirs)
 	size_t len = 0;
 
 	for (int i = 0; i < ndirs; i++) {
-		snprintf(mod->path, sizeof(mod->path), "%s/mesh-%s.so", dirs[i],
-			 mod->name);
-		if (!access(mod->path, F_OK))
+		int len_path = snprintf(mod->path, sizeof(mod->path),
+					"%s/mesh-%s.so", dirs[i], mod->name);
+
+		/* a cut name would be some other file: never open it */
+		if (len_path >= 0 && (size_t)len_path < sizeof(mod->path) &&
+		    !access(mod->path, F_OK))
 			return 0;
 		len += (size_t)snprintf(searched + len,
 					len < sizeof(searched) ?

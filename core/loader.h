@@ -42,9 +42,10 @@ struct core_module {
 };
 
 /*
- * Search path, in order: NCCL_MESH_MODULE_PATH (it is also the module_path
- * key), the directory `nccl-mesh/` next to the library holding the core,
- * the install directory.
+ * Search path: NCCL_MESH_MODULE_PATH (it is also the module_path key) when
+ * it names a directory, and then nothing else; else the directory
+ * `nccl-mesh/` next to the library holding the core, then the install
+ * directory.
  */
 int core_loader_search_path(const struct core_config *cfg, char ***dirs_out);
 

@@ -21,7 +21,8 @@
 	X(CP_MODULES, "modules", MESH_PARAM_LIST, "tcp-xdc", 0, 0,             \
 	  "Modules to load, in order; their devices are merged in this order") \
 	X(CP_MODULE_PATH, "module_path", MESH_PARAM_STR, "", 0, 0,             \
-	  "Colon-separated directories searched for mesh-<module>.so first")   \
+	  "Colon-separated directories searched for mesh-<module>.so, "        \
+	  "instead of the default ones")                                       \
 	X(CP_DC, "dc", MESH_PARAM_INT, "0", 0, 1048575,                        \
 	  "Datacenter id of this host")                                        \
 	X(CP_MAX_RAILS, "max_rails", MESH_PARAM_INT, "16", 1, 65536,           \

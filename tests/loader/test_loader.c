@@ -611,6 +611,64 @@ static void test_check(const struct tmp_files *t)
 	free(logtext);
 }
 
+/* search_dirs PATH: the loader's search path with NCCL_MESH_MODULE_PATH
+ * set to PATH; the count, or -1. */
+static int search_dirs(const struct tmp_files *t, const char *path,
+		       char ***dirs)
+{
+	struct core_config *cfg = NULL;
+	int n;
+
+	write_conf(t, "version = 1;\nmodules = [ \"good\" ];\n");
+	if (setenv("NCCL_MESH_MODULE_PATH", path, 1))
+		die("setenv");
+	if (core_config_open(NULL, &cfg))
+		die("core_config_open");
+	n = core_loader_search_path(cfg, dirs);
+	core_config_free(cfg);
+	return n;
+}
+
+static void free_dirs(char **dirs)
+{
+	for (int i = 0; dirs && dirs[i]; i++)
+		free(dirs[i]);
+	free(dirs);
+}
+
+/* A path that is set is the whole search path: nothing installed (the
+ * install directory, nccl-mesh/ beside the core) may stand in for the
+ * modules it names.  Unset, the two defaults are searched. */
+static void test_search_path(const struct tmp_files *t, const char *moddir)
+{
+	char path[8192], none[4200], **dirs = NULL;
+	int n;
+
+	n = search_dirs(t, moddir, &dirs);
+	CHECK(n == 1 && !strcmp(dirs[0], moddir),
+	      "path %s: %d dir(s), first %s", moddir, n,
+	      n > 0 ? dirs[0] : "(none)");
+	free_dirs(dirs);
+
+	snprintf(none, sizeof(none), "%s/none", moddir);
+	snprintf(path, sizeof(path), "%s:%s:%s", moddir, none, moddir);
+	n = search_dirs(t, path, &dirs);
+	CHECK(n == 2 && !strcmp(dirs[0], moddir) && !strcmp(dirs[1], none),
+	      "path %s: %d dir(s), want the two named, once each", path, n);
+	free_dirs(dirs);
+
+	/* no directory named: the defaults, beside the core first */
+	n = search_dirs(t, "::", &dirs);
+	CHECK(n == 2, "path '::': %d dir(s), want the two defaults", n);
+	for (int i = 0; i < n; i++)
+		CHECK(strlen(dirs[i]) > 10 &&
+		      !strcmp(dirs[i] + strlen(dirs[i]) - 10, "/nccl-mesh"),
+		      "default dir %s is not a nccl-mesh/ directory", dirs[i]);
+	free_dirs(dirs);
+	if (setenv("NCCL_MESH_MODULE_PATH", moddir, 1))
+		die("setenv");
+}
+
 int main(int argc, char **argv)
 {
 	struct tmp_files t;
@@ -618,7 +676,7 @@ int main(int argc, char **argv)
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s mixed|allbad|params|ops|check|"
-			"nccl-env|channel-rules MODULE_DIR\n",
+			"nccl-env|channel-rules|search-path MODULE_DIR\n",
 			argv[0]);
 		return 2;
 	}
@@ -642,6 +700,8 @@ int main(int argc, char **argv)
 		test_nccl_env(&t);
 	} else if (!strcmp(which, "channel-rules")) {
 		test_channel_rules(&t);
+	} else if (!strcmp(which, "search-path")) {
+		test_search_path(&t, argv[2]);
 	} else {
 		fprintf(stderr, "unknown case %s\n", which);
 		failures++;

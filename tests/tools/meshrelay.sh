@@ -70,13 +70,34 @@ version = 1;
 modules = [ "tcp-xdc", "relay" ];
 tcp-xdc: { ifname = "lo"; };
 EOF
+# The path set is the whole search: only it is named as searched, so an
+# installed relay module cannot stand in for the one of this build.
 NCCL_MESH_MODULE_PATH=$modules/tcp-xdc run "$tmp/missing.conf"
-if [ "$rc" != 1 ] || ! grep -q "module relay: not found" "$tmp/err" ||
+want="module relay: not found (searched: $modules/tcp-xdc)"
+if [ "$rc" != 1 ] || ! grep -qF "$want" "$tmp/err" ||
    ! grep -qF "meshrelay: the relay module failed" "$tmp/err"; then
-	fail "relay module missing: want exit 1 and its reason, got exit $rc"
+	fail "relay module missing: want exit 1 and '$want', got exit $rc"
 	show
 else
 	echo "ok: relay module missing -> exit 1"
+fi
+
+# ---- a relay module where the path does not point: beside the core
+# (nccl-mesh/ next to the program), as an install puts one; the set path
+# still wins, so the relay does not start
+if [ -e "$modules/relay/mesh-relay.so" ]; then
+	mkdir -p "$tmp/inst/nccl-mesh"
+	cp "$meshrelay" "$tmp/inst/meshrelay"
+	cp "$modules/relay/mesh-relay.so" "$tmp/inst/nccl-mesh/"
+	NCCL_MESH_MODULE_PATH=$modules/tcp-xdc \
+		meshrelay=$tmp/inst/meshrelay run "$tmp/missing.conf"
+	if [ "$rc" != 1 ] || ! grep -qF "$want" "$tmp/err"; then
+		fail "relay module beside the core, outside the path: want exit 1 and '$want', got exit $rc"
+		show
+	else
+		echo "ok: a module outside the set path is not loaded"
+	fi
+	rm -rf "$tmp/inst"
 fi
 
 # ---- a broken config: its file and line
