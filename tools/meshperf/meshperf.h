@@ -6,9 +6,11 @@
 #ifndef MESHPERF_H
 #define MESHPERF_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <nccl-mesh/nccl_net.h>
 
@@ -205,6 +207,41 @@ enum perf_msg {
 	PERF_MSG_BARRIER,
 	PERF_MSG_RESULT,
 };
+
+/*
+ * Every message starts with a header: "MPRF", the type and the body's
+ * length, each 32 bits big-endian.  Here, not in meshperf_oob.c, so that
+ * a caller reading its sockets itself (meshinfo --cluster's rank 0, which
+ * greets many at once) frames and checks the very same bytes.
+ */
+#define OOB_HDR_BYTES 12
+#define OOB_MAGIC 0x4d505246u
+
+static inline void oob_hdr_put(uint8_t out[OOB_HDR_BYTES],
+			       enum perf_msg type, size_t len)
+{
+	const uint32_t v[3] = { htobe32(OOB_MAGIC), htobe32(type),
+				htobe32((uint32_t)len) };
+
+	memcpy(out, v, sizeof(v));
+}
+
+/* The header's word i: 0 magic, 1 type, 2 length. */
+static inline uint32_t oob_hdr_word(const uint8_t in[OOB_HDR_BYTES], int i)
+{
+	uint32_t v;
+
+	memcpy(&v, in + 4 * i, sizeof(v));
+	return be32toh(v);
+}
+
+static inline bool oob_hdr_ok(const uint8_t in[OOB_HDR_BYTES],
+			      enum perf_msg type, size_t len)
+{
+	return oob_hdr_word(in, 0) == OOB_MAGIC &&
+	       oob_hdr_word(in, 1) == (uint32_t)type &&
+	       oob_hdr_word(in, 2) == len;
+}
 
 int oob_listen(const char *bind_host, int port, int *port_out);
 int oob_accept(int listen_fd, int timeout_s);

@@ -20,14 +20,6 @@
 
 #include "meshperf.h"
 
-#define PERF_MSG_MAGIC 0x4d505246u	/* "MPRF" */
-
-struct oob_hdr {
-	uint32_t magic;
-	uint32_t type;
-	uint32_t len;
-};
-
 static int set_nonblock(int fd)
 {
 	int flags = fcntl(fd, F_GETFL);
@@ -279,14 +271,11 @@ int oob_send_msg(int fd, enum perf_msg type, const void *buf, size_t len,
 		 int timeout_s)
 {
 	double deadline = perf_now() + timeout_s;
-	struct oob_hdr hdr = {
-		.magic = htobe32(PERF_MSG_MAGIC),
-		.type = htobe32(type),
-		.len = htobe32((uint32_t)len),
-	};
+	uint8_t hdr[OOB_HDR_BYTES];
 	int rc;
 
-	rc = send_all(fd, &hdr, sizeof(hdr), deadline);
+	oob_hdr_put(hdr, type, len);
+	rc = send_all(fd, hdr, sizeof(hdr), deadline);
 	if (!rc)
 		rc = send_all(fd, buf, len, deadline);
 	if (rc == -EPIPE || rc == -ECONNRESET)
@@ -302,17 +291,16 @@ int oob_recv_msg(int fd, enum perf_msg type, void *buf, size_t len,
 		 int timeout_s)
 {
 	double deadline = perf_now() + timeout_s;
-	struct oob_hdr hdr;
+	uint8_t hdr[OOB_HDR_BYTES];
 	int rc;
 
-	rc = recv_all(fd, &hdr, sizeof(hdr), deadline);
+	rc = recv_all(fd, hdr, sizeof(hdr), deadline);
 	if (rc)
 		goto err;
-	if (be32toh(hdr.magic) != PERF_MSG_MAGIC ||
-	    be32toh(hdr.type) != type || be32toh(hdr.len) != len) {
+	if (!oob_hdr_ok(hdr, type, len)) {
 		perf_err("bootstrap: expected %s (%zu bytes), got type %u (%u bytes): peers out of step",
-			 msg_name(type), len, be32toh(hdr.type),
-			 be32toh(hdr.len));
+			 msg_name(type), len, oob_hdr_word(hdr, 1),
+			 oob_hdr_word(hdr, 2));
 		return -EPROTO;
 	}
 	rc = recv_all(fd, buf, len, deadline);
