@@ -8,7 +8,8 @@
 #    in the other DC dials the matching external port;
 #  - a host whose range is all taken fails to listen with a clear WARN;
 #  - a host listening outside the forwarded range cannot be reached, and
-#    its peer's connect fails in time naming the external address it tried.
+#    its peer's connect fails on its own timeout, naming the external
+#    address it tried.
 #
 # usage: port-range.sh MESHPERF PLUGIN MODULE_DIR
 set -euo pipefail
@@ -139,7 +140,9 @@ xdc_log_has blocked client "$re" || {
 	xdc_show_logs blocked
 	netns_die "no client WARN matches '$re'"
 }
-[ "$ms" -le 7000 ] || netns_die "blocked connect took $ms ms"
+# The WARN says the client gave up on its own 3000 ms; how long the run
+# took is no test (a loaded host adds seconds of start-up), the run's
+# limit above only ends a hang.
 grep -h 'WARN' "$NETNS_TMP/blocked.client" | head -n1
-echo "PASS a listener outside the forwarded range fails the connect in $ms ms"
+echo "PASS a listener outside the forwarded range fails the connect (run: $ms ms)"
 echo "PASS: port ranges and firewall"
