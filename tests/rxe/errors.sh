@@ -34,10 +34,11 @@
 #                      (ib-fabric's sysfs_root); its device stays the real
 #                      rxe device.
 
-# Seconds both processes get to exit after the client starts.  meshperf's
-# own --timeout is longer, so a plugin that hangs instead of failing is
-# caught here and not by meshperf giving up.
-ERR_BOUND=${ERR_BOUND:-20}
+# Seconds both processes get to exit after the client starts: a run takes
+# 1 to 3 s, the rest is room for a loaded host.  meshperf's own --timeout
+# is longer, so a plugin that hangs instead of failing is caught here (or
+# by "no progress for" in its log) and not taken for a clean failure.
+ERR_BOUND=${ERR_BOUND:-60}
 ERR_MP_TIMEOUT=90
 ERR_PORT=18640
 ERR_SERVER_ARGS=()
