@@ -56,7 +56,7 @@ mesh_install_deps() {
 	fi
 	if ((EUID != 0)); then
 		((${#missing[@]} == 0)) && return 0
-		mesh_die "missing ${missing[*]}: run as root (sudo $0)"
+		mesh_die "missing ${missing[*]}: run $0 as root to install them"
 	fi
 	mesh_log "installing ${missing[*]} ${optional[*]}"
 	if ! apt-get update -q </dev/null; then
