@@ -25,9 +25,7 @@ struct service {
 };
 static struct service *services;
 
-/* Services share one nonce per module: what the hello names instead of an
- * NCCL listen ("SERV" and the module's tag). */
-static uint64_t service_nonce(const char *module)
+uint64_t core_service_nonce(const char *module)
 {
 	return 0x5345525600000000ULL | core_module_tag(module);
 }
@@ -192,6 +190,62 @@ static int leg_of_rail(const struct mesh_host *host, int rail,
 	});
 }
 
+/* The ports the kernel gives a listener that asks for none. */
+static void ephemeral_ports(int *low, int *high)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	if (!f || fscanf(f, "%d %d", low, high) != 2 || *low < 1 ||
+	    *high > 65535 || *low > *high) {
+		/* unknown: anything but the privileged ports */
+		*low = 1024;
+		*high = 65535;
+	}
+	if (f)
+		fclose(f);
+}
+
+/*
+ * Whether an nccl-mesh listener of this cluster can be at `port`: inside
+ * port_range or what the advertised mapping makes of it, or without a
+ * range where the kernel puts a listener.  The one config serves every
+ * host, so this host's reading of it stands for the peer's.
+ */
+static int listener_port(const struct core_state *st, int port)
+{
+	const struct core_advertise *adv = &st->advertise;
+	int low = st->port_low, high = st->port_high;
+
+	if (!low)
+		ephemeral_ports(&low, &high);
+	if (port >= low && port <= high)
+		return 1;
+	if (!adv->naddrs)
+		return 0;
+	for (int i = 0; i < adv->nports; i++)
+		if (adv->ports[i].external == port)
+			return 1;
+	return st->port_low && port - adv->port_offset >= low &&
+	       port - adv->port_offset <= high;
+}
+
+/*
+ * A module dials an NCCL listen from a handle someone sent it (a relay's
+ * request): only the endpoints where a listener can be, so that it never
+ * knocks on another service's port for whoever wrote the handle.
+ */
+static int keep_listener_ports(const struct core_state *st,
+			       struct core_handle *h)
+{
+	int n = 0;
+
+	for (int i = 0; i < h->naddrs; i++)
+		if (listener_port(st, h->addrs[i].port))
+			h->addrs[n++] = h->addrs[i];
+	h->naddrs = n;
+	return n ? 0 : -EPERM;
+}
+
 static int dial(const struct mesh_host *host, const struct mesh_addr *addrs,
 		int naddrs, const void *handle, struct mesh_ctrl **ctrl)
 {
@@ -204,17 +258,19 @@ static int dial(const struct mesh_host *host, const struct mesh_addr *addrs,
 		return -EINVAL;
 	}
 	if (!handle) {
-		h.nonce = service_nonce(host->module);
+		h.nonce = core_service_nonce(host->module);
 		for (int i = 0; i < naddrs && i < CORE_HANDLE_ADDRS_MAX; i++)
 			h.addrs[h.naddrs++] = addrs[i];
 	}
 	WITH_STATE(st, {
 		struct core_conn *c;
 
-		err_ = core_ctrl_dial(&h, NULL, 0,
-				      core_module_tag(host->module),
-				      st->dc * st->max_rails,
-				      st->connect_timeout_ms, &c);
+		err_ = handle ? keep_listener_ports(st, &h) : 0;
+		if (!err_)
+			err_ = core_ctrl_dial(&h, NULL, 0,
+					      core_module_tag(host->module),
+					      st->dc * st->max_rails,
+					      st->connect_timeout_ms, &c);
 		if (!err_)
 			*ctrl = &c->ctrl;
 	});
@@ -282,7 +338,7 @@ static int serve(const struct mesh_host *host, int port)
 	pthread_mutex_lock(&layer_lock);
 	/* its own listener (rail -port), so its port is the one asked */
 	err = service_of(host) ? -EALREADY :
-		core_ctrl_listen(-port, service_nonce(host->module), port,
+		core_ctrl_listen(-port, core_service_nonce(host->module), port,
 				 port, &bound, &s->lc);
 	if (!err) {
 		s->host = host;

@@ -10,6 +10,9 @@
 #include <nccl-mesh/module.h>
 #include "state.h"
 
+/* The nonce a hello names to reach a module's service instead of an NCCL
+ * listen ("SERV" and the module's tag): public, anyone may dial it. */
+uint64_t core_service_nonce(const char *module);
 /* Fills the layering members of a module's host (loader.c). */
 void core_layer_host(struct mesh_host *host);
 /* The services work on st from now (meshinfo: without start). */

@@ -219,6 +219,9 @@ struct mesh_host {
 	 * this module's tag: to the NCCL listen of `handle` (its accept then
 	 * runs this module's accept), or with handle NULL to the module's
 	 * service (serve) at one of addrs.  Progress with dial_progress.
+	 * Of a handle only the endpoints at a port where a listener of
+	 * the cluster can be (port_range, its advertised mapping, else
+	 * the kernel's ephemeral range) are dialed: -EPERM when none is.
 	 */
 	int (*dial)(const struct mesh_host *host, const struct mesh_addr *addrs,
 		    int naddrs, const void *handle, struct mesh_ctrl **ctrl);

@@ -116,8 +116,15 @@ static int pick(struct relay_hop *h)
 		if (!err) {
 			h->direct = true;
 			h->peer = NULL;
-			return relay_host->dial(relay_host, NULL, 0,
-						h->req.handle, &h->ctrl);
+			err = relay_host->dial(relay_host, NULL, 0,
+					       h->req.handle, &h->ctrl);
+			if (err == -EPERM)
+				note(h, "the destination: its handle names no "
+				     "port where an nccl-mesh listener can be "
+				     "(port_range)");
+			else if (err)
+				note(h, "the destination: %s", strerror(-err));
+			return err;
 		}
 		note(h, "%s: no module reaches the destination (%s)", c->name,
 		     why);
