@@ -29,6 +29,9 @@ static const char *const refusal_text[CTRL_REFUSE_COUNT] = {
 				"pending connections)",
 	[CTRL_REFUSE_SHUTDOWN] = "the listener closed before it completed its "
 				 "hello",
+	[CTRL_REFUSE_CROWDED] = "dropped unaccepted to make room (too many "
+				"control connections waiting for an accept, "
+				"from its source or in all)",
 };
 
 const char *ctrl_refusal_text(enum ctrl_refusal why)

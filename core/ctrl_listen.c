@@ -63,8 +63,11 @@ struct core_listen_comm {
 	int nconns;
 };
 
-/* Connections one listen holds before its accepts take them. */
+/* Connections one listen holds before its accepts take them, in all and
+ * from one source.  Those an accept took are the module's to bound (a
+ * relay's setups), not these. */
 #define LISTEN_CONNS_MAX 64
+#define LISTEN_CONNS_PER_SOURCE 8
 
 /* Listeners are touched only while connections are set up, never on the
  * data path, so one lock for all of them is enough. */
@@ -510,6 +513,48 @@ static void conn_list(struct core_listen_comm *lc, struct ctrl_conn *c)
 }
 
 /*
+ * Makes room for one more connection from `from` among those no accept
+ * took yet: when its source holds its share, or the listen all it holds,
+ * the oldest of them goes.  A service's nonce is public, so anyone may
+ * fill these; a real connector says it heard the ack at once and is
+ * taken by the next accept, so it is never the oldest for long.
+ */
+static void make_conn_room(struct core_listen_comm *lc,
+			   const struct mesh_addr *from)
+{
+	struct ctrl_conn *oldest = NULL, *oldest_src = NULL, *victim;
+	int n = 0, nsrc = 0;
+
+	/* the list is in accept order: the first match is the oldest */
+	for (struct ctrl_conn *c = lc->conns; c; c = c->lc_next) {
+		if (c->lc_given)
+			continue;
+		n++;
+		oldest = oldest ? oldest : c;
+		if (mesh_addr_same_source(&c->pub.remote, from)) {
+			nsrc++;
+			oldest_src = oldest_src ? oldest_src : c;
+		}
+	}
+	victim = nsrc >= LISTEN_CONNS_PER_SOURCE ? oldest_src :
+		 n >= LISTEN_CONNS_MAX ? oldest : NULL;
+	if (!victim)
+		return;
+	if (lc->l) {
+		int64_t now = core_now_ns();
+		char text[MESH_ADDR_STRLEN];
+
+		log_summary(lc->l, now, 0);
+		if (ctrl_refusal_note(&lc->l->log, CTRL_REFUSE_CROWDED, now))
+			CORE_WARN("refused connection from %s on port %u: %s",
+				  mesh_addr_str(&victim->pub.remote, text,
+						sizeof(text)), lc->l->port,
+				  ctrl_refusal_text(CTRL_REFUSE_CROWDED));
+	}
+	core_conn_free(&victim->pub);
+}
+
+/*
  * A connector that heard no ack in time (its peer's accept came late)
  * closes the socket and dials again, perhaps another address: of the
  * sockets with one connection id only the newest counts.
@@ -524,18 +569,10 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 		close(r->fd);
 		return 0;
 	}
-	if (old) {
+	if (old)
 		core_conn_free(&old->pub);
-	} else if (lc->nconns >= LISTEN_CONNS_MAX) {
-		char from[MESH_ADDR_STRLEN];
-
-		CORE_WARN("refused a control connection from %s: %d wait "
-			  "for an accept on one listen already",
-			  mesh_addr_str(&r->from, from, sizeof(from)),
-			  lc->nconns);
-		close(r->fd);
-		return 0;
-	}
+	else
+		make_conn_room(lc, &r->from);
 	c = ctrl_conn_new(r->fd, 0);
 	if (!c)
 		return -ENOMEM;

@@ -140,6 +140,13 @@ bool mesh_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b)
 	return a->family == b->family && !memcmp(a->ip, b->ip, addr_len(a));
 }
 
+bool mesh_addr_same_source(const struct mesh_addr *a,
+			   const struct mesh_addr *b)
+{
+	return a->family == b->family &&
+	       !memcmp(a->ip, b->ip, a->family == AF_INET6 ? 8 : 4);
+}
+
 bool mesh_addr_same_subnet(const struct mesh_addr *local,
 			   const struct mesh_addr *peer)
 {

@@ -35,6 +35,10 @@ bool mesh_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b);
 /* Is peer inside local's subnet (local->prefix_len bits)? */
 bool mesh_addr_same_subnet(const struct mesh_addr *local,
 			   const struct mesh_addr *peer);
+/* Do a and b count as one source for per-source bounds: one IPv4
+ * address, or one IPv6 /64 (what a single host is usually given)? */
+bool mesh_addr_same_source(const struct mesh_addr *a,
+			   const struct mesh_addr *b);
 bool mesh_addr_is_loopback(const struct mesh_addr *a);
 bool mesh_addr_is_link_local(const struct mesh_addr *a);
 

@@ -29,13 +29,34 @@ struct relay_setup {
 	struct mesh_leg up_leg;
 	void *up_comm;
 	char from[MESH_ADDR_STRLEN];
-	int64_t deadline_ns;
+	struct mesh_addr src;		/* who sent it, port cleared */
+	int64_t accepted_ns, deadline_ns;
+	int64_t next_read_ns;		/* S_READ: no look before then */
 };
 
 /* How long after the last data a relay keeps polling without sleeping. */
 #define RELAY_SPIN_NS 50000000
 
+/*
+ * A channel to the relay costs nothing to open without a key (the
+ * service's nonce is public), so what one that has not sent its request
+ * holds is bounded: a few per source address, a few dozen in all, the
+ * oldest dropped first, and a short time to send it in.  A real origin
+ * sends its request as soon as the channel is up, so it is read while
+ * it is the newest and never the one dropped.
+ */
+#define RELAY_UNREAD_PER_SOURCE 4
+#define RELAY_UNREAD_MAX 32
+#define RELAY_REQUEST_NS 5000000000ll
+/* An unread channel is looked at again after up to this long. */
+#define RELAY_READ_BACKOFF_NS 16000000
+/* Dropped channels are logged once, then summed up this often. */
+#define RELAY_DROP_LOG_NS 5000000000ll
+
 enum { S_READ, S_HOP, S_ACCEPT, S_FLUSH, S_REFUSED, S_END };
+
+/* What step_all did: a setup went on, a pair moved data. */
+enum { STEP_SETUP = 1, STEP_DATA = 2 };
 
 struct bounce {
 	void *req;
@@ -276,6 +297,62 @@ static void own_route(const struct relay_conf *c, struct relay_msg *req,
 	}
 }
 
+/*
+ * Ends a channel that brought no usable request.  Anyone can open such
+ * channels, so the log gets the first one and then a sum per interval,
+ * never a line each.
+ */
+static void drop_unread(struct relay_ctx *x, struct relay_setup *s,
+			const char *why)
+{
+	int64_t now = relay_now_ns();
+
+	s->stage = S_END;
+	x->unread_dropped++;
+	if (!x->drop_log_ns || now - x->drop_log_ns >= RELAY_DROP_LOG_NS) {
+		if (x->drop_log_count)
+			MESH_WARN("ended %llu more channels that brought no "
+				  "request (too many waiting, too slow, not a "
+				  "request, closed)",
+				  (unsigned long long)x->drop_log_count);
+		else
+			MESH_WARN("a channel from %s: %s", s->from, why);
+		x->drop_log_ns = now;
+		x->drop_log_count = 0;
+		return;
+	}
+	x->drop_log_count++;
+}
+
+/*
+ * Before a new channel s waits for its request: the oldest unread one of
+ * its source goes when the source has its share, and the oldest of all
+ * when all are taken.  The list is newest first, so the last match is the
+ * oldest.
+ */
+static void bound_unread(struct relay_ctx *x, struct relay_setup *s)
+{
+	struct relay_setup *oldest_src = NULL, *oldest = NULL;
+	int nsrc = 0, n = 0;
+
+	for (struct relay_setup *o = x->setups; o; o = o->next) {
+		if (o->stage != S_READ)
+			continue;
+		n++;
+		oldest = o;
+		if (mesh_addr_same_source(&o->src, &s->src)) {
+			nsrc++;
+			oldest_src = o;
+		}
+	}
+	if (nsrc >= RELAY_UNREAD_PER_SOURCE)
+		drop_unread(x, oldest_src, "its source has too many channels "
+			    "waiting for their request");
+	else if (n >= RELAY_UNREAD_MAX)
+		drop_unread(x, oldest, "too many channels waiting for their "
+			    "request");
+}
+
 static void read_request(struct relay_ctx *x, struct relay_setup *s)
 {
 	const struct relay_conf *c = &x->conf;
@@ -284,18 +361,31 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 	const struct mesh_addr *out;
 	uint8_t buf[RELAY_MSG_MAX];
 	const char *bad;
-	int n = s->up->recv(s->up, buf, sizeof(buf)), nd;
+	int64_t now = relay_now_ns(), wait;
+	int n, nd;
 	size_t len;
 
-	if (n == -EAGAIN)
+	if (now < s->next_read_ns)
 		return;
+	n = s->up->recv(s->up, buf, sizeof(buf));
+	if (n == -EAGAIN && now - s->accepted_ns > RELAY_REQUEST_NS) {
+		drop_unread(x, s, "no request in time");
+		return;
+	}
+	if (n == -EAGAIN) {
+		/* a real request comes at once: a channel that brought
+		 * none is looked at less and less often */
+		wait = (now - s->accepted_ns) / 4;
+		s->next_read_ns = now + (wait < RELAY_READ_BACKOFF_NS ? wait :
+					 RELAY_READ_BACKOFF_NS);
+		return;
+	}
 	bad = n < 0 ? "the channel failed" :
 		      relay_msg_decode(buf, (size_t)n, &s->req);
 	if (!bad && s->req.type != RELAY_MSG_REQ)
 		bad = "not a relay request";
 	if (bad) {
-		MESH_WARN("a request from %s: %s", s->from, bad);
-		s->stage = S_END;
+		drop_unread(x, s, bad);
 		return;
 	}
 	nd = relay_host->handle_addrs(relay_host, s->req.handle, dest, 16);
@@ -334,9 +424,10 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 	}
 }
 
-static void setup_step(struct relay_ctx *x, struct relay_setup *s)
+/* One step of a setup; true when it went on to another stage. */
+static bool setup_step(struct relay_ctx *x, struct relay_setup *s)
 {
-	int err;
+	int stage = s->stage, err;
 
 	if (s->stage != S_END && relay_now_ns() > s->deadline_ns) {
 		MESH_WARN("setup for %s (%s) did not finish in time",
@@ -352,7 +443,15 @@ static void setup_step(struct relay_ctx *x, struct relay_setup *s)
 		if (err == -EAGAIN)
 			break;
 		if (err) {
-			refuse(x, s, err, s->hop.tried);
+			/* a route whose next relay is not listed here
+			 * leaves nothing tried, so nothing noted */
+			if (!s->hop.tried[0] && s->req.npath)
+				snprintf(s->hop.tried, sizeof(s->hop.tried),
+					 "the route's next relay '%s' is not "
+					 "in %s's relay.relays",
+					 s->req.path[0], x->conf.name);
+			refuse(x, s, err, s->hop.tried[0] ? s->hop.tried :
+			       "no module or relay here reaches it");
 			break;
 		}
 		respond(s, 0, s->hop.flags, s->hop.route);
@@ -388,6 +487,7 @@ static void setup_step(struct relay_ctx *x, struct relay_setup *s)
 		s->stage = S_END;
 		break;
 	}
+	return s->stage != stage;
 }
 
 static void setup_free(struct relay_setup *s)
@@ -415,9 +515,13 @@ static void accept_new(struct relay_ctx *x)
 		}
 		s->up = ctrl;
 		mesh_addr_str(ctrl->remote, s->from, sizeof(s->from));
+		s->src = *ctrl->remote;
+		s->src.port = 0;
+		s->accepted_ns = relay_now_ns();
 		/* the whole route may take the timeout at every hop */
-		s->deadline_ns = relay_now_ns() +
+		s->deadline_ns = s->accepted_ns +
 				 (int64_t)x->conf.timeout_ms * 2000000;
+		bound_unread(x, s);
 		s->next = x->setups;
 		x->setups = s;
 	}
@@ -425,6 +529,11 @@ static void accept_new(struct relay_ctx *x)
 
 /* ---- the thread ---- */
 
+/*
+ * Steps everything once; STEP_* for what went on.  Setups that only wait
+ * (for a request, an answer, a flush) are no work: the thread sleeps
+ * between looks at them as when it is idle.
+ */
 static int step_all(struct relay_ctx *x)
 {
 	struct relay_setup **sp = &x->setups;
@@ -435,7 +544,8 @@ static int step_all(struct relay_ctx *x)
 	while (*sp) {
 		struct relay_setup *s = *sp;
 
-		setup_step(x, s);
+		if (setup_step(x, s) && s->stage != S_END)
+			busy |= STEP_SETUP;
 		if (s->stage == S_END) {
 			*sp = s->next;
 			setup_free(s);
@@ -447,7 +557,7 @@ static int step_all(struct relay_ctx *x)
 		struct relay_pair *p = *pp;
 		int r = pair_step(p);
 
-		busy |= r > 0;
+		busy |= r > 0 ? STEP_DATA : 0;
 		if (r < 0) {
 			MESH_INFO("pair %u: %s after %llu bytes in %llu "
 				  "messages (%s)", p->id, p->failed ?
@@ -465,7 +575,7 @@ static int step_all(struct relay_ctx *x)
 			pp = &p->next;
 		}
 	}
-	return busy || x->setups;
+	return busy;
 }
 
 static void *serve_thread(void *arg)
@@ -473,11 +583,16 @@ static void *serve_thread(void *arg)
 	struct relay_ctx *x = arg;
 	int64_t busy_ns = 0, now;
 	long idle_ns = 0;
+	int did;
 
 	while (!atomic_load(&x->stop)) {
 		now = relay_now_ns();
-		if (step_all(x)) {
-			busy_ns = now;
+		did = step_all(x);
+		if (did) {
+			/* only data makes the thread keep looking: a setup
+			 * that went on is looked at again at once */
+			if (did & STEP_DATA)
+				busy_ns = now;
 			idle_ns = 0;
 			continue;
 		}
@@ -596,11 +711,13 @@ int relay_serve_report(struct relay_ctx *x, char *buf, size_t cap)
 	if (len < cap)
 		len += (size_t)snprintf(buf + len, cap - len,
 			"relay %s: %s port %d, %d pairs now, %llu done "
-			"(%llu bytes), %llu requests refused\n",
+			"(%llu bytes), %llu requests refused, %llu channels "
+			"ended without a request\n",
 			x->conf.name, x->serving ? "serving" : "not serving",
 			x->conf.port, n, (unsigned long long)x->pairs_done,
 			(unsigned long long)x->bytes_done,
-			(unsigned long long)x->refused);
+			(unsigned long long)x->refused,
+			(unsigned long long)x->unread_dropped);
 	pthread_mutex_unlock(&x->lock);
 	return 0;
 }
