@@ -10,6 +10,18 @@
 #               connect fails fast naming r1's refusal, r1 logs it
 #   dead-relay  the only relay is not running: connect fails naming it
 #   relay-dies  r1 is killed during a transfer: both ends fail, in time
+# and, with relay_knock, what anyone reaching r1's port may try without a
+# key (not run by default):
+#   idle-hold   64 channels from 127.0.0.3 that send a hello and then
+#               nothing, and 64 from 127.0.0.4 that also say they heard
+#               the ack (so the relay's accept takes them), are held open
+#               (each reopened once the relay ends it): a real request
+#               from 127.0.0.1 is taken at once and answered, and the
+#               relay logs the dropped channels in a few lines
+#   port-scan   a request for a "destination" at a port outside
+#               port_range, where another service listens: the relay
+#               refuses it and never connects there; a destination inside
+#               the range is dialed as before
 #
 # usage: relay.sh BUILD_DIR [CASE...]
 set -uo pipefail
@@ -21,6 +33,7 @@ cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(two-hop outsider dead-relay relay-dies)
 meshperf=$build/tools/meshperf/meshperf
 meshrelay=$build/tools/meshrelay/meshrelay
+knock=$build/tests/functional/relay_knock
 plugin=$build/core/libnccl-net-mesh.so
 [ -x "$meshrelay" ] && [ -e "$build/modules/relay/mesh-relay.so" ] || {
 	echo "SKIP: relay or meshrelay not built"
@@ -157,6 +170,82 @@ case_relay_dies() {
 		grep -aEq "relay.*(before message [0-9]* came|the leg failed) \(route: c -\(tcp-xdc\)-> r1" "$tmp/server.log"
 	check relay-dies $? "a relay killed mid-transfer fails both ends naming the route, in $((SECONDS - t0)) s"
 	stop_relays
+}
+
+# where the abuse cases' listeners are; below the ephemeral ports, so that
+# no other test's connections take it
+RANGE_LOW=29620
+RANGE=$RANGE_LOW-$((RANGE_LOW + 9))
+
+# wait_for FILE PATTERN SECONDS
+wait_for() {
+	for _ in $(seq $(($3 * 10))); do
+		grep -aq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+case_idle_hold() {
+	local idlers=() rc lines
+	relay r1 "$P1" NCCL_MESH_PORT_RANGE="$RANGE" || return 1
+	"$knock" idle 127.0.0.2 "$P1" 64 60 127.0.0.3 100 0 >"$tmp/idle.log" 2>&1 &
+	idlers+=($!)
+	"$knock" idle 127.0.0.2 "$P1" 64 60 127.0.0.4 100 1 >"$tmp/heard.log" 2>&1 &
+	idlers+=($!)
+	pids+=("${idlers[@]}")
+	wait_for "$tmp/idle.log" '"event":"held"' 30 &&
+		wait_for "$tmp/heard.log" '"event":"held"' 30 || return 1
+	# the relay takes them all in before the real request comes; its
+	# destination is outside the cluster, so the answer comes at once
+	sleep 2
+	"$knock" request 127.0.0.2 "$P1" "192.0.2.1:$((RANGE_LOW + 5))" 30 \
+		>"$tmp/request.log" 2>&1
+	rc=$?
+	kill "${idlers[@]}" 2>/dev/null
+	stop_relays
+	lines=$(grep -acE "a channel from|more channels that brought no request|refused .*connection" \
+		"$tmp/r1.log")
+	[ $rc -eq 0 ] &&
+		grep -aq '"event":"answer".*outside the cluster' "$tmp/request.log" &&
+		! grep -aq "refused .*connection from 127.0.0.1:" "$tmp/r1.log" &&
+		[ "$lines" -le 12 ]
+	check idle-hold $? "a real request is taken at once and answered while 128 idle channels are held ($lines log lines)"
+}
+
+case_port_scan() {
+	local other rc rc_in
+	other=$(free_port 127.0.0.1)
+	# another service on a member's address: it notes every connection
+	python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+while True:
+    c, a = s.accept()
+    print("connected from", a, flush=True)
+    c.close()
+' "$other" >"$tmp/service.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$other" | grep -q . && break
+		sleep 0.1
+	done
+	relay r1 "$P1" NCCL_MESH_PORT_RANGE="$RANGE" || return 1
+	"$knock" request 127.0.0.2 "$P1" "127.0.0.1:$other" 30 \
+		>"$tmp/request.log" 2>&1
+	rc=$?
+	"$knock" request 127.0.0.2 "$P1" "127.0.0.1:$((RANGE_LOW + 5))" 30 \
+		>"$tmp/inside.log" 2>&1
+	rc_in=$?
+	stop_relays
+	[ $rc -eq 0 ] &&
+		grep -aq '"status":[1-9].*no port where an nccl-mesh listener can be' \
+			"$tmp/request.log" &&
+		! grep -aq connected "$tmp/service.log" &&
+		[ $rc_in -eq 0 ] && grep -aq '"status":[1-9]' "$tmp/inside.log" &&
+		! grep -aq "no port where" "$tmp/inside.log"
+	check port-scan $? "a port outside port_range is never dialed, one inside is"
 }
 
 for c in "${cases[@]}"; do
