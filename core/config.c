@@ -58,17 +58,23 @@ void cfg_key_name(const char *module, const char *key, char *buf,
 		snprintf(buf, len, "%s", key);
 }
 
+/* libconfig parsed the text with its @include files expanded: its lines
+ * map back to theirs. */
 const char *cfg_setting_file(const struct core_config *cfg,
 				const config_setting_t *s)
 {
-	const char *file = config_setting_source_file(s);
+	const char *file;
 
-	return file ? file : cfg->path;
+	cfg_map_line(cfg, config_setting_source_line(s), &file);
+	return file;
 }
 
-int cfg_setting_line(const config_setting_t *s)
+int cfg_setting_line(const struct core_config *cfg,
+		     const config_setting_t *s)
 {
-	return config_setting_source_line(s);
+	const char *file;
+
+	return cfg_map_line(cfg, config_setting_source_line(s), &file);
 }
 
 /* ---- values ---- */
@@ -152,13 +158,13 @@ static void apply_setting(struct core_config *cfg, const char *module,
 	if (rc) {
 		cfg_key_name(module, v->param->name, key, sizeof(key));
 		cfg_error(cfg, "%s:%d: %s: %s", cfg_setting_file(cfg, s),
-			  cfg_setting_line(s), key, why);
+			  cfg_setting_line(cfg, s), key, why);
 		return;
 	}
 	value_take(v, &parsed);
 	v->source = host ? CORE_SRC_HOST : CORE_SRC_FILE;
 	v->file = cfg_setting_file(cfg, s);
-	v->line = cfg_setting_line(s);
+	v->line = cfg_setting_line(cfg, s);
 	/* The header has no field for the glob; source text needs it. */
 	v->env = host ? host->match : NULL;
 }
@@ -225,7 +231,7 @@ static void check_other_host(struct core_config *cfg, const char *module,
 	if (rc == -EINVAL) {
 		cfg_key_name(module, p->name, key, sizeof(key));
 		cfg_error(cfg, "%s:%d: %s: %s", cfg_setting_file(cfg, s),
-			  cfg_setting_line(s), key, why);
+			  cfg_setting_line(cfg, s), key, why);
 	}
 	if (!rc)
 		param_parsed_free(&parsed);
@@ -266,7 +272,7 @@ static void check_module_is_group(struct core_config *cfg,
 	if (s && !config_setting_is_group(s))
 		cfg_error(cfg, "%s:%d: %s: expected a group of the module's keys "
 			  "('%s: { key = value; };')", cfg_setting_file(cfg, s),
-			  cfg_setting_line(s), module, module);
+			  cfg_setting_line(cfg, s), module, module);
 }
 
 static int count_params(struct core_config *cfg, const char *module,
@@ -336,7 +342,7 @@ static int add_host(struct core_config *cfg, config_setting_t *entry,
 	if (!match || config_setting_type(match) != CONFIG_TYPE_STRING) {
 		cfg_error(cfg, "%s:%d: hosts entry %d: expected a group with "
 			  "match = \"<hostname glob>\"", cfg_setting_file(cfg, entry),
-			  cfg_setting_line(entry), index + 1);
+			  cfg_setting_line(cfg, entry), index + 1);
 		return 0;
 	}
 	hosts = realloc(cfg->hosts, (cfg->nhosts + 1) * sizeof(*hosts));
@@ -366,7 +372,8 @@ static int read_hosts(struct core_config *cfg)
 	      !config_setting_length(hosts))) {
 		cfg_error(cfg, "%s:%d: hosts: expected a list of groups "
 			  "( { match = \"<glob>\"; ... }, ... )",
-			  cfg_setting_file(cfg, hosts), cfg_setting_line(hosts));
+			  cfg_setting_file(cfg, hosts),
+			  cfg_setting_line(cfg, hosts));
 		return 0;
 	}
 	n = config_setting_length(hosts);
@@ -456,6 +463,8 @@ void core_config_free(struct core_config *cfg)
 	for (i = 0; i < cfg->nmsg_files; i++)
 		free(cfg->msg_files[i]);
 	config_destroy(&cfg->lc);
+	free(cfg->segs);
+	free(cfg->include_dir);
 	free(cfg->hostname);
 	free(cfg->path);
 	free(cfg);
@@ -597,7 +606,9 @@ static void add_sections(struct core_config *cfg, struct str_list *names,
 		const config_setting_t *s = config_setting_get_elem(container, i);
 		const char *name = config_setting_name(s);
 
-		if (name && config_setting_is_group(s) &&
+		/* Not only groups: `relay = 5;` where module relay is
+		 * installed must be the error a module's scalar is. */
+		if (name && strcmp(name, "version") && strcmp(name, "hosts") &&
 		    !cfg_in_table(core_params, name) && !str_listed(names, name))
 			cfg_str_list_add(cfg, names, name);
 	}

@@ -97,9 +97,14 @@ void core_config_value_warning(struct core_config *cfg, const char *module,
 			       const struct core_value *v, const char *fmt,
 			       ...) __attribute__((format(printf, 4, 5)));
 
+/* The candidate a likely typo of `name` meant, or NULL. */
+const char *core_nearest_name(const char *name, const char *const *cands,
+			      int n);
+
 /*
- * Names of the groups in the file, at top level and in every hosts entry,
- * that are not core keys: the sections of modules, enabled or not.  The
+ * Names of the settings in the file, at top level and in every hosts
+ * entry, that are not core keys: the sections of modules, enabled or not
+ * (a module's name on a scalar is an error of that module).  The
  * array is malloc'd (free it), the names live as long as the config.
  */
 int core_config_sections(struct core_config *cfg, const char ***names);

@@ -36,6 +36,14 @@ struct module_scope {
 	struct core_scope scope;
 };
 
+/* Lines of the config with its @include files expanded, from out_line on,
+ * are `file`'s from `line` on. */
+struct cfg_seg {
+	int out_line;
+	const char *file;
+	int line;
+};
+
 /* A valid entry of the `hosts` list, matching this host or not. */
 struct host_entry {
 	config_setting_t *group;
@@ -47,6 +55,9 @@ struct core_config {
 	config_t lc;
 	bool parsed;		/* lc holds the file's settings */
 	char *path;
+	char *include_dir;
+	struct cfg_seg *segs;		/* where libconfig's lines came from */
+	int nsegs;
 	char *hostname;
 	struct host_entry *hosts;
 	int nhosts;
@@ -80,7 +91,8 @@ void cfg_key_name(const char *module, const char *key, char *buf,
 		  size_t len);
 const char *cfg_setting_file(const struct core_config *cfg,
 			     const config_setting_t *s);
-int cfg_setting_line(const config_setting_t *s);
+int cfg_setting_line(const struct core_config *cfg,
+		     const config_setting_t *s);
 struct module_scope *cfg_find_module(const struct core_config *cfg,
 				     const char *module);
 
@@ -89,6 +101,7 @@ const char *cfg_choose_file(const char *path, const char **named_by);
 void cfg_read_file(struct core_config *cfg, const char *named_by);
 void cfg_read_embedded(struct core_config *cfg);
 void cfg_check_version(struct core_config *cfg);
+int cfg_map_line(const struct core_config *cfg, int line, const char **file);
 
 /* config_unknown.c */
 bool cfg_in_table(const struct mesh_param *params, const char *name);

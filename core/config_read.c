@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Which config file is read, and reading it: opened without blocking and
- * required to be a regular file (as is every file it includes), so a FIFO
- * or a device in its place is an error instead of a hang of NCCL's init;
+ * Which config file is read, and reading it: the file and every file it
+ * includes read here, without blocking, required to be regular files and
+ * under one budget, so that no config hangs or stalls NCCL's init;
  * libconfig's parse errors told with what was expected.
  */
 #include <ctype.h>
@@ -51,142 +51,398 @@ const char *cfg_choose_file(const char *path, const char **named_by)
 	return NULL;
 }
 
-/* A config file is small; more than this is not one. */
-#define CONF_SIZE_MAX (1 << 20)
-#define INCLUDE_DEPTH_MAX 10
+/*
+ * One budget for reading a config, its file and every file it includes
+ * together (docs/config.md says why these numbers).  Bytes and files bound
+ * the reading; settings bound libconfig's parse, which looks for a
+ * duplicate name on every setting it adds, so a group of n settings costs
+ * n * n / 2 name comparisons.
+ */
+#define CONF_BYTES_MAX (1 << 20)
+#define CONF_FILES_MAX 64
+#define INCLUDE_DEPTH_MAX 10		/* libconfig's own limit */
+#define CONF_NEST_MAX 32
+#define GROUP_SETTINGS_MAX 1024
+#define CONF_SETTINGS_MAX 16384
 
 /*
- * Reads a whole config file.  Opened non-blocking and checked to be a
- * regular file first: a FIFO or a device in the config's place must give
- * an error, not hang NCCL's init.  Returns 0 or -errno with `why` set.
+ * Reads a whole config file, at most `max` bytes.  Opened non-blocking and
+ * checked to be a regular file first: a FIFO or a device in the config's
+ * place must give an error, not hang NCCL's init.  Read to its end rather
+ * than to the size stat gives: files under /proc say 0.  Returns 0 or
+ * -errno with `why` set.
  */
-static int slurp_file(const char *path, char **text, char *why, size_t len)
+static int slurp_file(const char *path, size_t max, char **text, size_t *len,
+		      char *why, size_t whylen)
 {
+	size_t got = 0, cap = 4096;
 	struct stat st;
-	ssize_t got = 0, n;
-	char *buf;
+	char *buf = NULL, *more;
+	ssize_t n;
 	int fd, rc = 0;
 
 	*text = NULL;
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st)) {
 		rc = -errno;
-		snprintf(why, len, "cannot read: %s", strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		snprintf(why, len, "cannot read: %s", strerror(-rc));
+		snprintf(why, whylen, "cannot read: %s", strerror(-rc));
 	} else if (!S_ISREG(st.st_mode)) {
 		rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		snprintf(why, len, "cannot read: %s",
+		snprintf(why, whylen, "cannot read: %s",
 			 S_ISDIR(st.st_mode) ? strerror(EISDIR) :
 			 S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file" :
 			 "not a regular file");
-	} else if (st.st_size > CONF_SIZE_MAX) {
-		rc = -EFBIG;
-		snprintf(why, len, "cannot read: larger than %d bytes",
-			 CONF_SIZE_MAX);
+	} else if (st.st_size > 0 && (size_t)st.st_size < max) {
+		cap = (size_t)st.st_size + 2;	/* + EOF's read + NUL */
 	}
-	buf = rc ? NULL : malloc((size_t)st.st_size + 1);
-	if (!rc && !buf)
-		rc = -ENOMEM;
-	while (!rc && got < st.st_size) {
-		n = read(fd, buf + got, (size_t)(st.st_size - got));
+	while (!rc) {
+		if (got + 1 >= cap || !buf) {
+			if (buf)
+				cap = cap > max / 2 ? max + 2 : 2 * cap;
+			more = realloc(buf, cap);
+			if (!more) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = more;
+		}
+		n = read(fd, buf + got, cap - 1 - got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			break;	/* shrank meanwhile: parse what is there */
-		got += n;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(why, whylen, "cannot read: %s", strerror(-rc));
+		} else if (n == 0) {
+			break;
+		} else if ((got += (size_t)n) > max) {
+			rc = -EFBIG;
+			snprintf(why, whylen, "cannot read: more than %d bytes "
+				 "in the config and its @include files",
+				 CONF_BYTES_MAX);
+		}
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	if (rc) {
 		free(buf);
 		return rc;
 	}
 	buf[got] = '\0';
 	*text = buf;
+	*len = got;
 	return 0;
 }
 
-static bool check_includes(struct core_config *cfg, const char *file,
-			   const char *text, const char *dir, int depth);
-
 /*
- * libconfig opens @include files itself, blocking; so every file the
- * config would include is checked the same way before libconfig runs.
+ * The config with every @include replaced by the file it names, found as
+ * libconfig 1.5's scanner finds it: `@include "name"` at the start of a
+ * line outside comments and strings, `\\` and `\"` the name's only escapes.
+ * libconfig then parses this text and opens nothing itself, so every file
+ * is read here, non-blocking and under the budget; lines map back to the
+ * files (cfg_map_line).  Settings are counted as the scanner's '=' and ':'
+ * outside comments and strings, one per named setting.
  */
-static bool check_include(struct core_config *cfg, const char *file,
-			  int line, const char *name, const char *dir,
-			  int depth)
-{
-	char why[256], *text, *path;
-	bool ok;
+enum lex_state { LEX_CODE, LEX_COMMENT, LEX_STRING };
 
-	if (asprintf(&path, "%s%s%s", name[0] == '/' ? "" : dir,
-		     name[0] == '/' ? "" : "/", name) < 0) {
-		cfg->nomem = true;
-		return false;
-	}
-	if (depth >= INCLUDE_DEPTH_MAX) {
-		cfg_error(cfg, "%s:%d: @include \"%s\": expected at most %d "
-			  "levels of @include", file, line, name,
-			  INCLUDE_DEPTH_MAX);
-		free(path);
-		return false;
-	}
-	if (slurp_file(path, &text, why, sizeof(why))) {
-		cfg_error(cfg, "%s:%d: @include \"%s\": %s", file, line, path,
-			  why);
-		free(path);
-		return false;
-	}
-	ok = check_includes(cfg, path, text, dir, depth + 1);
-	free(text);
-	free(path);
-	return ok;
+struct expand {
+	struct core_config *cfg;
+	char *out;
+	size_t len, cap;
+	int out_line;
+	size_t bytes;			/* read, of CONF_BYTES_MAX */
+	int files, settings, nest;
+	int group[CONF_NEST_MAX + 1];	/* settings per open group */
+	enum lex_state state;
+	bool failed;
+};
+
+static void expand_fail(struct expand *x, const char *file, int line,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void expand_fail(struct expand *x, const char *file, int line,
+			const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line)
+		cfg_error(x->cfg, "%s:%d: %s", file, line, msg);
+	else
+		cfg_error(x->cfg, "%s: %s", file, msg);
+	x->failed = true;
 }
 
-static bool check_includes(struct core_config *cfg, const char *file,
-			   const char *text, const char *dir, int depth)
+/* The expanded text's line out_line and on are file's from `line`. */
+static void add_seg(struct expand *x, const char *file, int line)
 {
-	const char *p = text, *q, *end;
-	char name[PATH_MAX];
-	int line = 1;
-	bool ok = true;
+	struct core_config *cfg = x->cfg;
+	struct cfg_seg *segs;
+	const char *kept = cfg_keep(cfg, file);
 
-	for (; *p; line++) {
-		end = strchrnul(p, '\n');
-		for (q = p; q < end && isspace((unsigned char)*q); q++)
-			;
-		if (!strncmp(q, "@include", 8)) {
-			const char *open = memchr(q, '"', (size_t)(end - q));
-			const char *close = open ? memchr(open + 1, '"',
-				(size_t)(end - open - 1)) : NULL;
-
-			if (close && close - open - 1 < (long)sizeof(name)) {
-				snprintf(name, sizeof(name), "%.*s",
-					 (int)(close - open - 1), open + 1);
-				ok &= check_include(cfg, file, line, name, dir,
-						    depth);
-			}
-		}
-		p = *end ? end + 1 : end;
-	}
-	return ok;
-}
-
-/* @include paths are taken relative to the file's own directory. */
-static void set_include_dir(struct core_config *cfg)
-{
-	char *copy = strdup(cfg->path);
-
-	if (!copy) {
-		cfg->nomem = true;
+	segs = kept ? realloc(cfg->segs, (cfg->nsegs + 1) * sizeof(*segs)) :
+		NULL;
+	if (!segs) {
+		cfg->nomem = x->failed = true;
 		return;
 	}
-	config_set_include_dir(&cfg->lc, dirname(copy));
-	free(copy);
+	cfg->segs = segs;
+	segs[cfg->nsegs++] = (struct cfg_seg){ x->out_line, kept, line };
+}
+
+/* The whole text fits: the budget bounds what the files hold. */
+static void emit(struct expand *x, char c)
+{
+	x->out[x->len++] = c;
+	if (c == '\n')
+		x->out_line++;
+}
+
+/* Length of `[ \t]*@include[ \t]+"` at p, or 0. */
+static size_t include_open(const char *p, const char *end)
+{
+	const char *q = p;
+
+	while (q < end && (*q == ' ' || *q == '\t'))
+		q++;
+	if (end - q < 8 || memcmp(q, "@include", 8))
+		return 0;
+	q += 8;
+	if (q == end || (*q != ' ' && *q != '\t'))
+		return 0;
+	while (q < end && (*q == ' ' || *q == '\t'))
+		q++;
+	return q < end && *q == '"' ? (size_t)(q + 1 - p) : 0;
+}
+
+static void expand_file(struct expand *x, const char *path, int depth,
+			const char *from, int from_line);
+
+/* Counts a named setting against the budget. */
+static void count_setting(struct expand *x, const char *file, int line)
+{
+	if (++x->group[x->nest] > GROUP_SETTINGS_MAX)
+		expand_fail(x, file, line, "expected at most %d settings in "
+			    "one group", GROUP_SETTINGS_MAX);
+	else if (++x->settings > CONF_SETTINGS_MAX)
+		expand_fail(x, file, line, "expected at most %d settings in "
+			    "the config and its @include files",
+			    CONF_SETTINGS_MAX);
+}
+
+/*
+ * The @include name that starts at *pp into name, read as libconfig reads
+ * it; false (the error told) for a name libconfig would read otherwise
+ * than it is written, or not at all.
+ */
+static bool include_name(struct expand *x, const char *file, int *line,
+			 const char **pp, const char *end, char *name,
+			 size_t size)
+{
+	const char *p = *pp;
+	size_t n = 0;
+
+	for (; p < end && *p != '"'; p++) {
+		/* libconfig drops a lone '\\' (writing it on stdout) */
+		if (*p == '\\' && (p + 1 == end || (p[1] != '\\' &&
+						    p[1] != '"'))) {
+			expand_fail(x, file, *line, "@include: expected \\\\ "
+				    "or \\\" after '\\' in the file name");
+			return false;
+		}
+		p += *p == '\\';
+		*line += *p == '\n';
+		if (!*p || n + 1 == size) {
+			expand_fail(x, file, *line, "@include: expected a file "
+				    "name of at most %zu bytes, without NUL",
+				    size - 1);
+			return false;
+		}
+		name[n++] = *p;
+	}
+	if (p == end) {
+		expand_fail(x, file, *line, "@include: expected '\"' after "
+			    "the file name");
+		return false;
+	}
+	name[n] = '\0';
+	*pp = p + 1;
+	return true;
+}
+
+/* The @include whose name starts at *pp: the file it names in its place. */
+static void expand_include(struct expand *x, const char *file, int *line,
+			   const char **pp, const char *end, int depth)
+{
+	char name[PATH_MAX], *path;
+
+	if (!include_name(x, file, line, pp, end, name, sizeof(name)))
+		return;
+	/* Relative to the config's directory, as libconfig takes it; a
+	 * name from '/' as it is (libconfig 1.5 would put the directory
+	 * before that too, naming a file nobody meant). */
+	if (asprintf(&path, "%s%s%s", name[0] == '/' ? "" :
+		     x->cfg->include_dir, name[0] == '/' ? "" : "/",
+		     name) < 0) {
+		x->cfg->nomem = x->failed = true;
+		return;
+	}
+	expand_file(x, path, depth + 1, file, *line);
+	free(path);
+	if (!x->failed && x->state != LEX_CODE)
+		expand_fail(x, file, *line, "@include \"%s\": expected the "
+			    "file's last %s closed in it", name,
+			    x->state == LEX_STRING ? "string" : "comment");
+	if (x->failed)
+		return;
+	/* The rest of the line follows on a line of its own, so it must
+	 * not start a second @include (libconfig takes one per line). */
+	if (x->len && x->out[x->len - 1] != '\n')
+		emit(x, '\n');
+	if (include_open(*pp, strchrnul(*pp, '\n')))
+		expand_fail(x, file, *line, "expected one @include per line");
+	else
+		add_seg(x, file, *line);
+}
+
+static void expand_text(struct expand *x, const char *file, const char *text,
+			size_t len, int depth)
+{
+	const char *p = text, *end = text + len;
+	bool bol = true;	/* libconfig's scanner at a line's start */
+	int line = 1;
+	size_t k;
+
+	add_seg(x, file, 1);
+	while (p < end && !x->failed) {
+		char c = *p;
+
+		if (x->state == LEX_CODE && bol &&
+		    (k = include_open(p, end))) {
+			p += k;
+			expand_include(x, file, &line, &p, end, depth);
+			bol = false;
+			continue;
+		}
+		if (x->state == LEX_COMMENT && c == '*' && p + 1 < end &&
+		    p[1] == '/') {
+			x->state = LEX_CODE;
+			emit(x, *p++);
+		} else if (x->state == LEX_STRING && c == '\\' && p + 1 < end) {
+			emit(x, *p++);
+		} else if (x->state == LEX_STRING && c == '"') {
+			x->state = LEX_CODE;
+		} else if (x->state != LEX_CODE) {
+			/* inside a comment or string: copied */
+		} else if (c == '"') {
+			x->state = LEX_STRING;
+		} else if (c == '/' && p + 1 < end && p[1] == '*') {
+			x->state = LEX_COMMENT;
+			emit(x, *p++);
+		} else if (c == '#' || (c == '/' && p + 1 < end && p[1] == '/')) {
+			while (p + 1 < end && p[1] != '\n')
+				emit(x, *p++);
+		} else if (c == '=' || c == ':') {
+			count_setting(x, file, line);
+		} else if (c == '{' || c == '(' || c == '[') {
+			if (x->nest == CONF_NEST_MAX)
+				expand_fail(x, file, line, "expected groups, "
+					    "lists and arrays nested at most "
+					    "%d deep", CONF_NEST_MAX);
+			else
+				x->group[++x->nest] = 0;
+		} else if ((c == '}' || c == ')' || c == ']') && x->nest) {
+			x->nest--;
+		}
+		bol = *p == '\n';
+		line += *p == '\n';
+		emit(x, *p++);
+	}
+}
+
+/* A NUL would end libconfig's text there, dropping the rest unread. */
+static int nul_line(const char *text, size_t len)
+{
+	const char *nul = memchr(text, '\0', len);
+	int line = 1;
+
+	if (!nul)
+		return 0;
+	for (const char *p = text; p < nul; p++)
+		line += *p == '\n';
+	return line;
+}
+
+static void expand_file(struct expand *x, const char *path, int depth,
+			const char *from, int from_line)
+{
+	char why[256], *text;
+	size_t len;
+	int line;
+
+	if (depth > INCLUDE_DEPTH_MAX) {
+		expand_fail(x, from, from_line, "@include \"%s\": expected at "
+			    "most %d levels of @include", path,
+			    INCLUDE_DEPTH_MAX);
+	} else if (++x->files > CONF_FILES_MAX) {
+		expand_fail(x, from, from_line, "@include \"%s\": expected at "
+			    "most %d files read for one config (each "
+			    "@include counts)", path, CONF_FILES_MAX);
+	} else if (slurp_file(path, CONF_BYTES_MAX - x->bytes, &text, &len,
+			      why, sizeof(why))) {
+		expand_fail(x, from, from_line, "@include \"%s\": %s", path,
+			    why);
+	} else {
+		x->bytes += len;
+		line = nul_line(text, len);
+		if (line)
+			expand_fail(x, path, line, "expected text, got a NUL "
+				    "byte");
+		else
+			expand_text(x, path, text, len, depth);
+		free(text);
+	}
+}
+
+/* The config's text with its @include files in place, or NULL (told). */
+static char *expand_config(struct core_config *cfg, const char *top,
+			   size_t toplen)
+{
+	struct expand x = { .cfg = cfg, .out_line = 1 };
+
+	/* room for every file's bytes and a newline after each */
+	x.cap = CONF_BYTES_MAX + CONF_FILES_MAX + 1;
+	x.out = malloc(x.cap);
+	x.files = 1;
+	x.bytes = toplen;
+	if (!x.out) {
+		cfg->nomem = true;
+		return NULL;
+	}
+	expand_text(&x, cfg->path, top, toplen, 0);
+	if (x.failed) {
+		free(x.out);
+		return NULL;
+	}
+	x.out[x.len] = '\0';
+	return x.out;
+}
+
+/* The file and line of the expanded text's line `line`. */
+int cfg_map_line(const struct core_config *cfg, int line, const char **file)
+{
+	int i = cfg->nsegs - 1;
+
+	while (i > 0 && cfg->segs[i].out_line > line)
+		i--;
+	if (i < 0 || line <= 0) {
+		*file = cfg->path;
+		return line;
+	}
+	*file = cfg->segs[i].file;
+	return cfg->segs[i].line + line - cfg->segs[i].out_line;
 }
 
 /* Line `line` (from 1) of text, trimmed, into buf. */
@@ -265,32 +521,60 @@ static const char *parse_error_hint(const char *msg)
 
 static void record_parse_error(struct core_config *cfg, const char *text)
 {
-	const char *file = config_error_file(&cfg->lc);
-	const char *msg = config_error_text(&cfg->lc);
-	int line = config_error_line(&cfg->lc);
+	const char *msg = config_error_text(&cfg->lc), *file;
+	int line = cfg_map_line(cfg, config_error_line(&cfg->lc), &file);
 	char src[160], hint[256];
 
-	if (config_error_type(&cfg->lc) == CONFIG_ERR_FILE_IO) {
-		cfg_error(cfg, "%s: cannot read: %s", file ? file : cfg->path,
-			  msg);
-		return;
-	}
-	if (!file && text && msg && !strcmp(msg, "syntax error")) {
-		text_line(text, line, src, sizeof(src));
+	if (text && msg && !strcmp(msg, "syntax error")) {
+		text_line(text, config_error_line(&cfg->lc), src, sizeof(src));
 		syntax_hint(src, hint, sizeof(hint));
-		cfg_error(cfg, "%s:%d: syntax error: %s, got '%s'", cfg->path,
-			  line, hint, src);
+		cfg_error(cfg, "%s:%d: syntax error: %s, got '%s'", file, line,
+			  hint, src);
 		return;
 	}
-	cfg_error(cfg, "%s:%d: %s%s", file ? file : cfg->path, line, msg,
+	cfg_error(cfg, "%s:%d: %s%s", file, line, msg ? msg : "parse error",
 		  parse_error_hint(msg));
+}
+
+/* @include names are taken relative to the config file's directory. */
+static bool set_include_dir(struct core_config *cfg)
+{
+	char *copy = strdup(cfg->path);
+
+	cfg->include_dir = copy ? strdup(dirname(copy)) : NULL;
+	free(copy);
+	if (!cfg->include_dir)
+		cfg->nomem = true;
+	return cfg->include_dir;
+}
+
+static void parse(struct core_config *cfg, const char *text)
+{
+	/* Every @include is expanded already; should libconfig still see
+	 * one, it fails to open it below a file instead of opening it. */
+	config_set_include_dir(&cfg->lc, "/dev/null");
+	if (config_read_string(&cfg->lc, text) == CONFIG_TRUE)
+		cfg->parsed = true;
+	else
+		record_parse_error(cfg, text);
 }
 
 void cfg_read_file(struct core_config *cfg, const char *named_by)
 {
-	char why[256], *text, *dir;
-	int rc = slurp_file(cfg->path, &text, why, sizeof(why));
+	char why[256], *text, *all;
+	size_t len;
+	int rc = slurp_file(cfg->path, CONF_BYTES_MAX, &text, &len, why,
+			    sizeof(why));
 
+	if (!rc && !len) {
+		/* /proc/self/mem reads as nothing and so would give the
+		 * defaults without a word; no file at all is the way to
+		 * ask for them. */
+		snprintf(why, sizeof(why), "cannot read: no text in it "
+			 "(expected at least 'version = 1;')");
+		rc = -ENODATA;
+		free(text);
+	}
 	if (rc) {
 		if (named_by)
 			cfg_error(cfg, "%s (named by %s): %s", cfg->path,
@@ -299,26 +583,19 @@ void cfg_read_file(struct core_config *cfg, const char *named_by)
 			cfg_error(cfg, "%s: %s", cfg->path, why);
 		return;
 	}
-	set_include_dir(cfg);
-	dir = strdup(cfg->path);
-	if (!dir) {
-		cfg->nomem = true;
-	} else if (check_includes(cfg, cfg->path, text, dirname(dir), 0)) {
-		if (config_read_string(&cfg->lc, text) == CONFIG_TRUE)
-			cfg->parsed = true;
-		else
-			record_parse_error(cfg, text);
+	if (nul_line(text, len))
+		cfg_error(cfg, "%s:%d: expected text, got a NUL byte",
+			  cfg->path, nul_line(text, len));
+	else if (set_include_dir(cfg) && (all = expand_config(cfg, text, len))) {
+		parse(cfg, all);
+		free(all);
 	}
-	free(dir);
 	free(text);
 }
 
 void cfg_read_embedded(struct core_config *cfg)
 {
-	if (config_read_string(&cfg->lc, core_default_config) == CONFIG_TRUE)
-		cfg->parsed = true;
-	else
-		record_parse_error(cfg, core_default_config);
+	parse(cfg, core_default_config);
 }
 
 void cfg_check_version(struct core_config *cfg)
@@ -340,6 +617,6 @@ void cfg_check_version(struct core_config *cfg)
 		snprintf(got, sizeof(got), "a value that is not an integer");
 	}
 	cfg_error(cfg, "%s:%d: version: expected %d, got %s (this build reads "
-		  "version %d files)", cfg_setting_file(cfg, s), cfg_setting_line(s),
-		  CONF_VERSION, got, CONF_VERSION);
+		  "version %d files)", cfg_setting_file(cfg, s),
+		  cfg_setting_line(cfg, s), CONF_VERSION, got, CONF_VERSION);
 }

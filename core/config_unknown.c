@@ -70,6 +70,14 @@ static const char *nearest(const char *name, const struct str_list *cands,
 	return best;
 }
 
+const char *core_nearest_name(const char *name, const char *const *cands,
+			      int n)
+{
+	struct str_list l = { (const char **)cands, n };
+
+	return nearest(name, &l, 0);
+}
+
 /* " (did you mean 'x'?)" or "". */
 static void hint_text(const char *best, const char *quote, char *buf,
 		      size_t len)
@@ -139,7 +147,8 @@ static void check_module_keys(struct unknown_check *uc,
 		hint_text(nearest(config_setting_name(s), &names, 0), "'",
 			  hint, sizeof(hint));
 		cfg_warning(uc->cfg, "%s:%d: unknown key '%s.%s'%s%s",
-			    cfg_setting_file(uc->cfg, s), cfg_setting_line(s), ms->name,
+			    cfg_setting_file(uc->cfg, s),
+			    cfg_setting_line(uc->cfg, s), ms->name,
 			    config_setting_name(s), where, hint);
 	}
 out:
@@ -186,8 +195,8 @@ static void check_container(struct unknown_check *uc,
 		where_text(host, where, sizeof(where));
 		hint_text(nearest(name, valid, 0), "'", hint, sizeof(hint));
 		cfg_warning(uc->cfg, "%s:%d: unknown key '%s'%s%s",
-			    cfg_setting_file(uc->cfg, s), cfg_setting_line(s), name,
-			    where, hint);
+			    cfg_setting_file(uc->cfg, s),
+			    cfg_setting_line(uc->cfg, s), name, where, hint);
 	}
 }
 
