@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "netaddr.h"
 #include "params.h"
@@ -370,6 +371,33 @@ static bool item_is_addr(const char *item)
 	       !strchr(item, '/') && item[0] != '[';
 }
 
+/*
+ * Why a peer cannot dial the address `item`, or NULL: a handle that
+ * advertises 0.0.0.0 or a broadcast address sends every peer nowhere.
+ */
+static const char *addr_undialable(const char *item)
+{
+	static const uint8_t zero[16];
+	struct mesh_addr a;
+
+	if (mesh_addr_parse(item, &a))
+		return NULL;
+	if (a.family == AF_INET) {
+		if (!memcmp(a.ip, zero, 4))
+			return "the unspecified address";
+		if (!memcmp(a.ip, "\xff\xff\xff\xff", 4))
+			return "the broadcast address";
+		if (a.ip[0] >= 224 && a.ip[0] < 240)
+			return "a multicast address";
+	} else {
+		if (!memcmp(a.ip, zero, 16))
+			return "the unspecified address";
+		if (a.ip[0] == 0xff)
+			return "a multicast address";
+	}
+	return NULL;
+}
+
 static bool item_is_port(const char *s, const char *end)
 {
 	long long n = 0;
@@ -429,6 +457,14 @@ static int check_items(const struct mesh_param *p, bool from_file,
 		if (!valid(out->items[i])) {
 			snprintf(why, len, "expected %s, got \"%.*s\" as item %d",
 				 expected, QUOTE_MAX, out->items[i], i + 1);
+			return -EINVAL;
+		}
+		if (p->type == MESH_PARAM_ADDR_LIST &&
+		    addr_undialable(out->items[i])) {
+			snprintf(why, len, "expected %s, got \"%.*s\" as item "
+				 "%d: %s, which no peer can dial", expected,
+				 QUOTE_MAX, out->items[i], i + 1,
+				 addr_undialable(out->items[i]));
 			return -EINVAL;
 		}
 	}

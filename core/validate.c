@@ -8,17 +8,22 @@
  * fail init never passes `meshinfo --check`.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "loader.h"
 #include "netaddr.h"
 #include "params.h"
 #include "size.h"
 #include "state.h"
 
+#define INSTALLED_MAX 256	/* module files looked at for a typo */
 #define CORE_VALUE(st, id) (&core_config_core((st)->cfg)->values[id])
 
 /* "tcp-xdc", "ib-fabric", "my_mod.2": names a file mesh-<name>.so. */
@@ -30,6 +35,77 @@ static bool module_name_ok(const char *name)
 		if (!isalnum((unsigned char)*p) && !strchr("-_.", *p))
 			return false;
 	return true;
+}
+
+/* Installed module names, at most `max`, from mesh-<name>.so files. */
+static int installed_modules(char **dirs, int ndirs, char **names, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < ndirs; i++) {
+		DIR *d = opendir(dirs[i]);
+		struct dirent *e;
+
+		while (d && n < max && (e = readdir(d))) {
+			size_t len = strlen(e->d_name);
+
+			if (len > 8 && !strncmp(e->d_name, "mesh-", 5) &&
+			    !strcmp(e->d_name + len - 3, ".so") &&
+			    (names[n] = strndup(e->d_name + 5, len - 8)))
+				n++;
+		}
+		if (d)
+			closedir(d);
+	}
+	return n;
+}
+
+static bool module_installed(char **dirs, int ndirs, const char *name)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < ndirs; i++)
+		if ((size_t)snprintf(path, sizeof(path), "%s/mesh-%s.so",
+				     dirs[i], name) < sizeof(path) &&
+		    !access(path, F_OK))
+			return true;
+	return false;
+}
+
+/*
+ * A module found nowhere whose name is a typo of an installed one is an
+ * error: `tcp-xdcc` would leave init with fewer modules than meant.  One
+ * found nowhere and near none stays the loader's warning.
+ */
+static int check_module_typos(struct core_state *st,
+			      const struct core_value *v)
+{
+	char **dirs = NULL, *names[INSTALLED_MAX];
+	int ndirs = core_loader_search_path(st->cfg, &dirs), n = 0, err = 0;
+
+	for (int i = 0; ndirs > 0 && i < v->nitems; i++) {
+		const char *best;
+
+		if (module_installed(dirs, ndirs, v->items[i]))
+			continue;
+		if (!n)
+			n = installed_modules(dirs, ndirs, names,
+					      INSTALLED_MAX);
+		best = core_nearest_name(v->items[i],
+					 (const char *const *)names, n);
+		if (!best)
+			continue;
+		core_config_value_error(st->cfg, NULL, v, "module %s is not "
+					"on the module search path (did you "
+					"mean '%s'?)", v->items[i], best);
+		err = -EINVAL;
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	for (int i = 0; ndirs > 0 && dirs[i]; i++)
+		free(dirs[i]);
+	free(dirs);
+	return err;
 }
 
 static int check_modules(struct core_state *st)
@@ -61,7 +137,7 @@ static int check_modules(struct core_state *st)
 			break;
 		}
 	}
-	return err;
+	return err ? err : check_module_typos(st, v);
 }
 
 static bool in_modules(const struct core_value *mods, const char *name,
