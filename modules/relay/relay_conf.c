@@ -165,6 +165,20 @@ static int read_routes(const struct mesh_host *host, struct relay_conf *c,
 			    items[i], why);
 			continue;
 		}
+		if (r->nvia > c->max_hops) {
+			bad(report, host, "routes", "item %d ('%s') names %d "
+			    "relays, more than max_hops (%d)", i + 1, items[i],
+			    r->nvia, c->max_hops);
+			continue;
+		}
+		for (int v = 0; v < r->nvia; v++)
+			for (int w = 0; w < v; w++)
+				if (!strcmp(r->via[w], r->via[v])) {
+					bad(report, host, "routes", "item %d "
+					    "('%s') names relay '%s' twice",
+					    i + 1, items[i], r->via[v]);
+					r->nvia = 0;
+				}
 		for (int v = 0; v < r->nvia; v++)
 			if (!relay_conf_peer(c, r->via[v])) {
 				bad(report, host, "routes",
