@@ -61,7 +61,10 @@ def meshinfo(*args, module_path=None, timeout=20):
 def with_fakes():
     if not FAKE_DIR:
         raise Failure("this case needs the fake modules' directory")
-    return MODULE_DIR + ":" + FAKE_DIR
+    # the relay module of this build, for its fixtures' rules
+    relay = os.path.join(os.path.dirname(MODULE_DIR), "relay")
+    return MODULE_DIR + ":" + FAKE_DIR + (":" + relay
+                                          if os.path.isdir(relay) else "")
 
 
 def section(text, title):
@@ -373,6 +376,64 @@ def test_fifo():
         check(r.returncode == 1 and "%s:3: error: auth_key_file: " % conf
               in r.stderr and "not a regular file" in r.stderr,
               "a FIFO key file is an error at its line", r)
+
+
+def budget_cases(tmp):
+    """Configs whose reading must end at once with a clear error:
+    (name, config path, what the error says)."""
+    def write(name, text):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+    cases = []
+    # FIFOs named with the escapes libconfig reads in an @include name
+    os.mkfifo(os.path.join(tmp, 'x"y'))
+    os.mkfifo(os.path.join(tmp, "p\\q"))
+    cases.append(("include-quote", write(
+        "quote.conf", 'version = 1;\n@include "x\\"y"\n'),
+        "a FIFO, not a regular file"))
+    cases.append(("include-backslash", write(
+        "backslash.conf", 'version = 1;\n@include "p\\\\q"\n'),
+        "a FIFO, not a regular file"))
+    # ten levels of four includes each
+    for level in range(10):
+        write("fan%d.conf" % level, "".join(
+            '@include "fan%d.conf"\n' % (level + 1)
+            for _ in range(4)) if level < 9 else "# leaf\n")
+    cases.append(("include-fan-out", write(
+        "fan.conf", 'version = 1;\n@include "fan0.conf"\n'),
+        "files read for one config"))
+    # 30,000 keys, under 1 MiB
+    cases.append(("30000-keys", write("keys.conf", "version = 1;\n" + "".join(
+        "key_%05d = 1;\n" % i for i in range(30000))),
+        "settings in one group"))
+    cases.append(("proc-self-mem", "/proc/self/mem", "cannot read: "))
+    return cases
+
+
+def test_budget():
+    """Configs that hung or slowed init end at once, in --check and in
+    init alike, with an error that names the file (bar: 2 s each, see
+    tests/bench/hostile-config.sh; the limit here only ends a hang)."""
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, conf, expect in budget_cases(tmp):
+            for args in (["--check", conf], ["--config", conf]):
+                start = time.monotonic()
+                try:
+                    r = meshinfo(*args, timeout=30)
+                except subprocess.TimeoutExpired:
+                    bad.append("%s %s: hung" % (name, args[0]))
+                    continue
+                took = time.monotonic() - start
+                print("%s %s: %.2f s" % (name, args[0], took))
+                out = r.stdout + r.stderr
+                if r.returncode != 1 or "error" not in out \
+                        or expect not in out or ": OK" in r.stdout:
+                    bad.append("%s %s: exit %d, want '%s':\n%s" % (
+                        name, args[0], r.returncode, expect, out))
+    check(not bad, "\n".join(bad))
 
 
 def test_sorted():
