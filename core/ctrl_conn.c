@@ -20,9 +20,6 @@
 
 #include "netaddr.h"
 
-/* The connector reads the listener's CHALLENGE and PROOF (auth.h). */
-#define AUTH_CONNECTOR_READS (20 + 36)
-
 static const struct core_auth_key *auth_key;	/* NULL: no authentication */
 
 void core_ctrl_set_auth_key(const struct core_auth_key *key)
@@ -162,10 +159,7 @@ int ctrl_auth_step(int fd, struct auth_io *io)
 			return -ECONNRESET;
 		if (n < 0)
 			return errno == EAGAIN ? -EAGAIN : -errno;
-		if (io->recvd < sizeof(io->head))
-			memcpy(io->head + io->recvd, buf,
-			       (size_t)n < sizeof(io->head) - io->recvd ?
-				       (size_t)n : sizeof(io->head) - io->recvd);
+		memcpy(io->got + io->recvd, buf, (size_t)n);
 		io->recvd += (size_t)n;
 		err = core_auth_feed(&io->a, buf, (size_t)n, &used);
 		if (err == 0)
@@ -173,6 +167,21 @@ int ctrl_auth_step(int fd, struct auth_io *io)
 		else if (err != -EAGAIN)
 			return err;
 	}
+}
+
+uint32_t ctrl_auth_refusal(const struct auth_io *io)
+{
+	static const size_t at[] = { 0, AUTH_CHALLENGE_SIZE };
+	uint32_t status;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		if (io->recvd >= at[i] + 4 + CTRL_ACK_SIZE &&
+		    !ctrl_frame_peek(io->got + at[i], 4 + CTRL_ACK_SIZE, &len) &&
+		    !ctrl_ack_decode(io->got + at[i] + 4, len, &status) &&
+		    status)
+			return status;
+	return 0;
 }
 
 /* ------------------------------------------------------------ connection */
@@ -376,7 +385,19 @@ static int stream_connect_side(struct ctrl_conn *c, struct core_stream *s,
 	}
 	/* a failure goes back to the module, which logs it once */
 	err = ctrl_auth_step(s->fd, &s->auth);
-	return err == -ECONNRESET && s->auth.recvd ? -EACCES : err;
+	if (err == 0 || err == -EAGAIN)
+		return err;
+	if (ctrl_auth_refusal(&s->auth) == CTRL_STATUS_AUTH_FAILED)
+		return -EACCES;
+	if ((err == -ECONNRESET || err == -EPIPE) && s->auth.recvd) {
+		/* closed with no word after its challenge: the listener gave
+		 * up waiting for us (paused for a while); the module's
+		 * deadline bounds how often this stream is dialed again */
+		close(s->fd);
+		*s = (struct core_stream){ .fd = -1 };
+		return -EAGAIN;
+	}
+	return err;
 }
 
 static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)

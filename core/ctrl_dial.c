@@ -185,6 +185,10 @@ static int refused(struct ctrl_conn *c, uint32_t status)
 		note_tried(c, &c->pub.remote, "no such listen is open there "
 			   "(closed, or a stale handle)");
 		return -ECONNREFUSED;
+	case CTRL_STATUS_AUTH_FAILED:
+		note_tried(c, &c->pub.remote, "the listener refused our "
+			   "authentication: is its auth_key_file the same?");
+		return -EACCES;
 	default:
 		note_tried(c, &c->pub.remote, strerror((int)status));
 		return status > 0 && status < 4096 ? -(int)status : -EPROTO;
@@ -195,27 +199,27 @@ static int refused(struct ctrl_conn *c, uint32_t status)
 		 "listener (a wrong advertised address or port?)"
 #define CLOSED "closed the connection after our hello (a wrong advertised " \
 	       "port, or a listener that refused us)"
+#define GAVE_UP "closed the connection during the authentication (a " \
+		"listener that gave up waiting for us)"
 
+/*
+ * A listener that refuses our key says so (CTRL_STATUS_AUTH_FAILED); one
+ * that closes with no word after its challenge gave up waiting (it timed
+ * out a connector paused for a while, or it closed): we dial again.
+ */
 static int auth_failed(struct ctrl_conn *c, int err)
 {
-	const uint8_t *head = c->auth->head;
-	size_t len;
-	uint32_t status;
+	uint32_t status = ctrl_auth_refusal(c->auth);
 
-	if (c->auth->recvd >= sizeof(c->auth->head) &&
-	    !ctrl_frame_peek(head, sizeof(c->auth->head), &len) &&
-	    !ctrl_ack_decode(head + 4, len, &status) && status)
+	if (status)
 		return refused(c, status);
 	if (err == -EACCES) {
 		note_tried(c, &c->pub.remote, "the listener's proof is wrong: "
 			   "its auth_key_file holds another key");
 		return -EACCES;
 	}
-	if ((err == -ECONNRESET || err == -EPIPE) && c->auth->recvd) {
-		note_tried(c, &c->pub.remote, "the listener refused our "
-			   "authentication: is its auth_key_file the same?");
-		return -EACCES;
-	}
+	if ((err == -ECONNRESET || err == -EPIPE) && c->auth->recvd)
+		return next_address(c, GAVE_UP, 0);
 	if (err == -ECONNRESET || err == -EPIPE)
 		return next_address(c, CLOSED, 0);
 	if (err == -EPROTO)

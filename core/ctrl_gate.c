@@ -127,6 +127,8 @@ uint32_t ctrl_refusal_status(enum ctrl_refusal why)
 		return CTRL_STATUS_NO_KEY;
 	case CTRL_REFUSE_NO_LISTEN:
 		return CTRL_STATUS_NO_LISTEN;
+	case CTRL_REFUSE_AUTH_FAILED:
+		return CTRL_STATUS_AUTH_FAILED;
 	default:
 		return 0;
 	}

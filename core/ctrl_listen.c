@@ -222,8 +222,6 @@ static void refuse(struct core_listener *l, struct incoming *in,
 			  ctrl_refusal_text(why));
 }
 
-static void listener_progress(struct core_listener *l);
-
 static void listener_free(struct core_listener *l)
 {
 	struct core_listener **pp;
@@ -231,9 +229,10 @@ static void listener_free(struct core_listener *l)
 	for (pp = &listeners; *pp != l; pp = &(*pp)->next)
 		;
 	*pp = l->next;
-	/* Whatever knocked since the last accept is refused and logged too,
-	 * not silently dropped with the port. */
-	listener_progress(l);
+	/* Closing only: no handshake moves on here.  This also runs from
+	 * the library's destructor, after libcrypto may have cleaned up,
+	 * and a connector mid-handshake dials again or fails on its side.
+	 * What the gate holds is refused and logged, not silently dropped. */
 	for (int i = 0; i < l->nin; i++) {
 		refuse(l, &l->in[i], CTRL_REFUSE_SHUTDOWN, core_now_ns());
 		close(l->in[i].fd);
@@ -563,6 +562,7 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 {
 	uint8_t ack[CTRL_ACK_SIZE];
 	struct ctrl_conn *c, *old = conn_by_id(lc, r->h.conn_id);
+	int err;
 
 	if (old && (old->lc_seq > r->seq || old->lc_given)) {
 		/* older than what we hold, or the connection is set up */
@@ -585,7 +585,10 @@ static int take_ctrl(struct core_listen_comm *lc, struct routed *r)
 	ctrl_conn_set_secret(c, r->secret, r->secret_len);
 	conn_list(lc, c);
 	ctrl_ack_encode(ack, 0);
-	return ctrl_queue_frame(c, ack, sizeof(ack));
+	err = ctrl_queue_frame(c, ack, sizeof(ack));
+	if (err && err != -ENOMEM)	/* it gave up already: dials again */
+		core_conn_free(&c->pub);
+	return err == -ENOMEM ? err : 0;
 }
 
 /* Moves what was routed to this listen onto its connections: control
@@ -627,28 +630,50 @@ int ctrl_accept_progress(struct core_listen_comm *lc)
 	return err;
 }
 
-/* Whether the connector closed (or reset) this socket with nothing left
- * to read: a reset keeps what arrived before it readable. */
-static int peer_gone(const struct ctrl_conn *c)
+/*
+ * Whether the connector read our ack: it says so (CTRL_ACK_HEARD) before
+ * anything else and from then on never dials this connection again.  1
+ * once heard (the marker is taken off the socket), 0 not yet, -1 when it
+ * gave up first: closed, reset, or our ack could not go out.  A reset
+ * keeps what arrived before it readable, so a marker sent just before a
+ * close still counts.
+ */
+static int ack_heard(struct ctrl_conn *c)
 {
-	char b;
-	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	uint8_t b[4];
+	int err = core_ctrl_flush(&c->pub);
+	ssize_t n;
 
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+	if (err && err != -EAGAIN)
+		return -1;
+	n = recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return -1;
+	if (n < (ssize_t)sizeof(b))
+		return 0;
+	if (ctrl_get32(b) != CTRL_ACK_HEARD)
+		return -1;	/* not a connector of ours */
+	return recv(c->fd, b, sizeof(b), MSG_DONTWAIT) == sizeof(b) ? 1 : -1;
 }
 
 /*
- * A connector that read our ack says so (CTRL_ACK_HEARD) before anything
- * else, so a socket closed with nothing to read is one that gave up
- * before the ack: it dials again, and this one is dropped.  One that heard
- * the ack is handed out even when it closed already (a module that needs
- * only data streams completes then), and its streams, which travel on
- * sockets of their own, are routed to it whenever they come.
+ * Only a connection whose connector heard the ack is handed out: before
+ * that, the connector may still give up on this socket at any moment (it
+ * waited too long for the ack) and dial again, perhaps another address.
+ * Such an abandoned dial is dropped here, never an accept's error; one not
+ * heard of within the accept's timeout is dropped too (its connector gave
+ * up by then).  One that heard the ack is handed out even when it closed
+ * already (a module that needs only data streams completes then), and its
+ * streams, which travel on sockets of their own, are routed to it
+ * whenever they come.  Accepts take the oldest first.
  */
 int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 		     struct core_conn **conn)
 {
 	int err = ctrl_accept_progress(lc);
+	int64_t now = core_now_ns();
 	struct ctrl_conn *c, *next;
 
 	if (err)
@@ -657,13 +682,19 @@ int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 		next = c->lc_next;
 		if (c->lc_given)
 			continue;
-		if (!peer_gone(c))
+		/* the accept side's deadline_ns: how long it waits for the
+		 * marker, until it is handed out */
+		if (!c->pub.deadline_ns)
+			c->pub.deadline_ns = now + (int64_t)timeout_ms * 1000000;
+		err = ack_heard(c);
+		if (err > 0)
 			break;
-		core_conn_free(&c->pub);
+		if (err < 0 || now > c->pub.deadline_ns)
+			core_conn_free(&c->pub);
 	}
 	if (!c)
 		return -EAGAIN;
-	c->pub.deadline_ns = core_now_ns() + (int64_t)timeout_ms * 1000000;
+	c->pub.deadline_ns = now + (int64_t)timeout_ms * 1000000;
 	c->lc_given = 1;
 	*conn = &c->pub;
 	return 0;

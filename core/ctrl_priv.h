@@ -12,6 +12,10 @@
 #include "ctrl_wire.h"
 #include "handle.h"
 
+/* The connector reads the listener's CHALLENGE and PROOF (auth.h). */
+#define AUTH_CHALLENGE_SIZE 20
+#define AUTH_CONNECTOR_READS (AUTH_CHALLENGE_SIZE + 36)
+
 /*
  * One side of a handshake over a non-blocking socket, connector side:
  * it reads exactly the listener's CHALLENGE and PROOF, so no byte meant
@@ -21,9 +25,9 @@ struct auth_io {
 	struct core_auth a;
 	size_t recvd, recv_total;
 	int done;
-	uint8_t head[4 + CTRL_ACK_SIZE];	/* the first bytes received: a
-						 * refusal frame instead of a
-						 * challenge is told apart */
+	uint8_t got[AUTH_CONNECTOR_READS];	/* what was received: a refusal
+						 * frame instead of a challenge
+						 * or a proof is told apart */
 };
 
 struct core_stream {
@@ -80,6 +84,9 @@ int ctrl_dial_done(int fd);
 void ctrl_auth_begin(struct auth_io *io, const uint8_t *hello);
 /* 0 once authenticated and everything queued was sent, -EAGAIN before. */
 int ctrl_auth_step(int fd, struct auth_io *io);
+/* The status of the refusal frame the listener sent instead of its
+ * challenge or its proof; 0 when it sent none. */
+uint32_t ctrl_auth_refusal(const struct auth_io *io);
 
 struct ctrl_conn *ctrl_conn_new(int fd, int connector);
 void ctrl_conn_set_peer(struct ctrl_conn *c);

@@ -37,6 +37,10 @@
 #define CTRL_STATUS_NEEDS_AUTH 13u	/* EACCES: the listener wants a key */
 #define CTRL_STATUS_NO_KEY 95u		/* EOPNOTSUPP: it has none */
 #define CTRL_STATUS_NO_LISTEN 3u	/* ESRCH: no such listen open */
+/* EKEYREJECTED: the connector's response proves another key.  It comes
+ * where the listener's proof was due, so that a connector tells a wrong
+ * key from a listener that gave up waiting (then it dials again). */
+#define CTRL_STATUS_AUTH_FAILED 129u
 
 enum ctrl_hello_kind { CTRL_HELLO_CTRL = 1, CTRL_HELLO_STREAM = 2 };
 
