@@ -19,6 +19,7 @@ trap 'rm -rf "$work"' EXIT
 # escaped backslash, ten levels of four @includes, 30,000 keys, a file
 # that reads as empty, text after a NUL byte
 mkfifo "$work/x\"y" "$work/p\\q"
+touch "$work/x\\" "$work/p\\\\q"	# as a reader skipping escapes would name them
 printf 'version = 1;\n@include "x\\"y"\n' >"$work/quote.conf"
 printf 'version = 1;\n@include "p\\\\q"\n' >"$work/backslash.conf"
 for level in 0 1 2 3 4 5 6 7 8 9; do

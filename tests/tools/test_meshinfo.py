@@ -387,9 +387,12 @@ def budget_cases(tmp):
             f.write(text)
         return path
     cases = []
-    # FIFOs named with the escapes libconfig reads in an @include name
+    # FIFOs named with the escapes libconfig reads in an @include name,
+    # beside regular files named as a reader that skips them would read
     os.mkfifo(os.path.join(tmp, 'x"y'))
     os.mkfifo(os.path.join(tmp, "p\\q"))
+    write("x\\", "")
+    write("p\\\\q", "")
     cases.append(("include-quote", write(
         "quote.conf", 'version = 1;\n@include "x\\"y"\n'),
         "a FIFO, not a regular file"))
