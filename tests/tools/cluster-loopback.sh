@@ -29,22 +29,11 @@ meshrelay=$build/tools/meshrelay/meshrelay
 plugin=$build/core/libnccl-net-mesh.so
 tmp=$(mktemp -d)
 pids=()
-failures=0
 ROUTES=()
 export NCCL_MESH_ADVERTISE_LOCAL=false
 
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-free_port() {
-	python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
-}
+# shellcheck source=cluster-lib.sh
+. "$src/tests/tools/cluster-lib.sh"
 
 # cluster [VAR=VALUE...] -- [meshinfo args...]: ranks 1 and 2 in the
 # background, rank 0 in front; rc0..rc2 their exits, r0..r2.log theirs
@@ -75,22 +64,6 @@ cluster() {
 		wait "${bg[$r]}"
 		eval "rc$r=$?"
 	done
-}
-
-check() {
-	local name=$1 ok=$2 what=$3
-
-	if [ "$ok" -eq 0 ]; then
-		echo "PASS: $name: $what"
-	else
-		echo "FAIL: $name: $what"
-		for f in "$tmp"/*.log "$tmp"/*.err; do
-			[ -s "$f" ] || continue
-			echo "---- $(basename "$f") ----"
-			tail -n 40 "$f"
-		done
-		failures=$((failures + 1))
-	fi
 }
 
 # json_check FILE PYTHON-EXPRESSION: the expression over the report `d`
@@ -225,4 +198,4 @@ and all(p["ok"] and p["encryption"] == "AES-256-GCM" for p in d["pairs"])'
 for c in "${cases[@]}"; do
 	"case_${c//-/_}" || check "$c" 1 "set-up failed"
 done
-[ $failures -eq 0 ] || exit 1
+[ "$failures" -eq 0 ] || exit 1

@@ -231,10 +231,23 @@ static const char *default_plugin(char *buf, size_t cap)
 	return CL_PLUGIN_FILE;
 }
 
-/* Host name, dc, config hash, and what the core's config says about the
- * connect timeout and fabricIds. */
+/* The config's auth_key_file, the one the plugin proves: the rendezvous
+ * proves it too.  No key file: key->len stays 0. */
+static int load_key(const struct core_scope *core, struct core_auth_key *key)
+{
+	const char *path = core_scope_get(core, "auth_key_file")->text;
+	char err[512];
+
+	if (!path || !*path || !core_auth_load_key(path, key, err, sizeof(err)))
+		return 0;
+	fprintf(stderr, "meshinfo: auth_key_file: %s\n", err);
+	return -EINVAL;
+}
+
+/* Host name, dc, config hash, the key, and what the core's config says
+ * about the connect timeout and fabricIds. */
 static int host_facts(struct cl_host *me, int *connect_ms,
-		      uint64_t *max_rails)
+		      uint64_t *max_rails, struct core_auth_key *key)
 {
 	struct core_config *cfg;
 	const struct core_scope *core;
@@ -243,6 +256,10 @@ static int host_facts(struct cl_host *me, int *connect_ms,
 	if (core_config_open(NULL, &cfg))
 		return -ENOMEM;
 	core = core_config_core(cfg);
+	if (load_key(core, key)) {
+		core_config_free(cfg);
+		return -EINVAL;
+	}
 	snprintf(me->host, sizeof(me->host), "%s", core_config_hostname(cfg));
 	me->dc = (uint64_t)core_scope_get(core, "dc")->num;
 	*max_rails = (uint64_t)core_scope_get(core, "max_rails")->num;
@@ -262,10 +279,11 @@ static int host_facts(struct cl_host *me, int *connect_ms,
 }
 
 static int start_host(const struct cl_opts *o, struct cl_node *n,
-		      struct cl_host *me)
+		      struct cl_host *me, struct core_auth_key *key)
 {
 	char buf[PATH_MAX];
 	uint64_t max_rails = 1;
+	int rc;
 
 	memset(me, 0, sizeof(*me));
 	me->rank = o->rank;
@@ -273,8 +291,9 @@ static int start_host(const struct cl_opts *o, struct cl_node *n,
 	 * seconds, not the default minute, unless the user says so */
 	if (o->config)
 		setenv("NCCL_MESH_CONF", o->config, 1);
-	if (host_facts(me, &n->connect_timeout_ms, &max_rails))
-		return -ENOMEM;
+	rc = host_facts(me, &n->connect_timeout_ms, &max_rails, key);
+	if (rc)
+		return rc;
 	if (!n->connect_timeout_ms) {
 		setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", CL_DEFAULT_CONNECT_MS, 1);
 		n->connect_timeout_ms = atoi(CL_DEFAULT_CONNECT_MS);
@@ -598,25 +617,15 @@ static void connect_pair(struct coord *c, const int rk[2], int rail)
 	step(c, rk, cmd, s);
 }
 
+/* hosts: what each rank told the rendezvous (taken over) */
 static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
-		     struct cl_host *me)
+		     struct cl_host *hosts)
 {
-	struct cl_report r = { .nhosts = o->size };
+	struct cl_report r = { .nhosts = o->size, .hosts = hosts };
 	struct coord c = { o, n, fds, &r };
 	double t0 = perf_now();
 	int status = 0, nh = o->size;
 
-	r.hosts = calloc((size_t)nh, sizeof(*r.hosts));
-	if (!r.hosts)
-		return 2;
-	r.hosts[0] = *me;
-	for (int k = 1; k < nh; k++)
-		if (cl_recv_host(fds[k], &r.hosts[k], (int)o->timeout_s)) {
-			r.hosts[k].rank = k;
-			snprintf(r.hosts[k].host, sizeof(r.hosts[k].host),
-				 "rank%d", k);
-			lose(&c, k);
-		}
 	for (int k = 0; k < nh; k++)
 		if (r.hosts[k].nrails > r.nrails)
 			r.nrails = r.hosts[k].nrails;
@@ -660,14 +669,11 @@ static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
 }
 
 /* Other ranks: our facts to rank 0, then its commands until DONE. */
-static int run_member(const struct cl_opts *o, struct cl_node *n, int fd,
-		      const struct cl_host *me)
+static int run_member(const struct cl_opts *o, struct cl_node *n, int fd)
 {
 	struct cl_cmd cmd;
 	struct cl_step s;
 
-	if (cl_send_host(fd, me, (int)o->timeout_s))
-		return 2;
 	/* rank 0 may be busy with other pairs for a long while */
 	while (!cl_recv_cmd(fd, &cmd, 24 * 3600)) {
 		cl_exec(n, &cmd, &s, fd, fd);
@@ -687,9 +693,11 @@ int meshinfo_cluster_main(int argc, char **argv)
 		.burst_bytes = 64ULL << 20, .msg_bytes = 4ULL << 20,
 		.lat_iters = 200, .timeout_s = 60,
 	};
+	/* static: a kilobyte, and wiped before the exit */
+	static struct core_auth_key key;
 	struct cl_node node = { .o = &o };
-	struct cl_host me;
-	int status = cl_parse_args(argc, argv, &o), *fds;
+	struct cl_host me, *hosts = NULL;
+	int status = cl_parse_args(argc, argv, &o), *fds, rc = 0;
 
 	if (status >= 0)
 		return status;
@@ -701,23 +709,35 @@ int meshinfo_cluster_main(int argc, char **argv)
 	if (o.msg_bytes > o.burst_bytes)
 		o.msg_bytes = o.burst_bytes;
 	fds = calloc((size_t)o.size, sizeof(*fds));
-	if (!fds || start_host(&o, &node, &me)) {
-		fprintf(stderr, "meshinfo: out of memory\n");
+	if (o.rank == 0)
+		hosts = calloc((size_t)o.size, sizeof(*hosts));
+	if (!fds || (o.rank == 0 && !hosts) ||
+	    (rc = start_host(&o, &node, &me, &key))) {
+		if (rc != -EINVAL)	/* a bad key file is said already */
+			fprintf(stderr, "meshinfo: out of memory\n");
 		free(fds);
+		free(hosts);
 		return 2;
 	}
+	o.key = key.len ? &key : NULL;
 	if (me.error[0])
 		say("WARN", me.error);
-	if (cl_rdv_connect(&o, fds))
+	if (hosts)
+		hosts[0] = me;
+	if (cl_rdv_connect(&o, &me, fds, hosts)) {
 		status = 2;
-	else if (o.rank == 0)
-		status = run_rank0(&o, &node, fds, &me);
-	else
-		status = run_member(&o, &node, fds[0], &me);
+	} else if (o.rank == 0) {
+		status = run_rank0(&o, &node, fds, hosts);
+		hosts = NULL;	/* the report's, freed with it */
+	} else {
+		status = run_member(&o, &node, fds[0]);
+	}
 	for (int k = 0; k < o.size; k++)
 		if (fds[k] >= 0)
 			close(fds[k]);
 	free(fds);
+	free(hosts);
+	explicit_bzero(&key, sizeof(key));
 	cl_node_stop(&node);
 	free(cap_buf);
 	return status;

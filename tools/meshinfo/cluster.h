@@ -7,6 +7,8 @@
  * cluster.c       command line, this host's facts, the run of rank 0
  * cluster_rdv.c   rendezvous (environment or arguments), the star of
  *                 control sockets around rank 0 and its messages
+ * cluster_wire.c  the bytes of those messages and of the rendezvous,
+ *                 without I/O (tests/fuzz/fuzz_cluster.c runs it)
  * cluster_pair.c  one step of one pair on this host: listen, connect,
  *                 burst, ping-pong, close; the path the plugin took
  * cluster_find.c  findings and the NCCL environment
@@ -22,6 +24,7 @@
 
 #include <nccl-mesh/conn_info.h>
 
+#include "auth.h"
 #include "meshperf.h"
 
 #define CL_MAX_RAILS 16
@@ -49,6 +52,9 @@ struct cl_opts {
 	unsigned lat_iters;
 	unsigned timeout_s;	/* rendezvous and any control wait */
 	int verbose;
+	/* the config's auth_key_file: the rendezvous proves it both ways;
+	 * NULL: no key, anyone who reaches rank 0's port may join */
+	const struct core_auth_key *key;
 };
 
 struct cl_rail {
@@ -159,8 +165,86 @@ int cl_send_cmd(int fd, const struct cl_cmd *c, int timeout_s);
 int cl_recv_cmd(int fd, struct cl_cmd *c, int timeout_s);
 int cl_send_step(int fd, const struct cl_step *s, int timeout_s);
 int cl_recv_step(int fd, struct cl_step *s, int timeout_s);
-int cl_send_host(int fd, const struct cl_host *h, int timeout_s);
-int cl_recv_host(int fd, struct cl_host *h, int timeout_s);
+
+/* The same, as bytes of CL_MSG_BYTES: 0, -EOVERFLOW (encode: it does not
+ * fit) or -EPROTO (decode: no message we sent; strings are cut to their
+ * fields, counts bounded, control bytes made '?'). */
+int cl_encode_cmd(const struct cl_cmd *c, uint8_t msg[CL_MSG_BYTES]);
+int cl_decode_cmd(const uint8_t msg[CL_MSG_BYTES], struct cl_cmd *c);
+int cl_encode_step(const struct cl_step *s, uint8_t msg[CL_MSG_BYTES]);
+int cl_decode_step(const uint8_t msg[CL_MSG_BYTES], struct cl_step *s);
+int cl_encode_host(const struct cl_host *h, uint8_t msg[CL_MSG_BYTES]);
+int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h);
+
+/* ---- the rendezvous, without I/O (cluster_wire.c) ---- */
+
+/* An rdv message: code | length | data (auth messages fit the data). */
+#define CL_RDV_DATA 56
+#define CL_RDV_BYTES (16 + CL_RDV_DATA)
+
+/* Rank 0's answer to a joining rank. */
+enum cl_rdv_status {
+	CL_RDV_OK,
+	CL_RDV_TAKEN,		/* another process has that rank */
+	CL_RDV_MISMATCH,	/* version, size or rank out of range */
+	CL_RDV_KEYLESS,		/* a key on one side only */
+	CL_RDV_AUTH,		/* the key differs */
+};
+const char *cl_rdv_status_text(int status);
+
+/* Rank 0's greeting of one connection: hello, the key's proof where
+ * there is a key, the rank it claims, its facts. */
+struct cl_greet {
+	int state;
+	int size;
+	const struct core_auth_key *key;	/* NULL: none */
+	int rank;		/* claimed, once CL_GREET_CLAIM came */
+	const char *why;	/* why it was refused */
+	struct core_auth auth;
+	uint8_t hello[CORE_AUTH_HELLO_SIZE];
+	uint8_t in[OOB_HDR_BYTES + CL_MSG_BYTES];
+	size_t in_len;
+	uint8_t out[2 * (OOB_HDR_BYTES + CL_RDV_BYTES)];	/* to send */
+	size_t out_len;
+	struct cl_host host;	/* once done */
+};
+
+#define CL_GREET_CLAIM 1
+
+void cl_greet_start(struct cl_greet *g, int size,
+		    const struct core_auth_key *key);
+/* Bytes the current message still lacks (0: none wanted). */
+size_t cl_greet_want(const struct cl_greet *g);
+/*
+ * Feeds received bytes, at most cl_greet_want() of them (*used says how
+ * many).  -EAGAIN: more wanted (send out[] first); CL_GREET_CLAIM: g->rank
+ * is claimed (by the key's holder, where there is a key), call
+ * cl_greet_verdict; 0: joined, g->host holds its facts; else refused
+ * (g->why says why; out[] may hold the answer that tells it).
+ */
+int cl_greet_feed(struct cl_greet *g, const uint8_t *buf, size_t len,
+		  size_t *used);
+/* Whether the claimed rank is another's: the answer goes to out[]. */
+int cl_greet_verdict(struct cl_greet *g, bool taken);
+void cl_greet_sent(struct cl_greet *g, size_t n);
+
+/* A joining rank: send out[], then hand each answer to cl_join_answer. */
+struct cl_join {
+	int state;
+	const struct core_auth_key *key;
+	int status;		/* rank 0's refusal, or -1 unknown */
+	const char *why;
+	struct core_auth auth;
+	uint8_t out[CL_RDV_BYTES];	/* the next HELLO message's body */
+};
+
+#define CL_JOIN_SEND 1
+
+void cl_join_start(struct cl_join *j, int rank, int size,
+		   const struct core_auth_key *key);
+/* One answer's body: 0 joined, CL_JOIN_SEND (send out[] and wait for the
+ * next answer), or a negative errno with j->why. */
+int cl_join_answer(struct cl_join *j, const uint8_t body[CL_RDV_BYTES]);
 
 /* Rendezvous: fills rdv host/port, rank and size from the arguments or
  * the launcher's environment; 0, or -EINVAL after saying what is missing. */
@@ -169,9 +253,11 @@ int cl_rdv_resolve(struct cl_opts *o);
 /* cluster_opts.c: parses the command line into o (whose defaults are set);
  * returns -1 to go on, else the exit status. */
 int cl_parse_args(int argc, char **argv, struct cl_opts *o);
-/* Rank 0: fds[k] for k = 1..size-1 (fds[0] = -1); others: fds[0] = the
- * socket to rank 0.  0 or negative errno, said on stderr. */
-int cl_rdv_connect(const struct cl_opts *o, int *fds);
+/* Rank 0: fds[k] and hosts[k] for k = 1..size-1 (fds[0] = -1); others:
+ * fds[0] = the socket to rank 0, `me` told to it (hosts unused).  0 or
+ * negative errno, said on stderr. */
+int cl_rdv_connect(const struct cl_opts *o, const struct cl_host *me,
+		   int *fds, struct cl_host *hosts);
 
 /* ---- this host's plugin and the steps (cluster_pair.c) ---- */
 

@@ -2,12 +2,16 @@
 /*
  * The rendezvous of meshinfo --cluster: where rank 0 listens, from the
  * arguments or the variables torchrun, Slurm, Open MPI and PMI set; the
- * star of control sockets around rank 0 (meshperf's bootstrap socket);
- * and the fixed-size encoding of the messages on it.
+ * star of control sockets around rank 0 (meshperf's bootstrap socket),
+ * rank 0 greeting every connection at once, each with its own deadline;
+ * and the messages on it (their bytes: cluster_wire.c).
  */
-#include <ctype.h>
-#include <endian.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,281 +20,54 @@
 
 #include "cluster.h"
 
-#define CL_PROTO 1
+/* ---- messages: cluster_wire.c's bytes over meshperf's framing ---- */
 
-/* ---- encoding: big-endian integers, strings with a length ---- */
-
-struct cl_buf {
-	uint8_t *p;
-	size_t off, cap;
-	bool bad;
-};
-
-static void put_bytes(struct cl_buf *b, const void *v, size_t n)
+static int send_encoded(int fd, enum perf_msg type, int rc,
+			const uint8_t *msg, int timeout_s)
 {
-	if (b->off + n > b->cap) {
-		b->bad = true;
-		return;
-	}
-	memcpy(b->p + b->off, v, n);
-	b->off += n;
-}
-
-static void get_bytes(struct cl_buf *b, void *v, size_t n)
-{
-	if (b->off + n > b->cap) {
-		b->bad = true;
-		memset(v, 0, n);
-		return;
-	}
-	memcpy(v, b->p + b->off, n);
-	b->off += n;
-}
-
-static void put64(struct cl_buf *b, uint64_t v)
-{
-	v = htobe64(v);
-	put_bytes(b, &v, sizeof(v));
-}
-
-static uint64_t get64(struct cl_buf *b)
-{
-	uint64_t v;
-
-	get_bytes(b, &v, sizeof(v));
-	return be64toh(v);
-}
-
-static void put_int(struct cl_buf *b, int v)
-{
-	put64(b, (uint64_t)(int64_t)v);
-}
-
-static int get_int(struct cl_buf *b)
-{
-	return (int)(int64_t)get64(b);
-}
-
-static void put_dbl(struct cl_buf *b, double d)
-{
-	uint64_t v;
-
-	memcpy(&v, &d, sizeof(v));
-	put64(b, v);
-}
-
-static double get_dbl(struct cl_buf *b)
-{
-	uint64_t v = get64(b);
-	double d;
-
-	memcpy(&d, &v, sizeof(d));
-	return d;
-}
-
-static void put_str(struct cl_buf *b, const char *s)
-{
-	size_t n = strlen(s);
-
-	put64(b, n);
-	put_bytes(b, s, n);
-}
-
-/* Into a field of `cap` bytes, cut to fit, always terminated. */
-static void get_str(struct cl_buf *b, char *s, size_t cap)
-{
-	uint64_t n = get64(b);
-
-	if (n > b->cap - b->off) {
-		b->bad = true;
-		s[0] = '\0';
-		return;
-	}
-	memcpy(s, b->p + b->off, n < cap ? n : cap - 1);
-	s[n < cap ? n : cap - 1] = '\0';
-	b->off += n;
-}
-
-static int send_buf(int fd, enum perf_msg type, struct cl_buf *b,
-		    int timeout_s)
-{
-	if (b->bad) {
+	if (rc) {
 		fprintf(stderr, "meshinfo: a control message does not fit\n");
-		return -EOVERFLOW;
+		return rc;
 	}
-	return oob_send_msg(fd, type, b->p, CL_MSG_BYTES, timeout_s);
+	return oob_send_msg(fd, type, msg, CL_MSG_BYTES, timeout_s);
 }
 
 int cl_send_cmd(int fd, const struct cl_cmd *c, int timeout_s)
 {
-	uint8_t msg[CL_MSG_BYTES] = { 0 };
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
+	uint8_t msg[CL_MSG_BYTES];
 
-	put_int(&b, c->kind);
-	put_int(&b, c->rail);
-	put_int(&b, c->peer);
-	put_int(&b, c->status);
-	put_int(&b, c->sender);
-	put64(&b, c->size);
-	put64(&b, c->iters);
-	put_bytes(&b, c->handle, sizeof(c->handle));
-	return send_buf(fd, PERF_MSG_HANDLE, &b, timeout_s);
+	return send_encoded(fd, PERF_MSG_HANDLE, cl_encode_cmd(c, msg), msg,
+			    timeout_s);
 }
 
 int cl_recv_cmd(int fd, struct cl_cmd *c, int timeout_s)
 {
 	uint8_t msg[CL_MSG_BYTES];
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
 	int rc = oob_recv_msg(fd, PERF_MSG_HANDLE, msg, sizeof(msg),
 			      timeout_s);
 
-	if (rc)
-		return rc;
-	c->kind = get_int(&b);
-	c->rail = get_int(&b);
-	c->peer = get_int(&b);
-	c->status = get_int(&b);
-	c->sender = get_int(&b);
-	c->size = get64(&b);
-	c->iters = get64(&b);
-	get_bytes(&b, c->handle, sizeof(c->handle));
-	return b.bad ? -EPROTO : 0;
-}
-
-static void put_pair(struct cl_buf *b, const struct cl_pair *p)
-{
-	put_int(b, p->ok);
-	put_str(b, p->cls);
-	put_str(b, p->module);
-	put_str(b, p->local);
-	put_str(b, p->remote);
-	put_int(b, p->nrelays);
-	for (int i = 0; i < p->nrelays; i++) {
-		put_str(b, p->relays[i]);
-		put_str(b, p->relay_addrs[i]);
-	}
-	put_int(b, p->ndevices);
-	for (int i = 0; i < p->ndevices; i++)
-		put_str(b, p->devices[i]);
-	put_str(b, p->cipher);
-	put_str(b, p->reason);
-}
-
-static void get_pair(struct cl_buf *b, struct cl_pair *p)
-{
-	p->ok = get_int(b);
-	get_str(b, p->cls, sizeof(p->cls));
-	get_str(b, p->module, sizeof(p->module));
-	get_str(b, p->local, sizeof(p->local));
-	get_str(b, p->remote, sizeof(p->remote));
-	p->nrelays = get_int(b);
-	if (p->nrelays < 0 || p->nrelays > CL_MAX_RELAYS) {
-		b->bad = true;
-		p->nrelays = 0;
-	}
-	for (int i = 0; i < p->nrelays; i++) {
-		get_str(b, p->relays[i], sizeof(p->relays[i]));
-		get_str(b, p->relay_addrs[i], sizeof(p->relay_addrs[i]));
-	}
-	p->ndevices = get_int(b);
-	if (p->ndevices < 0 || p->ndevices > CL_MAX_DEVICES) {
-		b->bad = true;
-		p->ndevices = 0;
-	}
-	for (int i = 0; i < p->ndevices; i++)
-		get_str(b, p->devices[i], sizeof(p->devices[i]));
-	get_str(b, p->cipher, sizeof(p->cipher));
-	get_str(b, p->reason, sizeof(p->reason));
+	return rc ? rc : cl_decode_cmd(msg, c);
 }
 
 int cl_send_step(int fd, const struct cl_step *s, int timeout_s)
 {
-	uint8_t msg[CL_MSG_BYTES] = { 0 };
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
+	uint8_t msg[CL_MSG_BYTES];
 
-	put_int(&b, s->rc);
-	put_bytes(&b, s->handle, sizeof(s->handle));
-	put_int(&b, s->send_ok);
-	put_int(&b, s->recv_ok);
-	put_pair(&b, &s->path);
-	put_str(&b, s->recv_reason);
-	put_dbl(&b, s->elapsed);
-	put_dbl(&b, s->overhead);
-	return send_buf(fd, PERF_MSG_RESULT, &b, timeout_s);
+	return send_encoded(fd, PERF_MSG_RESULT, cl_encode_step(s, msg), msg,
+			    timeout_s);
 }
 
 int cl_recv_step(int fd, struct cl_step *s, int timeout_s)
 {
 	uint8_t msg[CL_MSG_BYTES];
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
 	int rc = oob_recv_msg(fd, PERF_MSG_RESULT, msg, sizeof(msg),
 			      timeout_s);
 
-	memset(s, 0, sizeof(*s));
-	if (rc)
+	if (rc) {
+		memset(s, 0, sizeof(*s));
 		return rc;
-	s->rc = get_int(&b);
-	get_bytes(&b, s->handle, sizeof(s->handle));
-	s->send_ok = get_int(&b);
-	s->recv_ok = get_int(&b);
-	get_pair(&b, &s->path);
-	get_str(&b, s->recv_reason, sizeof(s->recv_reason));
-	s->elapsed = get_dbl(&b);
-	s->overhead = get_dbl(&b);
-	return b.bad ? -EPROTO : 0;
-}
-
-int cl_send_host(int fd, const struct cl_host *h, int timeout_s)
-{
-	uint8_t msg[CL_MSG_BYTES] = { 0 };
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
-
-	put_int(&b, h->rank);
-	put_str(&b, h->host);
-	put64(&b, h->dc);
-	put_str(&b, h->config_path);
-	put_str(&b, h->config_sha);
-	put_str(&b, h->plugin_path);
-	put_str(&b, h->plugin_sha);
-	put_str(&b, h->net_name);
-	put_str(&b, h->error);
-	put_int(&b, h->nrails);
-	for (int i = 0; i < h->nrails; i++) {
-		put_str(&b, h->rails[i].name);
-		put_int(&b, h->rails[i].speed_mbps);
-		put64(&b, h->rails[i].fabric_id);
 	}
-	return send_buf(fd, PERF_MSG_RESULT, &b, timeout_s);
-}
-
-int cl_recv_host(int fd, struct cl_host *h, int timeout_s)
-{
-	uint8_t msg[CL_MSG_BYTES];
-	struct cl_buf b = { msg, 0, sizeof(msg), false };
-	int rc = oob_recv_msg(fd, PERF_MSG_RESULT, msg, sizeof(msg),
-			      timeout_s);
-
-	memset(h, 0, sizeof(*h));
-	if (rc)
-		return rc;
-	h->rank = get_int(&b);
-	get_str(&b, h->host, sizeof(h->host));
-	h->dc = get64(&b);
-	get_str(&b, h->config_path, sizeof(h->config_path));
-	get_str(&b, h->config_sha, sizeof(h->config_sha));
-	get_str(&b, h->plugin_path, sizeof(h->plugin_path));
-	get_str(&b, h->plugin_sha, sizeof(h->plugin_sha));
-	get_str(&b, h->net_name, sizeof(h->net_name));
-	get_str(&b, h->error, sizeof(h->error));
-	h->nrails = get_int(&b);
-	if (h->nrails < 0 || h->nrails > CL_MAX_RAILS)
-		return -EPROTO;
-	for (int i = 0; i < h->nrails; i++) {
-		get_str(&b, h->rails[i].name, sizeof(h->rails[i].name));
-		h->rails[i].speed_mbps = get_int(&b);
-		h->rails[i].fabric_id = get64(&b);
-	}
-	return b.bad ? -EPROTO : 0;
+	return cl_decode_step(msg, s);
 }
 
 /* ---- where the rendezvous is ---- */
@@ -408,55 +185,275 @@ int cl_rdv_resolve(struct cl_opts *o)
 
 /* ---- the star around rank 0 ---- */
 
-static int hello(int fd, const struct cl_opts *o)
-{
-	uint64_t msg[3] = { htobe64(CL_PROTO), htobe64((uint64_t)o->rank),
-			    htobe64((uint64_t)o->size) };
-	uint64_t ack;
-	int rc = oob_send_msg(fd, PERF_MSG_HELLO, msg, sizeof(msg),
-			      (int)o->timeout_s);
+/*
+ * How long one connection may take from its accept to its facts: a
+ * joining rank sends each message as soon as it has rank 0's answer, so
+ * a connection this slow is no rank of ours; the others are greeted
+ * meanwhile.
+ */
+#define CL_GREET_S 10
+/* Connections greeted at once; more wait in the listen backlog. */
+#define CL_GREET_MAX 64
 
-	if (!rc)
-		rc = oob_recv_msg(fd, PERF_MSG_HELLO_ACK, &ack, sizeof(ack),
-				  (int)o->timeout_s);
-	if (!rc && be64toh(ack) != 0) {
-		fprintf(stderr, "meshinfo: rank 0 refused rank %d: %s\n",
-			o->rank, be64toh(ack) == 1 ? "another process has that rank" :
-			"another meshinfo version or size");
-		rc = -EPROTO;
+/* A joining rank: the hello, the key's proof both ways, our facts. */
+static int join(int fd, const struct cl_opts *o, const struct cl_host *me)
+{
+	uint8_t body[CL_RDV_BYTES], msg[CL_MSG_BYTES];
+	int t = (int)o->timeout_s, rc;
+	struct cl_join j;
+
+	cl_join_start(&j, o->rank, o->size, o->key);
+	do {
+		rc = oob_send_msg(fd, PERF_MSG_HELLO, j.out, sizeof(j.out), t);
+		if (!rc)
+			rc = oob_recv_msg(fd, PERF_MSG_HELLO_ACK, body,
+					  sizeof(body), t);
+		if (rc)
+			return rc;	/* said by the bootstrap */
+		rc = cl_join_answer(&j, body);
+	} while (rc == CL_JOIN_SEND);
+	explicit_bzero(&j.auth, sizeof(j.auth));
+	if (rc) {
+		fprintf(stderr, "meshinfo: rank %d could not join rank 0: %s\n",
+			o->rank, j.why);
+		return rc;
+	}
+	return send_encoded(fd, PERF_MSG_RESULT, cl_encode_host(me, msg), msg,
+			    t);
+}
+
+/* One connection being greeted by rank 0. */
+struct greeting {
+	int fd;
+	double deadline;
+	bool claimed;		/* holds g->rank in claim[] */
+	char addr[CL_ADDR_MAX];
+	struct cl_greet *g;
+};
+
+struct star {
+	const struct cl_opts *o;
+	int *fds;
+	struct cl_host *hosts;
+	/* who claimed each rank, by address: a second claim names both */
+	bool *claim;
+	char (*claim_addr)[CL_ADDR_MAX];
+	int joined;
+	int n;
+	struct greeting gr[CL_GREET_MAX];
+};
+
+static void addr_text(const struct sockaddr_storage *ss, socklen_t len,
+		      char *buf, size_t cap)
+{
+	char host[INET6_ADDRSTRLEN], port[8];
+
+	if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host),
+			port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV))
+		snprintf(buf, cap, "an unknown address");
+	else
+		snprintf(buf, cap, ss->ss_family == AF_INET6 ? "[%s]:%s" :
+			 "%s:%s", host, port);
+}
+
+/* Ends a greeting: fd closed unless it joined, its claim let go. */
+static void end_greeting(struct star *st, struct greeting *gr, bool joined)
+{
+	if (gr->claimed && !joined)
+		st->claim[gr->g->rank] = false;
+	if (!joined)
+		close(gr->fd);
+	free(gr->g);
+	gr->g = NULL;
+	gr->fd = -1;
+}
+
+static void refuse(struct star *st, struct greeting *gr, const char *why)
+{
+	fprintf(stderr, "meshinfo: rank 0 refused the connection from %s: %s\n",
+		gr->addr, why);
+	end_greeting(st, gr, false);
+}
+
+static void accept_one(struct star *st, int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct greeting *gr = &st->gr[st->n];
+	int fd = accept4(lfd, (struct sockaddr *)&ss, &len,
+			 SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+	unsigned s = st->o->timeout_s < CL_GREET_S ? st->o->timeout_s :
+						    CL_GREET_S;
+
+	if (fd < 0)
+		return;		/* gone before we took it, or no fds: later */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	memset(gr, 0, sizeof(*gr));
+	gr->fd = fd;
+	gr->deadline = perf_now() + s;
+	addr_text(&ss, len, gr->addr, sizeof(gr->addr));
+	gr->g = malloc(sizeof(*gr->g));
+	if (!gr->g) {
+		close(fd);
+		return;
+	}
+	cl_greet_start(gr->g, st->o->size, st->o->key);
+	st->n++;
+}
+
+/*
+ * Reads what a connection sent and answers it: 0 while it goes on or
+ * ended (gr->fd < 0), -EEXIST when it claims a rank another holds.
+ */
+static int serve(struct star *st, struct greeting *gr)
+{
+	struct cl_greet *g = gr->g;
+	uint8_t buf[4096];
+	size_t want = cl_greet_want(g), used;
+	ssize_t n = recv(gr->fd, buf, want < sizeof(buf) ? want : sizeof(buf),
+			 0);
+	int rc;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0) {
+		refuse(st, gr, n ? strerror(errno) :
+		       "it closed the connection before it joined");
+		return 0;
+	}
+	rc = cl_greet_feed(g, buf, (size_t)n, &used);
+	if (rc == CL_GREET_CLAIM && st->claim[g->rank]) {
+		fprintf(stderr, "meshinfo: rank %d is claimed twice: by %s and by %s\n",
+			g->rank, st->claim_addr[g->rank], gr->addr);
+		cl_greet_verdict(g, true);
+		send(gr->fd, g->out, g->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		end_greeting(st, gr, false);
+		return -EEXIST;
+	}
+	if (rc == CL_GREET_CLAIM) {
+		st->claim[g->rank] = gr->claimed = true;
+		snprintf(st->claim_addr[g->rank], CL_ADDR_MAX, "%s", gr->addr);
+		cl_greet_verdict(g, false);
+		rc = -EAGAIN;
+	}
+	/* a few dozen bytes to a fresh socket: all go, or it is not ours */
+	if (g->out_len && send(gr->fd, g->out, g->out_len,
+			       MSG_NOSIGNAL | MSG_DONTWAIT) !=
+			  (ssize_t)g->out_len && rc == -EAGAIN) {
+		refuse(st, gr, "it does not read what rank 0 sends");
+		return 0;
+	}
+	cl_greet_sent(g, g->out_len);
+	if (!rc) {
+		if (st->o->verbose)
+			fprintf(stderr, "meshinfo: rank %d (%s) joined from %s\n",
+				g->rank, g->host.host, gr->addr);
+		st->fds[g->rank] = gr->fd;
+		st->hosts[g->rank] = g->host;
+		st->joined++;
+		end_greeting(st, gr, true);
+	} else if (rc != -EAGAIN) {
+		refuse(st, gr, g->why);
+	}
+	return 0;
+}
+
+/* Drops what is over its deadline; the time until the next deadline. */
+static double expire(struct star *st, double now)
+{
+	double next = 1e9;
+
+	for (int i = 0; i < st->n; i++) {
+		struct greeting *gr = &st->gr[i];
+
+		if (now < gr->deadline) {
+			next = gr->deadline - now < next ? gr->deadline - now :
+							   next;
+			continue;
+		}
+		fprintf(stderr, "meshinfo: rank 0 dropped the connection from %s: it did not join within %d s\n",
+			gr->addr, (int)(st->o->timeout_s < CL_GREET_S ?
+					st->o->timeout_s : CL_GREET_S));
+		end_greeting(st, gr, false);
+	}
+	return next;
+}
+
+/* Greetings that ended leave the array. */
+static void compact(struct star *st)
+{
+	int k = 0;
+
+	for (int i = 0; i < st->n; i++)
+		if (st->gr[i].fd >= 0)
+			st->gr[k++] = st->gr[i];
+	st->n = k;
+}
+
+/* Rank 0: greets every connection at once until all ranks joined. */
+static int greet_all(struct star *st, int lfd)
+{
+	const struct cl_opts *o = st->o;
+	double end = perf_now() + o->timeout_s;
+	struct pollfd p[1 + CL_GREET_MAX];
+	int rc = 0;
+
+	while (!rc && st->joined < o->size - 1) {
+		double now = perf_now(), wait = end - now, next;
+
+		if (wait <= 0) {
+			fprintf(stderr, "meshinfo: %d of %d ranks joined within %u s; missing:",
+				st->joined + 1, o->size, o->timeout_s);
+			for (int k = 1; k < o->size; k++)
+				if (st->fds[k] < 0)
+					fprintf(stderr, " %d", k);
+			fprintf(stderr, "\n");
+			return -ETIMEDOUT;
+		}
+		next = expire(st, now);
+		compact(st);
+		p[0] = (struct pollfd){ .fd = st->n < CL_GREET_MAX ? lfd : -1,
+					.events = POLLIN };
+		for (int i = 0; i < st->n; i++)
+			p[1 + i] = (struct pollfd){ .fd = st->gr[i].fd,
+						    .events = POLLIN };
+		wait = next < wait ? next : wait;
+		if (poll(p, 1 + (nfds_t)st->n, (int)(wait * 1000) + 1) < 0 &&
+		    errno != EINTR) {
+			rc = -errno;
+			perror("meshinfo: rendezvous poll");
+			break;
+		}
+		for (int i = 0; !rc && i < st->n; i++)
+			if (p[1 + i].revents)
+				rc = serve(st, &st->gr[i]);
+		if (p[0].revents && st->n < CL_GREET_MAX)
+			accept_one(st, lfd);
+		compact(st);
 	}
 	return rc;
 }
 
-/* Rank 0: one hello; the rank it names, or negative. */
-static int welcome(int fd, const struct cl_opts *o, const int *fds)
+/*
+ * Where rank 0 listens: the address given, where it is one; a name may
+ * resolve otherwise on rank 0 than on the others (/etc/hosts' 127.0.1.1
+ * for the own name), so with a name every address listens.
+ */
+static const char *bind_host(const char *host)
 {
-	uint64_t msg[3], ack = 0;
-	int rank;
-	int rc = oob_recv_msg(fd, PERF_MSG_HELLO, msg, sizeof(msg),
-			      (int)o->timeout_s);
+	unsigned char a[sizeof(struct in6_addr)];
 
-	if (rc)
-		return rc;
-	rank = (int)be64toh(msg[1]);
-	if (be64toh(msg[0]) != CL_PROTO || (int)be64toh(msg[2]) != o->size ||
-	    rank <= 0 || rank >= o->size)
-		ack = 2;
-	else if (fds[rank] >= 0)
-		ack = 1;
-	ack = htobe64(ack);
-	rc = oob_send_msg(fd, PERF_MSG_HELLO_ACK, &ack, sizeof(ack),
-			  (int)o->timeout_s);
-	if (rc || ack)
-		return rc ? rc : -EPROTO;
-	return rank;
+	if (inet_pton(AF_INET, host, a) == 1 ||
+	    inet_pton(AF_INET6, host, a) == 1)
+		return host;
+	return "0.0.0.0";
 }
 
-int cl_rdv_connect(const struct cl_opts *o, int *fds)
+int cl_rdv_connect(const struct cl_opts *o, const struct cl_host *me,
+		   int *fds, struct cl_host *hosts)
 {
-	const char *bind_host = strchr(o->rdv_host, ':') ? "::" : "0.0.0.0";
-	double deadline = perf_now() + o->timeout_s;
-	int lfd, port, joined = 1;
+	struct star *st;
+	int lfd, port, rc;
 
 	for (int i = 0; i < o->size; i++)
 		fds[i] = -1;
@@ -465,36 +462,36 @@ int cl_rdv_connect(const struct cl_opts *o, int *fds)
 				     (int)o->timeout_s);
 		if (fds[0] < 0)
 			return fds[0];
-		return hello(fds[0], o);
+		return join(fds[0], o, me);
 	}
-	lfd = oob_listen(bind_host, o->rdv_port, &port);
-	if (lfd < 0)
-		return lfd;
+	st = calloc(1, sizeof(*st));
+	if (st) {
+		st->claim = calloc((size_t)o->size, sizeof(*st->claim));
+		st->claim_addr = calloc((size_t)o->size,
+					sizeof(*st->claim_addr));
+	}
+	if (!st || !st->claim || !st->claim_addr) {
+		fprintf(stderr, "meshinfo: out of memory\n");
+		rc = -ENOMEM;
+		goto out;
+	}
+	st->o = o, st->fds = fds, st->hosts = hosts;
+	lfd = oob_listen(bind_host(o->rdv_host), o->rdv_port, &port);
+	if (lfd < 0) {
+		rc = lfd;
+		goto out;
+	}
 	/* every other rank may knock at once */
 	listen(lfd, o->size < 4096 ? o->size : 4096);
-	while (joined < o->size) {
-		int left = (int)(deadline - perf_now());
-		int fd = left > 0 ? oob_accept(lfd, left) : -ETIMEDOUT;
-		int rank;
-
-		if (fd < 0) {
-			fprintf(stderr, "meshinfo: %d of %d ranks joined within %u s; missing:",
-				joined, o->size, o->timeout_s);
-			for (int k = 1; k < o->size; k++)
-				if (fds[k] < 0)
-					fprintf(stderr, " %d", k);
-			fprintf(stderr, "\n");
-			close(lfd);
-			return -ETIMEDOUT;
-		}
-		rank = welcome(fd, o, fds);
-		if (rank < 0) {
-			close(fd);	/* a stray or a duplicate */
-			continue;
-		}
-		fds[rank] = fd;
-		joined++;
-	}
+	rc = greet_all(st, lfd);
 	close(lfd);
-	return 0;
+	for (int i = 0; i < st->n; i++)
+		end_greeting(st, &st->gr[i], false);
+out:
+	if (st) {
+		free(st->claim);
+		free(st->claim_addr);
+	}
+	free(st);
+	return rc;
 }
