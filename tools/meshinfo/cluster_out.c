@@ -5,6 +5,7 @@
  * picture, rendered to SVG or PNG by Graphviz's `dot` when it is there.
  */
 #include <errno.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,8 @@ void cl_print_text(FILE *out, const struct cl_report *r)
 static void json_num(struct json *j, const char *key, double v, bool valid)
 {
 	json_key(j, key);
-	if (valid)
+	/* JSON has no infinity or NaN */
+	if (valid && isfinite(v))
 		fprintf(j->out, "%.3f", v);
 	else
 		fputs("null", j->out);

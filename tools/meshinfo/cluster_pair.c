@@ -364,6 +364,20 @@ static int ready(struct cl_node *n, bool sender, int note_fd)
 			    2 * n->connect_timeout_ms / 1000 + 10);
 }
 
+/*
+ * Whether a burst from rank 0 fits the buffers its direction registered:
+ * rank 0 may run with another --burst-bytes, and a size past them would
+ * have the plugin and the pattern write past their end.
+ */
+static bool burst_fits(const struct cl_node *n, const struct cl_cmd *c,
+		       const struct perf_params *p, bool me)
+{
+	size_t have = me ? n->sdir.buf_len : n->rdir.buf_len;
+
+	return c->size && c->iters <= UINT32_MAX &&
+	       perf_region_len(p, 1, true, false) <= have;
+}
+
 void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 	     int note_fd, int oob_fd)
 {
@@ -377,7 +391,7 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 	switch (c->kind) {
 	case CL_CMD_LISTEN:
 		pair_close(n);
-		if (c->rail >= n->ndev) {
+		if (c->rail < 0 || c->rail >= n->ndev) {
 			s->rc = -ENODEV;
 			break;
 		}
@@ -386,6 +400,10 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 							   &n->listen));
 		break;
 	case CL_CMD_CONNECT:
+		if (c->rail < 0 || c->rail >= n->ndev) {
+			s->rc = -ENODEV;
+			break;
+		}
 		exec_connect(n, c, s, note_fd);
 		break;
 	case CL_CMD_BURST:
@@ -400,6 +418,11 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 			s->rc = -ENOTCONN;
 		if (!s->rc && me)
 			s->rc = ready(n, true, note_fd);
+		/* after the words, so the note socket stays in step */
+		if (!s->rc && (c->kind == CL_CMD_BURST ?
+			       !burst_fits(n, c, &p, me) :
+			       c->iters > UINT32_MAX))
+			s->rc = -EMSGSIZE;
 		if (s->rc)
 			break;
 		if (c->kind == CL_CMD_BURST) {
