@@ -13,6 +13,9 @@
 #               claimed twice), or reports the true matrix
 #   other-key   the same outsider with another auth_key_file than the
 #               cluster's: refused; the true matrix, exit 0
+#   bursts      (no outsider) ranks 1 and 2 with --burst-bytes 64K under a
+#               rank 0 with the default: its burst sizes fit their
+#               buffers, the true matrix
 # "The true matrix": three hosts, six pairs connected, each pair's remote
 # the address of its rank (never 127.0.0.19).
 #
@@ -23,7 +26,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 shift 2
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(silent claim other-key)
+[ ${#cases[@]} -gt 0 ] || cases=(silent claim other-key bursts)
 meshinfo=$build/tools/meshinfo/meshinfo
 plugin=$build/core/libnccl-net-mesh.so
 tmp=$(mktemp -d)
@@ -51,15 +54,18 @@ conf() {
 	} >"$tmp/$1.conf"
 }
 
-# start NAME RANK ADDR CONF: one meshinfo in the background, its pid in
-# pid_NAME; the rendezvous is 127.0.0.1:$port
+# start NAME RANK ADDR CONF [ARGS...]: one meshinfo in the background,
+# its pid in pid_NAME; the rendezvous is 127.0.0.1:$port
 start() {
-	NCCL_MESH_CONF="$tmp/$4.conf" NCCL_MESH_ADVERTISE_ADDRS="$3" \
+	local name=$1 rank=$2 addr=$3 cf=$4
+	shift 4
+	NCCL_MESH_CONF="$tmp/$cf.conf" NCCL_MESH_ADVERTISE_ADDRS="$addr" \
 		timeout 120 "$meshinfo" --cluster --plugin "$plugin" \
-		--rendezvous "127.0.0.1:$port" --rank "$2" --size 3 \
+		--rendezvous "127.0.0.1:$port" --rank "$rank" --size 3 \
 		--timeout 30 --burst-bytes 4M --lat-iters 10 -v \
-		--json "$tmp/$1.json" >"$tmp/$1.log" 2>"$tmp/$1.err" &
-	eval "pid_$1=$!"
+		--json "$tmp/$name.json" "$@" >"$tmp/$name.log" \
+		2>"$tmp/$name.err" &
+	eval "pid_$name=$!"
 	pids+=($!)
 }
 
@@ -171,6 +177,22 @@ case_other_key() {
 	grep -q "refused the connection from .*another key" "$tmp/r0.err" ||
 		grep -q "refused the connection from .*not the cluster's key" "$tmp/r0.err"
 	check other-key-said $? "rank 0 says it refused the outsider for its key"
+}
+
+# bursts: ranks 1 and 2 with --burst-bytes 64K, rank 0 with the default:
+# rank 0's sizes fit the buffers of the others, the true matrix
+case_bursts() {
+	port=$(free_port 127.0.0.1)
+	conf plain
+	start r0 0 127.0.0.10 plain
+	start r1 1 127.0.0.11 plain --burst-bytes 64K
+	start r2 2 127.0.0.12 plain --burst-bytes 64K
+	for r in 0 1 2; do
+		eval "wait \$pid_r$r"
+		eval "rc$r=$?"
+	done
+	true_matrix && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ]
+	check bursts $? "ranks with a smaller --burst-bytes than rank 0's: the true matrix (exits $rc0 $rc1 $rc2)"
 }
 
 for c in "${cases[@]}"; do

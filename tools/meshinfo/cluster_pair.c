@@ -124,7 +124,10 @@ static int setup_dir(struct cl_node *n, struct perf_dir *d, void *comm,
 {
 	struct perf_params p;
 
-	burst_params(n->o, n->o->msg_bytes, 2, &p);
+	/* room for a burst of any size up to the buffer memory, not only of
+	 * our own --burst-bytes: rank 0 picks the size, from its own */
+	burst_params(n->o, 1, 2, &p);
+	p.sizes[0] = p.mem;
 	memset(d, 0, sizeof(*d));
 	d->comm = comm;
 	d->group = 1;
