@@ -9,10 +9,13 @@
 #   silent      a connection that says nothing: the ranks still join, and
 #               rank 0 reports the true matrix, exit 0
 #   claim       another meshinfo (127.0.0.19) joins first as rank 1, no
-#               key: rank 0 fails naming the outsider's address (a rank
-#               claimed twice), or reports the true matrix
+#               key, and the true rank 1 comes while rank 0 waits for
+#               rank 2: rank 0 fails naming the outsider's address (a
+#               rank claimed twice), or reports the true matrix
 #   other-key   the same outsider with another auth_key_file than the
 #               cluster's: refused; the true matrix, exit 0
+#   no-key      the same outsider with no key where the cluster has one:
+#               refused; the true matrix, exit 0
 #   bursts      (no outsider) ranks 1 and 2 with --burst-bytes 64K under a
 #               rank 0 with the default: its burst sizes fit their
 #               buffers, the true matrix
@@ -26,7 +29,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 shift 2
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(silent claim other-key bursts)
+[ ${#cases[@]} -gt 0 ] || cases=(silent claim other-key no-key bursts)
 meshinfo=$build/tools/meshinfo/meshinfo
 plugin=$build/core/libnccl-net-mesh.so
 tmp=$(mktemp -d)
@@ -143,7 +146,18 @@ time.sleep(300)' "$port" >"$tmp/silent.addr" &
 	check silent $? "a silent connection to rank 0: the true matrix, exit 0 (rank 0 $rc0, 1 $rc1, 2 $rc2)"
 }
 
-# claim_case NAME RANKS_CONF OUTSIDER_CONF
+# r1_settled: rank 1 joined (rank 0 says so), or rank 1 or rank 0 ended
+r1_settled() {
+	local addr
+
+	! kill -0 "$pid_r1" 2>/dev/null || ! kill -0 "$pid_r0" 2>/dev/null ||
+		{ addr=$(conn_of "$pid_r1") &&
+		  grep -q "rank 1 (.*) joined from $addr" "$tmp/r0.err"; }
+}
+
+# claim_case NAME RANKS_CONF OUTSIDER_CONF: rank 0, the outsider as rank
+# 1, then the true rank 1, and rank 2 only once rank 1 is settled, so
+# that rank 1 always comes while rank 0 still waits for a rank
 claim_case() {
 	local addr
 	port=$(free_port 127.0.0.1)
@@ -154,13 +168,24 @@ claim_case() {
 	until_ok 100 conn_of "$pid_outsider" >/dev/null
 	addr=$(conn_of "$pid_outsider")
 	until_ok 50 grep -q "from $addr" "$tmp/r0.err" || true
-	finish "$2"
+	start r1 1 127.0.0.11 "$2"
+	until_ok 600 r1_settled
+	rc2=none
+	if kill -0 "$pid_r0" 2>/dev/null; then
+		start r2 2 127.0.0.12 "$2"
+		wait "$pid_r2"
+		rc2=$?
+	fi
+	wait "$pid_r0"
+	rc0=$?
+	wait "$pid_r1"
+	rc1=$?
 	if [ "$1" = claim ]; then
 		true_matrix || outsider_named "${addr:-none}"
 	else
 		true_matrix
 	fi
-	check "$1" $? "an outsider ($addr) claims rank 1: the true matrix, or a failure naming it (rank 0 exit $rc0)"
+	check "$1" $? "an outsider ($addr) claims rank 1: the true matrix, or a failure naming it (exits $rc0 $rc1 $rc2)"
 }
 
 case_claim() {
@@ -177,6 +202,15 @@ case_other_key() {
 	grep -q "refused the connection from .*another key" "$tmp/r0.err" ||
 		grep -q "refused the connection from .*not the cluster's key" "$tmp/r0.err"
 	check other-key-said $? "rank 0 says it refused the outsider for its key"
+}
+
+case_no_key() {
+	key "$tmp/key"
+	conf keyed "$tmp/key"
+	conf plain
+	claim_case no-key keyed plain
+	grep -q "refused the connection from .*has no key" "$tmp/r0.err"
+	check no-key-said $? "rank 0 says it refused the outsider for having no key"
 }
 
 # bursts: ranks 1 and 2 with --burst-bytes 64K, rank 0 with the default:
