@@ -668,7 +668,7 @@ static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
 	return status;
 }
 
-/* Other ranks: our facts to rank 0, then its commands until DONE. */
+/* Other ranks (joined, our facts told): rank 0's commands until DONE. */
 static int run_member(const struct cl_opts *o, struct cl_node *n, int fd)
 {
 	struct cl_cmd cmd;
