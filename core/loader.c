@@ -464,7 +464,7 @@ static int check_params(struct core_config *cfg, struct core_module *mod)
 		fail(mod, "its parameters break %d rule%s (config errors)",
 		     mod->param_errors ? mod->param_errors : 1,
 		     mod->param_errors == 1 || !mod->param_errors ? "" : "s");
-		if (!mod->param_errors)
+		if (!mod->param_errors) {
 			core_config_value_error(cfg, mod->name,
 				&(struct core_value){
 					.param = &(struct mesh_param){
@@ -473,6 +473,9 @@ static int check_params(struct core_config *cfg, struct core_module *mod)
 				"the module's check failed (%s) without "
 				"naming a parameter", strerror(err < 0 ?
 							       -err : EINVAL));
+			/* that error says why it failed, as theirs would */
+			mod->param_errors = 1;
+		}
 		return -EINVAL;
 	}
 	return 0;

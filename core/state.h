@@ -68,6 +68,7 @@ struct core_state {
 	struct core_auth_key auth_key;	/* len 0: no authentication */
 	bool usable;			/* no config error, >= 1 rail */
 	bool rails_bad;			/* rails failed its syntax check */
+	bool modules_bad;		/* modules broke a rule of its own */
 };
 
 /*
@@ -95,7 +96,8 @@ enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st);
  * max_rails, ports, advertise and the key from the resolved core values
  * and checks what a value's type cannot (modules, rails syntax, port
  * mapping, the key file); core_validate_rails checks, once the modules
- * are loaded, that every rails member names a ready module's device.
+ * are loaded, that every rails member names a ready module's device and
+ * that some module in the list loaded at all.
  * Each records config errors at the value's location; -EINVAL when any.
  */
 int core_validate_config(struct core_state *st);

@@ -423,10 +423,36 @@ int core_validate_config(struct core_state *st)
 	if (take_advertise(st))
 		return -ENOMEM;
 	st->rails_bad = check_rails(st) != 0;
-	if (check_modules(st) | check_advertise(st) | load_key(st) |
-	    take_channel_rules(st) || st->rails_bad)
+	st->modules_bad = check_modules(st) != 0;
+	if (check_advertise(st) | load_key(st) | take_channel_rules(st) ||
+	    st->rails_bad || st->modules_bad)
 		err = -EINVAL;
 	return err;
+}
+
+/*
+ * A list of which no module loaded, each not found or not loadable here,
+ * leaves init nothing, whatever the rest of the file says: an error, so
+ * that --check fails it as init does.  One module that loads, with
+ * devices or without, is enough to pass: the others stay the loader's
+ * warnings, and devices are this host's state, not the file's.  A module
+ * that failed on its parameters, or a list that broke its own rules, has
+ * its errors already.
+ */
+static int check_some_module_loads(struct core_state *st)
+{
+	const struct core_value *v = CORE_VALUE(st, CP_MODULES);
+
+	if (st->modules_bad || !st->nmodules)
+		return 0;
+	for (int i = 0; i < st->nmodules; i++)
+		if (st->modules[i].status != CORE_MODULE_FAILED ||
+		    st->modules[i].param_errors)
+			return 0;
+	core_config_value_error(st->cfg, NULL, v, "no module in the list "
+		"loads on this host, so init has no device (each module's "
+		"warning says why)");
+	return -EINVAL;
 }
 
 /* The member's module, when it is ready; else an error naming why not. */
@@ -498,11 +524,14 @@ int core_validate_rails(struct core_state *st)
 	const struct core_value *v = CORE_VALUE(st, CP_RAILS);
 	int err = 0, most = 0;
 
+	/* rails entries name the module that did not load themselves */
 	for (int r = 0; r < v->nitems; r++)
 		if (rail_devices(st, r, v->items[r]))
 			err = -EINVAL;
 	if (v->nitems)
 		return err;
+	if (check_some_module_loads(st))
+		return -EINVAL;
 	for (int i = 0; i < st->nmodules; i++)
 		if (st->modules[i].status == CORE_MODULE_READY &&
 		    st->modules[i].ndevs > most)

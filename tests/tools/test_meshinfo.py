@@ -241,6 +241,19 @@ def test_missing_only():
           "with its reason", r)
     check("# status: NOT usable" in r.stdout and "no rails" in r.stdout,
           "status says why", r)
+    # init fails on this list, so --check must too, for the same reason
+    where = "%s:2: error: modules: no module in the list loads on this " \
+        "host" % fixture("missing-only.conf")
+    check(any(l.startswith(where) for l in r.stdout.splitlines()),
+          "the report names the error at the line of 'modules'", r)
+    r = meshinfo("--check", fixture("missing-only.conf"))
+    check(r.returncode == 1 and "OK" not in r.stdout,
+          "--check fails a list of which no module loads", r)
+    check(any(l.startswith(where) for l in r.stderr.splitlines()),
+          "--check says why, at the line of 'modules'", r)
+    check("module no-such-module not loaded, its keys were not checked: "
+          "not found (searched: %s)" % MODULE_DIR in r.stderr,
+          "and the module's own reason", r)
 
 
 def test_missing_among():
@@ -258,6 +271,13 @@ def test_missing_among():
     check(any(l.startswith(where) for l in section(r.stdout, "warnings")),
           "a warning names the module and the line of 'modules'", r)
     check("# status: usable, 1 rail" in r.stdout, "status says usable", r)
+    r = meshinfo("--check", fixture("missing-among.conf"))
+    check(r.returncode == 0 and r.stdout.endswith(": OK\n"),
+          "--check passes while another module loads", r)
+    check(where.replace(": warning: module no-such-module not loaded: ",
+                        ": warning: module no-such-module not loaded, "
+                        "its keys were not checked: ") in r.stderr,
+          "--check warns about the missing one", r)
 
 
 def test_usage():

@@ -452,9 +452,11 @@ static int run_check(const struct meshinfo *mi, bool json)
 	int nerr = core_config_errors(mi->st->cfg, &errs);
 	int nwarn = core_config_warnings(mi->st->cfg, &warns);
 
-	/* A config without errors can still leave init nothing to use (no
-	 * module loads): that is for `meshinfo` to say, --check judges the
-	 * file.  But every value init would refuse is an error above. */
+	/* A config without errors can still leave init nothing to use
+	 * (modules that load but find no device here): that is for
+	 * `meshinfo` to say, --check judges the file.  But every value init
+	 * would refuse, a list of which no module loads included, is an
+	 * error above. */
 	if (json) {
 		meshinfo_print_check_json(stdout, mi, nerr == 0);
 		return nerr ? 1 : 0;
