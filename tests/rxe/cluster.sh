@@ -53,9 +53,9 @@ CLUSTER_ARGS=(--timeout 120 --burst-ms 300 --burst-bytes 16M --lat-iters 20)
 
 # cluster_run TAG N HOST_PREFIX CONF MODULE_PATH RDV...: meshinfo --cluster
 # on nodes 1..N, rank r on node r+1 named HOST_PREFIX<r+1>, rank 0
-# listening on port CLUSTER_PORT (on every address) and rank r dialling
-# the r-th RDV (rank 0's address as node r+1 reaches it; the first is
-# rank 0's own).  Rank 0 writes LOGDIR/TAG.json and TAG.dot, every rank's output
+# listening on port CLUSTER_PORT of the first RDV (0.0.0.0: every
+# address) and rank r dialling the r-th RDV (rank 0's address as node r+1
+# reaches it).  Rank 0 writes LOGDIR/TAG.json and TAG.dot, every rank's output
 # is in LOGDIR/TAG.rank<r>; each rank's exit status in CLUSTER_RC[r].
 CLUSTER_PORT=18950
 CLUSTER_RC=()
@@ -208,7 +208,7 @@ check_cluster_triangle() {
 	mesh_need_module || return 1
 	mesh_triangle_ensure || return 1
 	cluster_run "$tag" 3 tri "$MESH_DIR/mesh-rdma.conf" \
-		"$BUILD/modules/rdma-mesh" 10.77.12.1 10.77.12.1 10.77.13.1
+		"$BUILD/modules/rdma-mesh" 0.0.0.0 10.77.12.1 10.77.13.1
 	cluster_judge "$tag" 3 || return 1
 	for i in 1 2 3; do
 		for j in 1 2 3; do
