@@ -22,6 +22,9 @@
 #               port_range, where another service listens: the relay
 #               refuses it and never connects there; a destination inside
 #               the range is dialed as before
+#   unknown-relay a request whose explicit route names a relay that is not
+#               in r1's relay.relays: r1 refuses it, and the reason it
+#               answers and logs names that relay
 #
 # usage: relay.sh BUILD_DIR [CASE...]
 set -uo pipefail
@@ -246,6 +249,20 @@ while True:
 		[ $rc_in -eq 0 ] && grep -aq '"status":[1-9]' "$tmp/inside.log" &&
 		! grep -aq "no port where" "$tmp/inside.log"
 	check port-scan $? "a port outside port_range is never dialed, one inside is"
+}
+
+case_unknown_relay() {
+	local rc want="'r9' is not in r1's relay.relays"
+	relay r1 "$P1" NCCL_MESH_PORT_RANGE="$RANGE" || return 1
+	"$knock" request 127.0.0.2 "$P1" "127.0.0.1:$((RANGE_LOW + 5))" 30 \
+		r9 >"$tmp/request.log" 2>&1
+	rc=$?
+	stop_relays
+	[ $rc -eq 0 ] && grep -aq '"status":[1-9]' "$tmp/request.log" &&
+		grep -aqF "$want" "$tmp/request.log" &&
+		grep -a "refused to relay for knock " "$tmp/r1.log" |
+			grep -aqF "$want"
+	check unknown-relay $? "a route through a relay r1 does not know is refused, naming it"
 }
 
 for c in "${cases[@]}"; do

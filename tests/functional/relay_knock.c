@@ -9,10 +9,12 @@
  *       1 each also says it heard the ack, as a real connector does, so
  *       that the relay's accept takes it.  Prints {"event":"held",...}
  *       once COUNT are open and a summary at the end.
- *   relay_knock request HOST PORT DEST [TIMEOUT_S]
+ *   relay_knock request HOST PORT DEST [TIMEOUT_S [RELAY...]]
  *       asks the relay, as an origin would, to carry a connection to a
- *       handle that advertises DEST (ADDR:PORT), and prints the answer
- *       and how long it took; exit 0 once an answer came, 1 if none.
+ *       handle that advertises DEST (ADDR:PORT), through the relays
+ *       named (an explicit route) or by the relay's choice, and prints
+ *       the answer and how long it took; exit 0 once an answer came, 1
+ *       if none.
  */
 #include <errno.h>
 #include <poll.h>
@@ -36,7 +38,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: relay_knock idle HOST PORT COUNT SECONDS "
 		"[SOURCE [REOPEN_MS [HEARD]]]\n"
-		"       relay_knock request HOST PORT DEST [TIMEOUT_S]\n");
+		"       relay_knock request HOST PORT DEST [TIMEOUT_S "
+		"[RELAY...]]\n");
 	return 64;
 }
 
@@ -201,6 +204,12 @@ static int request(int argc, char **argv)
 	if (core_handle_encode(&dest, handle) < 1)
 		return usage();
 	memcpy(m.handle, handle, RELAY_HANDLE_BYTES);
+	for (int i = 6; i < argc; i++) {
+		if (m.npath == RELAY_HOPS_MAX ||
+		    strlen(argv[i]) >= RELAY_NAME_MAX)
+			return usage();
+		snprintf(m.path[m.npath++], RELAY_NAME_MAX, "%s", argv[i]);
+	}
 	snprintf(m.leg, sizeof(m.leg), "tcp-xdc");
 	snprintf(m.origin, sizeof(m.origin), "knock");
 	snprintf(m.text, sizeof(m.text), "knock");
