@@ -94,9 +94,10 @@ static int ops_test(struct relay_comm *c)
 		err = ((struct mesh_request *)op->leg_req)->test(op->leg_req,
 								 &done, &size);
 		if (err && !op->owner) {
-			/* the header receive always waits for what comes
-			 * next: the leg ending there owes nothing yet, and
-			 * what came before it is still delivered */
+			/* the header receive waits for what comes next:
+			 * the leg ending there is the connection's end,
+			 * what came before it is still delivered, and
+			 * recv_progress fails the receive it leaves open */
 			op->leg_req = NULL;
 			c->hdr_posted = false;
 			c->ended = true;
@@ -409,8 +410,12 @@ static int recv_progress(struct relay_comm *c)
 		}
 		return 0;
 	}
+	/* A header is only asked of the leg for a receive NCCL has open:
+	 * the last relay ends an orderly close by closing the leg, and a
+	 * leg receive posted then, for nobody, would fail there as a
+	 * message the peer never sent (and the leg would log it so). */
 	if (!c->hdr_posted && !c->chunk_req && !last_has_chunks(c) &&
-	    c->hdr_have - c->hdr_used < RELAY_HDR_SLOTS) {
+	    oldest_open(c) && c->hdr_have - c->hdr_used < RELAY_HDR_SLOTS) {
 		err = post_header_recv(c);
 		if (err && err != -EAGAIN)
 			return err;
