@@ -20,7 +20,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 
 out=$(bash "$src/tests/netns/storm.sh" "$build/tools/meshperf/meshperf" \
 	"$build/core/libnccl-net-mesh.so" "$build/modules/tcp-xdc" \
-	"$seconds" "$rate" 2>&1) || { echo "$out"; exit 1; }
+	"$seconds" "$rate" 10 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | grep -E '^(storm|figures|PASS)'
 figures=$(echo "$out" | grep '^figures:')
 get() { echo "$figures" | grep -o "$1=[0-9.]*" | cut -d= -f2; }

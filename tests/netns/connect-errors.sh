@@ -36,27 +36,30 @@ nsx s sysctl -qw net.ipv6.conf.lo.disable_ipv6=1
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
 
-# conf NAME LOCAL: the wrong port advertised first, the own address after
-# it when LOCAL is true
+# conf NAME LOCAL TIMEOUT_MS: the wrong port advertised first, the own
+# address after it when LOCAL is true
 conf() {
 	cat >"$NETNS_TMP/$1.conf" <<CONF
 version = 1;
 modules = [ "tcp-xdc" ];
 port_range = "$PORT-$((PORT + 3))";
-connect_timeout_ms = 8000;
+connect_timeout_ms = $3;
 advertise_addrs = [ "127.0.0.1" ];
 advertise_port_offset = 5;
 advertise_local = $2;
 tcp-xdc: { ifname = "lo"; streams = 2; threads = 2; };
 CONF
 }
-conf next true
-conf only false
+conf next true 60000
+conf only false 60000
+# a service that closes after the hello may be a listener restarting:
+# connect retries it until its timeout, whose WARN then names it
+conf closes false 8000
 cat >"$NETNS_TMP/plain.conf" <<CONF
 version = 1;
 modules = [ "tcp-xdc" ];
 port_range = "$PORT-$((PORT + 3))";
-connect_timeout_ms = 8000;
+connect_timeout_ms = 60000;
 tcp-xdc: { ifname = "lo"; streams = 2; threads = 2; };
 CONF
 
@@ -137,10 +140,15 @@ expect_one_warn() {
 	[ "$n" -eq 1 ] || { show "$1"; netns_die "$1: $n client WARN lines, not 1"; }
 }
 
-# expect_fast_failure TAG RC T0: failed cleanly within 6 s
+# expect_fast_failure TAG RC T0: failed cleanly on what answered, without
+# waiting out connect_timeout_ms (60 s, which would say "cannot reach the
+# peer within"); the bound, far below both it and meshperf's 30 s without
+# progress, only leaves a slow host its time
 expect_fast_failure() {
 	netns_clean_failure "$2" || { show "$1"; netns_die "$1: status $2"; }
-	[ $((SECONDS - $3)) -le 6 ] ||
+	! grep -q 'cannot reach the peer within' "$NETNS_TMP/$1.client" ||
+		{ show "$1"; netns_die "$1: the connect timed out"; }
+	[ $((SECONDS - $3)) -le 20 ] ||
 		{ show "$1"; netns_die "$1: failing took $((SECONDS - $3)) s"; }
 }
 
@@ -165,7 +173,7 @@ stop_service
 # ------------------------------------------- a service that just closes
 service close
 t0=$SECONDS rc=0
-pair closes only || rc=$?
+pair closes closes || rc=$?
 netns_clean_failure "$rc" || { show closes; netns_die "closes: status $rc"; }
 expect_warn closes "127\.0\.0\.1:$WRONG \(closed the connection after our hello"
 echo "PASS a service that closes: the WARN names the address"

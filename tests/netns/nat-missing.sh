@@ -53,11 +53,15 @@ xdc_log_has cross client "$re" || {
 	xdc_show_logs cross
 	netns_die "no client WARN matches '$re'"
 }
-# within the timeout, plus process start and bootstrap; not long before it
+# not before the timeout; and ended by it, not by meshperf's 20 s without
+# progress or the 60 s default: the WARN above names it, and the bound,
+# five times the timeout, leaves process start and bootstrap on a slow
+# host all the room they take
 if [ "$ms" -lt $((timeout_ms - 500)) ] ||
-   [ "$ms" -gt $((timeout_ms + 4000)) ]; then
+   [ "$ms" -gt $((timeout_ms * 5)) ]; then
 	xdc_show_logs cross
-	netns_die "connect failed after $ms ms, expected about $timeout_ms ms"
+	netns_die "connect failed after $ms ms, expected $timeout_ms ms and" \
+		"at most $((timeout_ms * 5)) ms"
 fi
 drops=$(($(xdc_drops ra) - drops0))
 [ "$drops" -gt 0 ] || netns_die "rA's firewall dropped nothing"

@@ -6,16 +6,19 @@
 #  - the listener holds at most a bounded number of unfinished sockets
 #    (from RLIMIT_NOFILE; the process has 1024 descriptors here) and sheds
 #    the oldest, so the storm never takes its descriptors;
-#  - once the storm ends (no new connections; those open stay open, 10 s
-#    each) the real setup completes within STORM_SETUP_MAX_S (2 s), and
-#    the transfer verifies;
+#  - once the storm ends (no new connections; those open stay open, HOLD
+#    s each, 40 by default) the real setup completes while the storm
+#    still holds every connection it opened, so the listener shed them
+#    and did not wait for them to go, and the transfer verifies; how soon
+#    it completes is a figure (tests/bench/storm.sh holds the bar);
 #  - the refusal log holds about one line a second, with counts by reason.
 # Everything runs in one namespace over its loopback; the real client's
 # connections are held back (rejected) by a firewall rule until the storm
 # ends, so its setup starts exactly then.
 #
-# usage: storm.sh MESHPERF PLUGIN MODULE_DIR [SECONDS [RATE]]
-# (tests/bench/storm.sh runs it longer and prints the figures)
+# usage: storm.sh MESHPERF PLUGIN MODULE_DIR [SECONDS [RATE [HOLD]]]
+# (tests/bench/storm.sh runs it longer, with connections held 10 s as an
+# attacker with fewer ports would, and prints the figures)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,12 +30,16 @@ PLUGIN=$2
 MODULE_DIR=$3
 STORM_S=${4:-5}
 STORM_RATE=${5:-1000}
-# the bar is 2 s; sanitized builds (ASAN_OPTIONS set by tools/run-tests)
-# run several times slower, and get twice that
-if [ -n "${ASAN_OPTIONS:-}" ]; then
-	STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-4}
+STORM_HOLD_S=${6:-40}
+# The real setup must come while the storm holds all its connections: its
+# first one goes HOLD s after the storm began.  A storm shorter than its
+# hold leaves the setup that long, far beyond a slow host's need; a longer
+# one (the benchmark's) lets connections go during the storm, and the
+# limit only ends a hang.
+if [ "$STORM_HOLD_S" -gt "$STORM_S" ]; then
+	SETUP_LIMIT_S=$((STORM_HOLD_S - STORM_S))
 else
-	STORM_SETUP_MAX_S=${STORM_SETUP_MAX_S:-2}
+	SETUP_LIMIT_S=30
 fi
 PORT=40000
 
@@ -98,9 +105,9 @@ netns_wait_listen s "$PORT" 20 || fail_with_logs "the plugin did not listen"
 sampler=$!
 NETNS_PIDS+=("$sampler")
 
-# each storm connection is held 10 s, also after the last one opened
+# each storm connection is held HOLD s, also after the last one opened
 netns_spawn s "$NETNS_TMP/storm.log" python3 "$here/storm.py" 127.0.0.1 \
-	"$PORT" "$STORM_RATE" "$STORM_S" 10 127.0.0.2
+	"$PORT" "$STORM_RATE" "$STORM_S" "$STORM_HOLD_S" 127.0.0.2
 storm_pid=$NETNS_LAST_PID
 while :; do
 	content=""
@@ -127,15 +134,22 @@ while [ -z "$connected" ]; do
 		break
 	fi
 	kill -0 "$cpid" 2>/dev/null || fail_with_logs "the client ended unconnected"
-	(( ${EPOCHREALTIME%.*} - ${t_storm%.*} < 30 )) ||
-		fail_with_logs "no setup within 30 s of the storm's end"
+	(( ${EPOCHREALTIME%.*} - ${t_storm%.*} < SETUP_LIMIT_S )) ||
+		fail_with_logs "no setup within $SETUP_LIMIT_S s of the storm's end, while it held its connections"
 	read -r -t 0.01 <> <(:) || true
 done
 # from the storm's end, the firewall rule's removal included
 setup=$(awk -v a="$t_storm" -v b="$connected" 'BEGIN { printf "%.2f", b - a }')
 rc=0
 netns_wait "$cpid" 60 || rc=$?
-netns_wait "$storm_pid" 20 || fail_with_logs "the storm generator failed"
+# with the setup limit from its hold, it must still be holding: had it
+# ended, the kernel would have closed its connections for the listener
+if [ "$STORM_HOLD_S" -gt "$STORM_S" ] && ! kill -0 "$storm_pid" 2>/dev/null; then
+	fail_with_logs "the storm generator ended before its hold"
+fi
+# its figures are in; what it still holds is no longer needed
+kill "$storm_pid" 2>/dev/null || true
+netns_wait "$storm_pid" 20 || true
 [ "$rc" -eq 0 ] || fail_with_logs "the real transfer failed ($rc)"
 netns_wait "$spid" 10 || fail_with_logs "the server failed"
 grep -q '"event":"summary".*"status":"ok"' "$NETNS_TMP/client.log" ||
@@ -159,8 +173,6 @@ echo "figures: setup_after_storm_s=$setup refusal_lines=$lines" \
 	"peak_fds=$peak opened=$opened rule_removal_s=$unhold" \
 	"listen_drops=${drops:-?}"
 
-awk -v s="$setup" -v m="$STORM_SETUP_MAX_S" 'BEGIN { exit !(s <= m) }' ||
-	fail_with_logs "setup took $setup s after the storm (bar $STORM_SETUP_MAX_S s)"
 # at most a line a second: the first refusal, then a summary per interval
 [ "$lines" -le $(( ${storm_s%.*} + 3 )) ] ||
 	fail_with_logs "$lines refusal lines in $storm_s s"

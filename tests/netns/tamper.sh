@@ -19,8 +19,8 @@
 #    which shows that the flip lands;
 #  - encrypted: the receiving plugin fails the connection from test()
 #    with "record N failed authentication: data corrupted or tampered in
-#    flight" (or a length out of range), within seconds, and meshperf's
-#    data check never sees a wrong byte;
+#    flight" (or a length out of range), and meshperf's data check never
+#    sees a wrong byte;
 #  - then, untouched: the same key both sides connects and verifies, also
 #    with libcrypto sealing on one side only (cipher_library);
 #    another key, encrypt on one side only and encrypt without a key each
@@ -267,8 +267,10 @@ grep -Eq 'WARN .*stream [0-9]+/4: record [0-9]+ (failed authentication|has a len
 	fail enc "the receiver did not report the tampered record"
 ! grep -q 'data mismatch' "$NETNS_TMP/enc.server" ||
 	fail enc "meshperf's check saw a wrong byte: corrupted data was delivered"
-[ $((SECONDS - t0)) -le 40 ] || fail enc "detection took $((SECONDS - t0)) s"
-echo "PASS encrypted: the flip was detected, nothing wrong delivered:"
+# the WARN above says the record's authentication caught it (neither the
+# dead-link timeout nor meshperf's); how soon is for benchmarks to judge
+echo "PASS encrypted: the flip was detected in $((SECONDS - t0)) s," \
+	"nothing wrong delivered:"
 grep -hE 'tampered' "$NETNS_TMP/enc.server" | head -n 1
 
 # ------------------------------------------------------ keys and sides

@@ -39,7 +39,13 @@
 
 CLOSE_ITERS=${CLOSE_ITERS:-20}
 CLOSE_BOUND=${CLOSE_BOUND:-240}
-CLOSE_KILL_BOUND=${CLOSE_KILL_BOUND:-60}
+# A comm with no completion for 1 s probes the peer and fails when the
+# probe is unanswered 10 s on (docs/modules/ib-fabric.md): with the QP's
+# retry time about 12 s.  The survivor gets five times that, for a loaded
+# emulated guest; the driver's own limit (-t 120, no progress) lies well
+# beyond, and the WARN checked names the peer's death as the cause.
+CLOSE_PEER_DEAD_S=12
+CLOSE_KILL_BOUND=${CLOSE_KILL_BOUND:-$((5 * CLOSE_PEER_DEAD_S))}
 CLOSE_LAG_MS=${CLOSE_LAG_MS:-2000}
 
 # close_driver_path: the driver's path; fails when the build lacks it.
