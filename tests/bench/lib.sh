@@ -83,3 +83,95 @@ bench_tcp_stream() {
 	"$1/tests/bench/tcp_stream" "$2" "$3" "$4" "$5" |
 		sed -n 's/.*: \([0-9.]*\) GB\/s both ways.*/\1/p'
 }
+
+# --------------------------------------------------------- rxe benchmarks
+# rxe-*.sh run on the host, which boots the rxe lab's guest (root), and
+# again inside that guest with --in-guest.  The caller sets src, the
+# source tree, and defines host_main and guest_main.
+
+# bench_size_bytes SIZE: 1M -> 1048576 (suffixes K, M, G).
+bench_size_bytes() {
+	local n=${1%[KkMmGg]}
+
+	case ${1: -1} in
+	K|k) echo $((n << 10)) ;;
+	M|m) echo $((n << 20)) ;;
+	G|g) echo $((n << 30)) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# bench_rxe_host BUILD NEED...: on the host, before the guest runs a
+# benchmark: sets build (BUILD made absolute), rel (BUILD inside src) and
+# lab (the lab's guest command); exits 2 unless root and each NEED, a path
+# inside BUILD, is there; readies the guest's image and copies the
+# libraries whose soname the guest lacks to BUILD/rxe-libs.
+# shellcheck disable=SC2034,SC2154 # src is the caller's, rel for it
+bench_rxe_host() {
+	local need lib libs
+
+	build=$(cd "$1" && pwd)
+	shift
+	case $build/ in
+	"$src"/*) rel=${build#"$src"/} ;;
+	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
+	esac
+	lab=$src/tests/rxe/lab/guest
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
+	for need in "$@"; do
+		[ -e "$build/$need" ] || { echo "no $need in $build" >&2; exit 2; }
+	done
+	"$lab" deps
+	"$lab" image >/dev/null
+	libs=$build/rxe-libs
+	rm -rf "$libs"
+	mkdir -p "$libs"
+	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
+		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
+		cp -L "$lib" "$libs/"
+	done
+}
+
+# bench_rxe_guest BUILD: in the guest: sets BUILD (inside src where
+# relative), MESHPERF, PLUGIN and LOGDIR (a new folder), and
+# LD_LIBRARY_PATH to what bench_rxe_host copied where the plugin misses a
+# library.
+# shellcheck disable=SC2034,SC2154 # src is the caller's, the rest for it
+bench_rxe_guest() {
+	case $1 in
+	/*) BUILD=$1 ;;
+	*) BUILD=$src/$1 ;;
+	esac
+	MESHPERF=$BUILD/tools/meshperf/meshperf
+	PLUGIN=$BUILD/core/libnccl-net-mesh.so
+	LOGDIR=$(mktemp -d)
+	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
+		export LD_LIBRARY_PATH=$BUILD/rxe-libs
+	fi
+}
+
+# bench_rxe_parts ROUNDS PARTS KNOWN...: for each word PART of PARTS in
+# turn, PART_rounds ROUNDS; returns 2 on a PART not among KNOWN.
+bench_rxe_parts() {
+	local rounds=$1 parts=$2 part known
+
+	shift 2
+	printf -v known '%s, ' "$@"
+	for part in $parts; do
+		case " $* " in
+		*" $part "*) "${part}_rounds" "$rounds" ;;
+		*) echo "unknown part $part (${known%, })" >&2; return 2 ;;
+		esac
+	done
+}
+
+# bench_rxe_main ARGS...: a benchmark's entry.  With --in-guest BUILD
+# [ROUNDS], guest_main BUILD ROUNDS (default 5), the caller having sourced
+# what it needs of tests/rxe; else host_main ARGS.
+bench_rxe_main() {
+	if [ "${1:-}" = --in-guest ]; then
+		guest_main "$2" "${3:-5}"
+	else
+		host_main "$@"
+	fi
+}

@@ -22,50 +22,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-
-# --------------------------------------------------------------- host
-
-host_main() {
-	local build rel rounds lab libs lib
-
-	build=$(cd "${1:-build}" && pwd)
-	rounds=${2:-5}
-	case $build/ in
-	"$src"/*) rel=${build#"$src"/} ;;
-	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
-	esac
-	lab=$src/tests/rxe/lab/guest
-	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
-	[ -e "$build/modules/ib-fabric/mesh-ib-fabric.so" ] ||
-		{ echo "no ib-fabric module in $build" >&2; exit 2; }
-	"$lab" deps
-	"$lab" image >/dev/null
-	# libraries whose soname the guest lacks travel with the build
-	libs=$build/rxe-libs
-	rm -rf "$libs"
-	mkdir -p "$libs"
-	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
-		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
-		cp -L "$lib" "$libs/"
-	done
-	"$lab" run -t 1800 -- \
-		"env PARTS='${PARTS:-bw lat}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
-MESHPERF_ENV='${MESHPERF_ENV:-}' bash tests/bench/rxe-ib.sh --in-guest '$rel' $rounds"
-}
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
 
 # -------------------------------------------------------------- guest
-
-# size_bytes 1M -> 1048576
-size_bytes() {
-	local n=${1%[KkMmGg]}
-
-	case ${1: -1} in
-	K|k) echo $((n << 10)) ;;
-	M|m) echo $((n << 20)) ;;
-	G|g) echo $((n << 30)) ;;
-	*) echo "$1" ;;
-	esac
-}
 
 # perf TOOL FIELD ARGS...: one perftest run rxn1 -> rxn2 over rxe12/rxe21;
 # prints column FIELD of its result line.
@@ -109,7 +69,7 @@ bw_rounds() {
 	local rounds=$1 msg bytes iters r v
 
 	msg=${MSG:-1M}
-	bytes=$(size_bytes "$msg")
+	bytes=$(bench_size_bytes "$msg")
 	iters=$(( (${BW_MIB:-192} << 20) / bytes ))
 	[ "$iters" -ge 8 ] || iters=8
 	echo "bandwidth: $rounds rounds, $msg messages, $iters per run, rxe12 -> rxe21"
@@ -170,19 +130,10 @@ lat_rounds() {
 }
 
 guest_main() {
-	local build=$1 rounds=$2 part
+	local rounds=$2
 
-	case $build in
-	/*) BUILD=$build ;;
-	*) BUILD=$src/$build ;;
-	esac
-	MESHPERF=$BUILD/tools/meshperf/meshperf
-	PLUGIN=$BUILD/core/libnccl-net-mesh.so
+	bench_rxe_guest "$1"
 	MODULE_PATH=$BUILD/modules/ib-fabric
-	LOGDIR=$(mktemp -d)
-	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
-		export LD_LIBRARY_PATH=$BUILD/rxe-libs
-	fi
 	# host names rxn1x/rxn2x: only the device differs, given here
 	CONF=$LOGDIR/bench.conf
 	cat >"$CONF" <<-EOF
@@ -197,21 +148,19 @@ guest_main() {
 	rxnet_up 2
 	GID1=$(rxe_gid_index rxe12)
 	GID2=$(rxe_gid_index rxe21)
-	for part in ${PARTS:-bw lat}; do
-		case $part in
-		bw) bw_rounds "$rounds" ;;
-		lat) lat_rounds "$rounds" ;;
-		*) echo "unknown part $part (bw, lat)" >&2; return 2 ;;
-		esac
-	done
+	bench_rxe_parts "$rounds" "${PARTS:-bw lat}" bw lat
 }
 
-if [ "${1:-}" = --in-guest ]; then
-	# shellcheck source=tests/rxe/lib.sh
-	. "$src/tests/rxe/lib.sh"
-	# shellcheck source=tests/rxe/net.sh
-	. "$src/tests/rxe/net.sh"
-	guest_main "$2" "${3:-5}"
-else
-	host_main "$@"
-fi
+# --------------------------------------------------------------- host
+
+host_main() {
+	bench_rxe_host "${1:-build}" modules/ib-fabric/mesh-ib-fabric.so
+	"$lab" run -t 1800 -- \
+		"env PARTS='${PARTS:-bw lat}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-192} LAT_ITERS=${LAT_ITERS:-1000} \
+MESHPERF_ENV='${MESHPERF_ENV:-}' bash tests/bench/rxe-ib.sh --in-guest '$rel' ${2:-5}"
+}
+
+# in the guest: tests/rxe/net.sh, which sources what it needs of tests/rxe
+# shellcheck source=tests/rxe/net.sh
+[ "${1:-}" != --in-guest ] || . "$src/tests/rxe/net.sh"
+bench_rxe_main "$@"

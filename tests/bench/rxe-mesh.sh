@@ -26,47 +26,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-
-# --------------------------------------------------------------- host
-
-host_main() {
-	local build rel rounds lab libs lib
-
-	build=$(cd "${1:-build}" && pwd)
-	rounds=${2:-5}
-	case $build/ in
-	"$src"/*) rel=${build#"$src"/} ;;
-	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
-	esac
-	lab=$src/tests/rxe/lab/guest
-	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
-	[ -e "$build/modules/rdma-mesh/mesh-rdma-mesh.so" ] ||
-		{ echo "no rdma-mesh module in $build" >&2; exit 2; }
-	"$lab" deps
-	"$lab" image >/dev/null
-	libs=$build/rxe-libs
-	rm -rf "$libs"
-	mkdir -p "$libs"
-	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
-		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
-		cp -L "$lib" "$libs/"
-	done
-	"$lab" run -t 1800 -- \
-		"env PARTS='${PARTS:-links stripe}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-128} \
-RATE=${RATE:-100mbit} bash tests/bench/rxe-mesh.sh --in-guest '$rel' $rounds"
-}
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
 
 # -------------------------------------------------------------- guest
-
-size_bytes() {
-	local n=${1%[KkMmGg]}
-
-	case ${1: -1} in
-	K|k) echo $((n << 10)) ;;
-	M|m) echo $((n << 20)) ;;
-	*) echo "$1" ;;
-	esac
-}
 
 # write_bw I J: one ib_write_bw run over cable I-J, node I -> node J;
 # prints Gb/s.
@@ -171,20 +134,11 @@ stripe_rounds() {
 }
 
 guest_main() {
-	local build=$1 rounds=$2 part
+	local rounds=$2
 
-	case $build in
-	/*) BUILD=$build ;;
-	*) BUILD=$src/$build ;;
-	esac
-	MESHPERF=$BUILD/tools/meshperf/meshperf
-	PLUGIN=$BUILD/core/libnccl-net-mesh.so
-	LOGDIR=$(mktemp -d)
-	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
-		export LD_LIBRARY_PATH=$BUILD/rxe-libs
-	fi
+	bench_rxe_guest "$1"
 	export BUILD MESHPERF PLUGIN LOGDIR
-	BYTES=$(size_bytes "$MSG")
+	BYTES=$(bench_size_bytes "$MSG")
 	ITERS=$(( (BW_MIB << 20) / BYTES ))
 	[ "$ITERS" -ge 8 ] || ITERS=8
 	# the lab's triangle hosts, plus one1/one2: nodes 1 and 2 on cable
@@ -197,21 +151,19 @@ guest_main() {
 	export MESH_CONF
 	trap 'rxe_cleanup; mesh_cleanup; rm -rf "$LOGDIR"' EXIT
 	mesh_triangle_ensure
-	for part in ${PARTS:-links stripe}; do
-		case $part in
-		links) links_rounds "$rounds" ;;
-		stripe) stripe_rounds "$rounds" ;;
-		*) echo "unknown part $part (links, stripe)" >&2; return 2 ;;
-		esac
-	done
+	bench_rxe_parts "$rounds" "${PARTS:-links stripe}" links stripe
 }
 
-if [ "${1:-}" = --in-guest ]; then
-	# shellcheck source=tests/rxe/lib.sh
-	. "$src/tests/rxe/lib.sh"
-	# shellcheck source=tests/rxe/mesh.sh
-	. "$src/tests/rxe/mesh.sh"
-	guest_main "$2" "${3:-5}"
-else
-	host_main "$@"
-fi
+# --------------------------------------------------------------- host
+
+host_main() {
+	bench_rxe_host "${1:-build}" modules/rdma-mesh/mesh-rdma-mesh.so
+	"$lab" run -t 1800 -- \
+		"env PARTS='${PARTS:-links stripe}' MSG=${MSG:-1M} BW_MIB=${BW_MIB:-128} \
+RATE=${RATE:-100mbit} bash tests/bench/rxe-mesh.sh --in-guest '$rel' ${2:-5}"
+}
+
+# in the guest: tests/rxe/mesh.sh, which sources what it needs of tests/rxe
+# shellcheck source=tests/rxe/mesh.sh
+[ "${1:-}" != --in-guest ] || . "$src/tests/rxe/mesh.sh"
+bench_rxe_main "$@"

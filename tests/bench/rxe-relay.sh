@@ -32,51 +32,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-
-# --------------------------------------------------------------- host
-
-host_main() {
-	local build rel rounds lab libs lib
-
-	build=$(cd "${1:-build}" && pwd)
-	rounds=${2:-5}
-	case $build/ in
-	"$src"/*) rel=${build#"$src"/} ;;
-	*) echo "the build directory must be inside $src" >&2; exit 2 ;;
-	esac
-	lab=$src/tests/rxe/lab/guest
-	[ "$(id -u)" -eq 0 ] || { echo "needs root (qemu guest)" >&2; exit 2; }
-	if ! [ -e "$build/modules/rdma-mesh/mesh-rdma-mesh.so" ] ||
-	   ! [ -x "$build/tools/meshrelay/meshrelay" ]; then
-		echo "no rdma-mesh module or meshrelay in $build" >&2
-		exit 2
-	fi
-	"$lab" deps
-	"$lab" image >/dev/null
-	libs=$build/rxe-libs
-	rm -rf "$libs"
-	mkdir -p "$libs"
-	for lib in $(ldd "$build/core/libnccl-net-mesh.so" |
-		     awk '$1 ~ /^libconfig\.so/ && $3 ~ /^\// { print $3 }'); do
-		cp -L "$lib" "$libs/"
-	done
-	"$lab" run -t 2400 -- \
-		"env RATE=${RATE:-auto} MSG=${MSG:-4M} BW_MIB=${BW_MIB:-64} \
-LAT_ITERS=${LAT_ITERS:-1000} CAL_ROUNDS=${CAL_ROUNDS:-3} \
-bash tests/bench/rxe-relay.sh --in-guest '$rel' $rounds"
-}
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
 
 # -------------------------------------------------------------- guest
-
-size_bytes() {
-	local n=${1%[KkMmGg]}
-
-	case ${1: -1} in
-	K|k) echo $((n << 10)) ;;
-	M|m) echo $((n << 20)) ;;
-	*) echo "$1" ;;
-	esac
-}
 
 # run TAG I J FIELD [args]: one meshperf run, node I -> node J, over the
 # management network; prints FIELD of the result.  A run from 1 to 3
@@ -85,7 +44,7 @@ run() {
 	local tag=$1 i=$2 j=$3 field=$4 rc=0 size
 
 	shift 4
-	size=$(size_bytes "${*: -1}")
+	size=$(bench_size_bytes "${*: -1}")
 	RUNS=$((RUNS + 1))
 	tag=$tag-$RUNS
 	relay_pair_start "$tag" "$i" "$j" $((19000 + RUNS % 500)) \
@@ -144,20 +103,11 @@ verdict() {
 }
 
 guest_main() {
-	local build=$1 rounds=$2 r v cal rate run what to how unit
+	local rounds=$2 r v cal rate run what to how unit
 
-	case $build in
-	/*) BUILD=$build ;;
-	*) BUILD=$src/$build ;;
-	esac
-	MESHPERF=$BUILD/tools/meshperf/meshperf
-	PLUGIN=$BUILD/core/libnccl-net-mesh.so
-	LOGDIR=$(mktemp -d)
-	if [ -d "$BUILD/rxe-libs" ] && ldd "$PLUGIN" | grep -q 'not found'; then
-		export LD_LIBRARY_PATH=$BUILD/rxe-libs
-	fi
+	bench_rxe_guest "$1"
 	export BUILD MESHPERF PLUGIN LOGDIR
-	BYTES=$(size_bytes "$MSG")
+	BYTES=$(bench_size_bytes "$MSG")
 	ITERS=$(((BW_MIB << 20) / BYTES))
 	[ "$ITERS" -ge 8 ] || ITERS=8
 	RUNS=0
@@ -171,6 +121,7 @@ guest_main() {
 	    -e 's/{ match = "n1"; relay: { name = "n1";/& routes = [ "10.77.34.3 via n2" ];/' \
 	    -e 's/{ match = "n3"; relay: { name = "n3";/& routes = [ "10.77.14.1 via n2" ];/' \
 		"$src/tests/rxe/relay-ring.conf" >"$RELAY_CONF"
+	# shellcheck disable=SC2034 # read by tests/rxe/relay.sh
 	MESH_CONF=$RELAY_CONF
 	relay_start bench >&2
 
@@ -183,6 +134,7 @@ guest_main() {
 	v=$(bw 1 3)
 	echo "  unshaped relayed n1 -> n2 -> n3: $v Gb/s (the CPUs carry each byte twice)"
 	cal=$(median <"$LOGDIR/cal.direct")
+	# shellcheck disable=SC2153 # RATE comes from host_main
 	rate=$RATE
 	if [ "$rate" = auto ]; then
 		rate=$(awk -v c="$cal" 'BEGIN { r = int(c * 1000 / 4 / 10) * 10; print (r < 10 ? 10 : r) "mbit" }')
@@ -211,12 +163,18 @@ guest_main() {
 		2.5 us lower
 }
 
-if [ "${1:-}" = --in-guest ]; then
-	# shellcheck source=tests/rxe/lib.sh
-	. "$src/tests/rxe/lib.sh"
-	# shellcheck source=tests/rxe/relay.sh
-	. "$src/tests/rxe/relay.sh"
-	guest_main "$2" "${3:-5}"
-else
-	host_main "$@"
-fi
+# --------------------------------------------------------------- host
+
+host_main() {
+	bench_rxe_host "${1:-build}" modules/rdma-mesh/mesh-rdma-mesh.so \
+		tools/meshrelay/meshrelay
+	"$lab" run -t 2400 -- \
+		"env RATE=${RATE:-auto} MSG=${MSG:-4M} BW_MIB=${BW_MIB:-64} \
+LAT_ITERS=${LAT_ITERS:-1000} CAL_ROUNDS=${CAL_ROUNDS:-3} \
+bash tests/bench/rxe-relay.sh --in-guest '$rel' ${2:-5}"
+}
+
+# in the guest: tests/rxe/relay.sh, which sources what it needs of tests/rxe
+# shellcheck source=tests/rxe/relay.sh
+[ "${1:-}" != --in-guest ] || . "$src/tests/rxe/relay.sh"
+bench_rxe_main "$@"
