@@ -17,13 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
-CONF=$here/nat.conf
-
-netns_init
-xdc_topology
+xdc_scenario "$here/nat.conf" "$@"
 
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key-a"

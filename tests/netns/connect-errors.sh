@@ -22,9 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
+netns_scenario "$@"
 PORT=40000
 WRONG=$((PORT + 5))	# advertise_port_offset below
 

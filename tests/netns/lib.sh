@@ -123,6 +123,15 @@ netns_init() {
 	command -v tc >/dev/null || netns_skip "no tc (iproute2)"
 }
 
+# netns_scenario MESHPERF PLUGIN MODULE_DIR: the arguments a scenario
+# script takes first (usage: NAME.sh MESHPERF PLUGIN MODULE_DIR ...), set
+# as the meshperf helpers below want them.
+netns_scenario() {
+	MESHPERF=$1
+	PLUGIN=$2
+	MODULE_DIR=$3
+}
+
 # netns_add NAME...: new namespaces with loopback up.
 netns_add() {
 	local name
@@ -329,6 +338,17 @@ xdc_topology() {
 	xdc_router rb 2 "${XDC_EXT[rb]}" "${XDC_EXT[ra]}" b1 b2
 	netns_shape ra ext "$XDC_RATE" "$XDC_DELAY"
 	netns_shape rb ext "$XDC_RATE" "$XDC_DELAY"
+}
+
+# xdc_scenario CONF MESHPERF PLUGIN MODULE_DIR: a scenario on the two-DC
+# topology with the plugin config CONF: the arguments and CONF set, SKIP
+# where it cannot run (netns_init), the topology built.
+xdc_scenario() {
+	CONF=$1
+	shift
+	netns_scenario "$@"
+	netns_init
+	xdc_topology
 }
 
 # Packets dropped by a router's firewall rules for new inbound connections.

@@ -13,14 +13,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
-CONF=$here/nat-missing.conf
+xdc_scenario "$here/nat-missing.conf" "$@"
 timeout_ms=3000
-
-netns_init
-xdc_topology
 
 args=(--json --verbose --timeout 20 --sizes '0,1M' --budget 4M --mem 16M
       --iters 20 --lat-max 0)

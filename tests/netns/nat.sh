@@ -17,13 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
-CONF=$here/nat.conf
-
-netns_init
-xdc_topology
+xdc_scenario "$here/nat.conf" "$@"
 
 # listen ports of the plugin: 40000-40007 inside, a block outside
 int_ports='4000[0-7]'

@@ -18,13 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
-CONF=$here/nat.conf
-
-netns_init
-xdc_topology
+xdc_scenario "$here/nat.conf" "$@"
 
 # hold PORT... in HOST: listen and answer every connection with the
 # address it came from, so a test sees what the NAT did

@@ -20,11 +20,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
 build=$3
+netns_scenario "$1" "$2" "$build/modules/tcp-xdc:$build/modules/relay"
 MESHRELAY=$build/tools/meshrelay/meshrelay
-MODULE_DIR=$build/modules/tcp-xdc:$build/modules/relay
 CONF=$here/relay.conf
 
 [ -f "$build/modules/relay/mesh-relay.so" ] ||

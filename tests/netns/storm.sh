@@ -25,9 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
+netns_scenario "$@"
 STORM_S=${4:-5}
 STORM_RATE=${5:-1000}
 STORM_HOLD_S=${6:-40}

@@ -35,9 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
 
-MESHPERF=$1
-PLUGIN=$2
-MODULE_DIR=$3
+netns_scenario "$@"
 IP_C=10.79.0.1
 IP_S=10.79.0.2
 BOOT=40009
