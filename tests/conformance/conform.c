@@ -18,18 +18,10 @@
 
 #include "conform.h"
 
-/* ---- what the shared meshperf files expect from their program ---- */
+/* ---- the log handed to netdrive (tools/netdrive) and the plugin ---- */
 
 static int conf_verbose;
 static int conf_rank = -1;
-
-double perf_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void vlog(const char *level, const char *fmt, va_list ap)
 {
@@ -44,8 +36,8 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	fprintf(stderr, "rank %d %s %s\n", conf_rank, level, msg);
 }
 
-void perf_logger(ncclDebugLogLevel level, unsigned long flags,
-		 const char *file, int line, const char *fmt, ...)
+static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
+			  const char *file, int line, const char *fmt, ...)
 {
 	const char *name = "WARN";
 	va_list ap;
@@ -69,25 +61,21 @@ void perf_logger(ncclDebugLogLevel level, unsigned long flags,
 	va_end(ap);
 }
 
-void perf_err(const char *fmt, ...)
+/* perf_err, perf_warn and perf_info */
+static void netdrive_log(enum perf_log_level level, const char *fmt,
+			 va_list ap)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog("error:", fmt, ap);
-	va_end(ap);
-}
-
-void perf_info(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (conf_verbose < 1)
+	if (level == PERF_LOG_INFO && conf_verbose < 1)
 		return;
-	va_start(ap, fmt);
-	vlog("info:", fmt, ap);
-	va_end(ap);
+	vlog(level == PERF_LOG_ERROR ? "error:" :
+	     level == PERF_LOG_WARN ? "warning:" : "info:", fmt, ap);
 }
+
+/* The clock stays netdrive's; no benchmark runs, so no watchdog_kick. */
+static const struct perf_hooks conf_hooks = {
+	.vlog = netdrive_log,
+	.plugin_logger = plugin_logger,
+};
 
 /* ---- reporting and the watchdog ---- */
 
@@ -610,6 +598,7 @@ int main(int argc, char **argv)
 	bool list = false;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	perf_hooks_set(&conf_hooks);
 	parse_args(&o, argc, argv, &list);
 	conf_verbose = o.verbose;
 	if (list) {

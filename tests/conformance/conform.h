@@ -2,9 +2,9 @@
 /*
  * nccl-conform: two processes drive an NCCL net plugin through the
  * behaviours NCCL relies on, one named test at a time, each repeated in a
- * loop so that races show.  The plugin is reached through meshperf's ABI
+ * loop so that races show.  The plugin is reached through netdrive's ABI
  * adapters (any plugin exporting ncclNetPlugin_v8..v12) and the two ranks
- * meet over meshperf's TCP bootstrap channel.
+ * meet over netdrive's TCP bootstrap channel.
  *
  * Every failure prints one "FAIL <test> loop <n> rank <r>: ..." line that
  * says what was expected and what happened, and ends the process; the peer
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "meshperf.h"
+#include "netdrive.h"
 
 #define CONF_MAX_GROUP 8
 #define CONF_MAX_REQS (NCCL_NET_MAX_REQUESTS * CONF_MAX_GROUP)

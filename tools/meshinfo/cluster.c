@@ -15,7 +15,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -101,8 +100,8 @@ static void vlog(char level, const char *name, bool print, const char *fmt,
 
 /* The logger handed to the plugin: NCCL_DEBUG has no say, every INFO
  * line reaches us, and the report carries what matters. */
-void perf_logger(ncclDebugLogLevel level, unsigned long flags,
-		 const char *file, int line, const char *fmt, ...)
+static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
+			  const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -119,45 +118,23 @@ void perf_logger(ncclDebugLogLevel level, unsigned long flags,
 	va_end(ap);
 }
 
-void perf_err(const char *fmt, ...)
+/* perf_err, perf_warn and perf_info, netdrive's own and ours */
+static void netdrive_log(enum perf_log_level level, const char *fmt,
+			 va_list ap)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog('W', "ERROR", true, fmt, ap);
-	va_end(ap);
+	if (level == PERF_LOG_INFO)
+		vlog('I', "INFO", cl_verbose > 0, fmt, ap);
+	else
+		vlog('W', level == PERF_LOG_ERROR ? "ERROR" : "WARN", true,
+		     fmt, ap);
 }
 
-void perf_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog('W', "WARN", true, fmt, ap);
-	va_end(ap);
-}
-
-void perf_info(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog('I', "INFO", cl_verbose > 0, fmt, ap);
-	va_end(ap);
-}
-
-double perf_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Every step is bounded by its own timeouts, no watchdog is armed. */
-void perf_watchdog_kick(void)
-{
-}
+/* The clock stays netdrive's, and no watchdog is armed: every step is
+ * bounded by its own timeouts. */
+static const struct perf_hooks cl_hooks = {
+	.vlog = netdrive_log,
+	.plugin_logger = plugin_logger,
+};
 
 /* ---- hashes ---- */
 
@@ -697,8 +674,10 @@ int meshinfo_cluster_main(int argc, char **argv)
 	static struct core_auth_key key;
 	struct cl_node node = { .o = &o };
 	struct cl_host me, *hosts = NULL;
-	int status = cl_parse_args(argc, argv, &o), *fds, rc = 0;
+	int status, *fds, rc = 0;
 
+	perf_hooks_set(&cl_hooks);
+	status = cl_parse_args(argc, argv, &o);
 	if (status >= 0)
 		return status;
 	cl_rank = o.rank;

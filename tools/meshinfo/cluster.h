@@ -25,7 +25,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #include "auth.h"
-#include "meshperf.h"
+#include "netdrive.h"
 
 #define CL_MAX_RAILS 16
 #define CL_MAX_RELAYS 8

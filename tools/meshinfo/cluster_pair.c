@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One host's side of one pair: the plugin driven through meshperf's ABI
+ * One host's side of one pair: the plugin driven through netdrive's ABI
  * adapters and benchmark, as NCCL's proxy drives it.  Each command of
  * rank 0 is one bounded step.  The plugin says which path a connection
  * took (MESH_CONN_INFO_SYMBOL); its own log lines, captured while a
@@ -85,7 +85,7 @@ void cl_node_stop(struct cl_node *n)
 	n->net_up = false;
 }
 
-/* ---- the parameters of meshperf's benchmark for one burst ---- */
+/* ---- the parameters of netdrive's benchmark for one burst ---- */
 
 static void burst_params(const struct cl_opts *o, uint64_t size,
 			 uint64_t iters, struct perf_params *p)

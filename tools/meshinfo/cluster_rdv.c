@@ -2,7 +2,7 @@
 /*
  * The rendezvous of meshinfo --cluster: where rank 0 listens, from the
  * arguments or the variables torchrun, Slurm, Open MPI and PMI set; the
- * star of control sockets around rank 0 (meshperf's bootstrap socket),
+ * star of control sockets around rank 0 (netdrive's bootstrap socket),
  * rank 0 greeting every connection at once, each with its own deadline;
  * and the messages on it (their bytes: cluster_wire.c).
  */
@@ -20,7 +20,7 @@
 
 #include "cluster.h"
 
-/* ---- messages: cluster_wire.c's bytes over meshperf's framing ---- */
+/* ---- messages: cluster_wire.c's bytes over netdrive's framing ---- */
 
 static int send_encoded(int fd, enum perf_msg type, int rc,
 			const uint8_t *msg, int timeout_s)

@@ -5,7 +5,7 @@
  * (commands, answers, a host's facts) and both ends of the rendezvous,
  * rank 0's greeting of one connection and a joining rank's side.
  *
- * Rendezvous (every message framed as meshperf's bootstrap frames them):
+ * Rendezvous (every message framed as netdrive's bootstrap frames them):
  *   joiner -> rank 0  HELLO  rdv message, data = the 40-byte hello:
  *                     proto | rank | size | flags (1: has a key) | 0
  *   rank 0 -> joiner  ANSWER rdv message: a status, and with a key the

@@ -24,14 +24,6 @@
 int perf_verbose;
 const char *perf_role = "meshperf";
 
-double perf_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- logging ---- */
 
 static void log_line(const char *level, const char *file, int line,
@@ -53,8 +45,8 @@ static void log_line(const char *level, const char *file, int line,
 }
 
 /* The logger handed to the plugin, in NCCL's signature. */
-void perf_logger(ncclDebugLogLevel level, unsigned long flags,
-		 const char *file, int line, const char *fmt, ...)
+static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
+			  const char *file, int line, const char *fmt, ...)
 {
 	const char *name;
 	va_list ap;
@@ -86,33 +78,14 @@ void perf_logger(ncclDebugLogLevel level, unsigned long flags,
 	va_end(ap);
 }
 
-void perf_err(const char *fmt, ...)
+/* perf_err, perf_warn and perf_info, netdrive's own and ours */
+static void netdrive_log(enum perf_log_level level, const char *fmt,
+			 va_list ap)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line("ERROR", NULL, 0, fmt, ap);
-	va_end(ap);
-}
-
-void perf_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line("WARN", NULL, 0, fmt, ap);
-	va_end(ap);
-}
-
-void perf_info(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (perf_verbose < 1)
+	if (level == PERF_LOG_INFO && perf_verbose < 1)
 		return;
-	va_start(ap, fmt);
-	log_line("INFO", NULL, 0, fmt, ap);
-	va_end(ap);
+	log_line(level == PERF_LOG_ERROR ? "ERROR" :
+		 level == PERF_LOG_WARN ? "WARN" : "INFO", NULL, 0, fmt, ap);
 }
 
 /* ---- watchdog: a plugin call that blocks must not hang us forever ---- */
@@ -144,8 +117,9 @@ void perf_watchdog(const char *phase, unsigned seconds)
 	alarm(seconds);
 }
 
-/* Progress pushes the deadline out; once a second is often enough. */
-void perf_watchdog_kick(void)
+/* The benchmark's progress pushes the deadline out; once a second is
+ * often enough. */
+static void watchdog_kick(void)
 {
 	double now = perf_now();
 
@@ -154,6 +128,13 @@ void perf_watchdog_kick(void)
 		alarm(watchdog_seconds);
 	}
 }
+
+/* The clock stays netdrive's. */
+static const struct perf_hooks meshperf_hooks = {
+	.vlog = netdrive_log,
+	.plugin_logger = plugin_logger,
+	.watchdog_kick = watchdog_kick,
+};
 
 /* ---- command line ---- */
 
@@ -672,6 +653,7 @@ int main(int argc, char **argv)
 	uint32_t cycle;
 	int fd, rc = 0;
 
+	perf_hooks_set(&meshperf_hooks);
 	if (parse_args(&o, argc, argv))
 		return 2;
 	perf_verbose = o.verbose;

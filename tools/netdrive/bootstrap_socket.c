@@ -3,7 +3,7 @@
  * The bootstrap channel between server and client: a TCP socket carrying
  * the listen handle, the agreed parameters, barriers and results, the part
  * NCCL's own bootstrap plays.  Every wait is bounded so a dead peer can
- * never hang meshperf.
+ * never hang the program.
  */
 #include <endian.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "meshperf.h"
+#include "netdrive.h"
 
 static int set_nonblock(int fd)
 {

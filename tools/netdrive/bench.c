@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meshperf.h"
+#include "netdrive.h"
 
 #define PERF_MIN_ITERS 2
 #define PERF_MIN_REGION 4096

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "meshperf.h"
+#include "netdrive.h"
 
 struct perf_proc perf_proc_max;
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "meshperf.h"
+#include "netdrive.h"
 
 static const int abi_probe_order[] = { 12, 11, 10, 9, 8 };
 
@@ -140,14 +140,14 @@ ncclResult_t perf_net_init(struct perf_net *net, uint64_t comm_id)
 	prof_event_count = 0;
 	switch (net->abi) {
 	case 8:
-		return net->api.v8->init(perf_logger);
+		return net->api.v8->init(perf_plugin_logger());
 	case 9:
-		return net->api.v9->init(perf_logger);
+		return net->api.v9->init(perf_plugin_logger());
 	case 10:
-		return net->api.v10->init(perf_logger, perf_profiler);
+		return net->api.v10->init(perf_plugin_logger(), perf_profiler);
 	default:
 		res = V11_LIKE(net, init, &net->ctx, comm_id, &config,
-			       perf_logger, perf_profiler);
+			       perf_plugin_logger(), perf_profiler);
 		net->ctx_valid = res == ncclSuccess;
 		/* a plugin that kept the pointer now reads garbage */
 		memset(&config, 0xa5, sizeof(config));
