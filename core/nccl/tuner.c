@@ -21,16 +21,6 @@
 #include "state.h"
 #include "tuner.h"
 
-const char *mesh_algo_name(enum mesh_algo algo)
-{
-	static const char *const names[MESH_ALGOS] = {
-		[MESH_ALGO_TREE] = "tree",
-		[MESH_ALGO_RING] = "ring",
-	};
-
-	return algo < MESH_ALGOS ? names[algo] : NULL;
-}
-
 /* "up to 64K: 2, tree up to 16K: 2" for the INFO line. */
 static void rules_text(const struct core_channel_rules *r, char *buf,
 		       size_t len)

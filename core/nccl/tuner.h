@@ -11,11 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The algorithm a channel rule is for (nccl_channels_by_size's prefix). */
-enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING, MESH_ALGOS };
-
-/* The prefix naming algo ("tree"); NULL for MESH_ALGO_ANY. */
-const char *mesh_algo_name(enum mesh_algo algo);
+#include "state.h"	/* enum mesh_algo: the rules' own, from the config */
 
 /*
  * A context for one communicator of nranks over nnodes.  It applies the

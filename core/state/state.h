@@ -15,7 +15,6 @@
 #include "handle.h"
 #include "loader.h"
 #include "params.h"
-#include "tuner.h"
 
 /* Where peers must dial us when they cannot reach us directly (NAT). */
 struct core_advertise {
@@ -26,6 +25,19 @@ struct core_advertise {
 	struct { uint16_t listen, external; } *ports;
 	bool local;		/* also our own addresses, after these */
 };
+
+/* The external port a peer dials for our listen port `port`: its
+ * advertise_ports entry, else port + advertise_port_offset.  May fall
+ * outside 1..65535; the config check and listen both refuse that. */
+int core_advertise_port(const struct core_advertise *adv, int port);
+
+/* The algorithm a channel rule is for (nccl_channels_by_size's prefix).
+ * The rules' parser (validate.c) owns the names; the tuner above reads
+ * them, so the state never reaches up into the tuner. */
+enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING, MESH_ALGOS };
+
+/* The prefix naming algo ("tree"); NULL for MESH_ALGO_ANY. */
+const char *mesh_algo_name(enum mesh_algo algo);
 
 /* One entry of nccl_channels_by_size: collectives NCCL runs with `algo`,
  * of more bytes than the entry before for that algorithm and at most

@@ -244,7 +244,7 @@ static int take_advertise(struct core_state *st)
 	return 0;
 }
 
-static int mapped_port(const struct core_advertise *adv, int port)
+int core_advertise_port(const struct core_advertise *adv, int port)
 {
 	for (int i = 0; i < adv->nports; i++)
 		if (adv->ports[i].listen == port)
@@ -286,7 +286,7 @@ static int check_advertise(struct core_state *st)
 		return -EINVAL;
 	}
 	for (int p = st->port_low; p && p <= st->port_high; p++) {
-		int ext = mapped_port(adv, p);
+		int ext = core_advertise_port(adv, p);
 
 		if (ext >= 1 && ext <= 65535)
 			continue;
@@ -310,6 +310,16 @@ static int load_key(struct core_state *st)
 		return 0;
 	core_config_value_error(st->cfg, NULL, v, "%s", why);
 	return -EINVAL;
+}
+
+const char *mesh_algo_name(enum mesh_algo algo)
+{
+	static const char *const names[MESH_ALGOS] = {
+		[MESH_ALGO_TREE] = "tree",
+		[MESH_ALGO_RING] = "ring",
+	};
+
+	return algo < MESH_ALGOS ? names[algo] : NULL;
 }
 
 /* An entry's algorithm prefix ("tree:"), stepped over; else ANY. */
