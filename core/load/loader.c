@@ -326,14 +326,41 @@ static int stub_describe(void *comm, struct mesh_conn_info *info)
 	return 0;
 }
 
-/* Reads member m only when the descriptor's size covers it. */
-#define OPTIONAL_OP(ops, d, m, stub) \
-	((ops)->m = MESH_MODULE_HAS(d, m) && (d)->m ? (d)->m : (stub))
+/* The descriptor's data members, before its operations. */
+#define DATA_MEMBERS(X) X(abi_version) X(size) X(name) X(version) X(params)
 
 /* The required operations, by name, for the refusal line. */
 #define REQUIRED_OPS(X) X(init) X(devices) X(get_properties) X(connect) \
 	X(accept) X(reg_mr) X(dereg_mr) X(isend) X(irecv) X(close_send)  \
 	X(close_recv)
+
+/* The optional ones: each has its stub_<member> above. */
+#define OPTIONAL_OPS(X) X(fini) X(abandon) X(reg_mr_dmabuf) X(iflush)   \
+	X(reach) X(check) X(start) X(route) X(route_abandon) X(routes_to) \
+	X(report) X(describe)
+
+/*
+ * The stubs as one descriptor, as rdma-core's dummy_ops.c: what a module
+ * leaves NULL, or predates, is taken from here, so call sites never test
+ * for NULL.  Naming stub_<member> makes a member listed without its stub
+ * an undeclared identifier.  And the lists above must add up to the whole
+ * descriptor (the members are all pointers or two uint32_t, so there is no
+ * padding to count): a member appended to struct mesh_module and listed in
+ * neither list fails the build here instead of reaching a call site as
+ * NULL.  A _Static_assert rather than a positional initializer under
+ * -Wmissing-field-initializers: it is an error, not a warning, whatever
+ * the warning flags of the build.
+ */
+#define STUB(m) .m = stub_##m,
+static const struct mesh_module stubs = { OPTIONAL_OPS(STUB) };
+#undef STUB
+
+#define MEMBER_SIZE(m) + sizeof(((struct mesh_module *)0)->m)
+_Static_assert(0 DATA_MEMBERS(MEMBER_SIZE) REQUIRED_OPS(MEMBER_SIZE)
+	       OPTIONAL_OPS(MEMBER_SIZE) == sizeof(struct mesh_module),
+	       "a member of struct mesh_module is in no list here: a new "
+	       "optional operation needs its stub and an OPTIONAL_OPS entry");
+#undef MEMBER_SIZE
 
 /* Room the required members take: a descriptor must hold them all. */
 #define REQUIRED_SIZE \
@@ -352,18 +379,10 @@ static int fill_ops(struct core_module *mod, const struct mesh_module *d)
 	}
 	REQUIRED_OPS(MISSING)
 #undef MISSING
-	OPTIONAL_OP(ops, d, fini, stub_fini);
-	OPTIONAL_OP(ops, d, abandon, stub_abandon);
-	OPTIONAL_OP(ops, d, reg_mr_dmabuf, stub_reg_mr_dmabuf);
-	OPTIONAL_OP(ops, d, iflush, stub_iflush);
-	OPTIONAL_OP(ops, d, reach, stub_reach);
-	OPTIONAL_OP(ops, d, check, stub_check);
-	OPTIONAL_OP(ops, d, start, stub_start);
-	OPTIONAL_OP(ops, d, route, stub_route);
-	OPTIONAL_OP(ops, d, route_abandon, stub_route_abandon);
-	OPTIONAL_OP(ops, d, routes_to, stub_routes_to);
-	OPTIONAL_OP(ops, d, report, stub_report);
-	OPTIONAL_OP(ops, d, describe, stub_describe);
+	/* A member is read only when the descriptor's size covers it. */
+#define OPTIONAL(m) ops->m = MESH_MODULE_HAS(d, m) && d->m ? d->m : stubs.m;
+	OPTIONAL_OPS(OPTIONAL)
+#undef OPTIONAL
 	mod->has_route = ops->route != stub_route;
 	/* Call sites see a descriptor of this core's ABI, all members set. */
 	ops->size = sizeof(*ops);
