@@ -14,10 +14,10 @@
 #include "verbs.h"
 #include "netaddr.h"
 
-const struct mesh_host *verbs_host;
+const struct mesh_host *vl_host;
 
 static const struct mesh_param ib_fabric_params[] = {
-	VERBS_PARAM_ROWS,
+	VL_PARAM_ROWS,
 	{ "gid_index", MESH_PARAM_INT, "-1", -1, 65535,
 	  "GID index for every port; -1 picks one per port." },
 	{ "gid_overrides", MESH_PARAM_LIST, "", 0, 0,
@@ -34,7 +34,7 @@ static const struct mesh_param ib_fabric_params[] = {
 /* ---- GID preferences ---- */
 
 static int prefs_from_params(const struct mesh_host *host,
-			     struct verbs_gid_prefs *prefs)
+			     struct vl_gid_prefs *prefs)
 {
 	const char *fam = host->param_str(host, "addr_family");
 	const char *range = host->param_str(host, "addr_range");
@@ -72,7 +72,7 @@ static int gid_override(const struct mesh_host *host, const char *dev, int port)
 	int n = host->param_list(host, "gid_overrides", &items);
 
 	for (int i = 0; i < n; i++) {
-		char name[VERBS_NAME_MAX];
+		char name[VL_NAME_MAX];
 		int p, idx, used = 0;
 
 		if (sscanf(items[i], "%63[^:]:%d=%d%n", name, &p, &idx,
@@ -91,14 +91,14 @@ static int gid_override(const struct mesh_host *host, const char *dev, int port)
 
 /* Every port the filter passes, with the configured GID preferences. */
 static int port_prefs(void *arg, const char *root, const char *dev, int port,
-		      struct verbs_gid_prefs *prefs)
+		      struct vl_gid_prefs *prefs)
 {
-	int ov = gid_override(verbs_host, dev, port);
+	int ov = gid_override(vl_host, dev, port);
 
 	(void)root;
 	if (ov < -1)
 		return ov;
-	*prefs = *(const struct verbs_gid_prefs *)arg;
+	*prefs = *(const struct vl_gid_prefs *)arg;
 	if (ov >= 0)
 		prefs->force_index = ov;
 	return 1;
@@ -106,14 +106,14 @@ static int port_prefs(void *arg, const char *root, const char *dev, int port,
 
 static int ib_fabric_init(const struct mesh_host *host, void **mctx)
 {
-	struct verbs_gid_prefs prefs;
-	struct verbs_ctx *ctx;
+	struct vl_gid_prefs prefs;
+	struct vl_ctx *ctx;
 	int ret;
 
-	verbs_host = host;
+	vl_host = host;
 	ret = prefs_from_params(host, &prefs);
 	if (!ret)
-		ret = verbs_ctx_open(host, port_prefs, &prefs, &ctx);
+		ret = vl_ctx_open(host, port_prefs, &prefs, &ctx);
 	if (ret)
 		return ret;
 	*mctx = ctx;
@@ -122,12 +122,12 @@ static int ib_fabric_init(const struct mesh_host *host, void **mctx)
 
 static void ib_fabric_fini(void *mctx)
 {
-	verbs_ctx_free(mctx);
+	vl_ctx_free(mctx);
 }
 
 static int ib_fabric_devices(void *mctx, int *ndev)
 {
-	struct verbs_ctx *ctx = mctx;
+	struct vl_ctx *ctx = mctx;
 
 	*ndev = ctx->ndevs;
 	return 0;
@@ -136,11 +136,11 @@ static int ib_fabric_devices(void *mctx, int *ndev)
 static int ib_fabric_get_properties(void *mctx, int dev,
 				    struct mesh_dev_props *props)
 {
-	struct verbs_ctx *ctx = mctx;
+	struct vl_ctx *ctx = mctx;
 
 	if (dev < 0 || dev >= ctx->ndevs)
 		return -EINVAL;
-	verbs_dev_props(ctx, &ctx->devs[dev], props);
+	vl_dev_props(ctx, &ctx->devs[dev], props);
 	return 0;
 }
 
@@ -149,18 +149,18 @@ static int ib_fabric_get_properties(void *mctx, int dev,
 static int ib_fabric_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 			     void **send_comm)
 {
-	struct verbs_ctx *ctx = mctx;
-	struct verbs_link_plan plan = { 0 };
+	struct vl_ctx *ctx = mctx;
+	struct vl_link_plan plan = { 0 };
 
 	*send_comm = NULL;
 	if (dev < 0 || dev >= ctx->ndevs)
 		return -EINVAL;
 	plan.dev = &ctx->devs[dev];
-	return verbs_connect_links(ctx, &plan, 1, ctrl, send_comm);
+	return vl_connect_links(ctx, &plan, 1, ctrl, send_comm);
 }
 
 static int accepting_dev(void *arg, const struct mesh_addr *target,
-			 struct verbs_dev **dev, char *why, size_t cap)
+			 struct vl_dev **dev, char *why, size_t cap)
 {
 	(void)target;
 	(void)why;
@@ -172,12 +172,12 @@ static int accepting_dev(void *arg, const struct mesh_addr *target,
 static int ib_fabric_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 			    void **recv_comm)
 {
-	struct verbs_ctx *ctx = mctx;
+	struct vl_ctx *ctx = mctx;
 
 	*recv_comm = NULL;
 	if (dev < 0 || dev >= ctx->ndevs)
 		return -EINVAL;
-	return verbs_accept_links(ctx, accepting_dev, &ctx->devs[dev], ctrl,
+	return vl_accept_links(ctx, accepting_dev, &ctx->devs[dev], ctrl,
 				  recv_comm);
 }
 
@@ -193,5 +193,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.get_properties = ib_fabric_get_properties,
 	.connect = ib_fabric_connect,
 	.accept = ib_fabric_accept,
-	VERBS_MODULE_DATA_PATH,
+	VL_MODULE_DATA_PATH,
 };

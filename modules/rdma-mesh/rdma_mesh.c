@@ -22,19 +22,19 @@
 #include "rdma_mesh_plan.h"
 #include "verbs.h"
 
-const struct mesh_host *verbs_host;
+const struct mesh_host *vl_host;
 
 static const struct mesh_param rdma_mesh_params[] = {
-	VERBS_PARAM_ROWS,
+	VL_PARAM_ROWS,
 	{ "speed_mbps", MESH_PARAM_INT, "0", 0, 10000000,
 	  "Speed reported to NCCL; 0: the fastest single cable (what one connection to one peer gets)." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
 struct rdma_mesh {
-	struct verbs_ctx *verbs;	/* devs[]: one per cable end */
+	struct vl_ctx *verbs;	/* devs[]: one per cable end */
 	struct rm_end ends[MESH_DEV_ADDRS_MAX];
-	struct verbs_dev *end_dev[MESH_DEV_ADDRS_MAX];
+	struct vl_dev *end_dev[MESH_DEV_ADDRS_MAX];
 	int nends;
 	int speed_mbps;
 	struct mesh_netif *ifs;		/* this namespace's, at init */
@@ -65,13 +65,13 @@ static const struct mesh_addr *netdev_ipv4(const struct rdma_mesh *m,
 /* A port is a cable end when its netdev is ours and has an address; its
  * GID is the RoCE v2 one of exactly that address. */
 static int port_is_cable(void *arg, const char *root, const char *dev,
-			 int port, struct verbs_gid_prefs *prefs)
+			 int port, struct vl_gid_prefs *prefs)
 {
 	const struct rdma_mesh *m = arg;
-	struct verbs_port_info pi;
+	struct vl_port_info pi;
 	const struct mesh_addr *a;
 
-	if (verbs_port_info(root, dev, port, &pi) < 0 || !pi.ethernet ||
+	if (vl_port_info(root, dev, port, &pi) < 0 || !pi.ethernet ||
 	    !pi.netdev[0])
 		return 0;
 	a = netdev_ipv4(m, pi.netdev);
@@ -89,11 +89,11 @@ static int port_is_cable(void *arg, const char *root, const char *dev,
 
 static void ends_fill(struct rdma_mesh *m)
 {
-	struct verbs_ctx *v = m->verbs;
+	struct vl_ctx *v = m->verbs;
 
 	m->nends = 0;
 	for (int i = 0; i < v->ndevs && m->nends < MESH_DEV_ADDRS_MAX; i++) {
-		struct verbs_dev *d = &v->devs[i];
+		struct vl_dev *d = &v->devs[i];
 
 		if (!d->naddrs || !d->addrs[0].prefix_len)
 			continue;
@@ -110,7 +110,7 @@ static void rdma_mesh_fini(void *mctx)
 
 	if (!m)
 		return;
-	verbs_ctx_free(m->verbs);
+	vl_ctx_free(m->verbs);
 	free(m->ifs);
 	free(m);
 }
@@ -120,13 +120,13 @@ static int rdma_mesh_init(const struct mesh_host *host, void **mctx)
 	struct rdma_mesh *m = calloc(1, sizeof(*m));
 	int ret;
 
-	verbs_host = host;
+	vl_host = host;
 	if (!m)
 		return -ENOMEM;
 	m->nifs = mesh_netif_list("", &m->ifs);
 	if (m->nifs < 0)
 		m->nifs = 0;
-	ret = verbs_ctx_open(host, port_is_cable, m, &m->verbs);
+	ret = vl_ctx_open(host, port_is_cable, m, &m->verbs);
 	if (!ret) {
 		ends_fill(m);
 		if (!m->nends) {
@@ -161,13 +161,13 @@ static int rdma_mesh_get_properties(void *mctx, int dev,
 
 	if (dev != 0)
 		return -EINVAL;
-	verbs_dev_props(m->verbs, m->end_dev[0], props);
+	vl_dev_props(m->verbs, m->end_dev[0], props);
 	props->naddrs = 0;
 	for (int e = 0; e < m->nends; e++) {
-		const struct verbs_dev *d = m->end_dev[e];
+		const struct vl_dev *d = m->end_dev[e];
 
-		if (verbs_port_speed_mbps(d) > fastest)
-			fastest = verbs_port_speed_mbps(d);
+		if (vl_port_speed_mbps(d) > fastest)
+			fastest = vl_port_speed_mbps(d);
 		if (!d->gpu)
 			props->ptr_support &= ~MESH_PTR_CUDA;
 		if (!d->dmabuf)
@@ -189,10 +189,10 @@ static int rdma_mesh_reach(void *mctx, int dev, const struct mesh_addr *peer,
 			   int npeer, char *why, size_t cap)
 {
 	const struct rdma_mesh *m = mctx;
-	struct rm_cable cables[VERBS_MAX_LINKS];
+	struct rm_cable cables[VL_MAX_LINKS];
 
 	(void)dev;
-	if (rm_plan(m->ends, m->nends, peer, npeer, cables, VERBS_MAX_LINKS))
+	if (rm_plan(m->ends, m->nends, peer, npeer, cables, VL_MAX_LINKS))
 		return 0;
 	rm_unreachable(m->ends, m->nends, peer, npeer, why, cap);
 	return -EHOSTUNREACH;
@@ -201,11 +201,11 @@ static int rdma_mesh_reach(void *mctx, int dev, const struct mesh_addr *peer,
 /* The cables to this peer, from its handle's addresses or, without them,
  * the address our control connection reached. */
 static int plan_cables(struct rdma_mesh *m, const struct mesh_ctrl *ctrl,
-		       struct verbs_link_plan *plan)
+		       struct vl_link_plan *plan)
 {
 	const struct mesh_addr *peer = ctrl->peer_addrs;
 	int npeer = ctrl->npeer_addrs;
-	struct rm_cable cables[VERBS_MAX_LINKS];
+	struct rm_cable cables[VL_MAX_LINKS];
 	char why[512];
 	int n;
 
@@ -213,7 +213,7 @@ static int plan_cables(struct rdma_mesh *m, const struct mesh_ctrl *ctrl,
 		peer = ctrl->remote;
 		npeer = 1;
 	}
-	n = rm_plan(m->ends, m->nends, peer, npeer, cables, VERBS_MAX_LINKS);
+	n = rm_plan(m->ends, m->nends, peer, npeer, cables, VL_MAX_LINKS);
 	if (!n) {
 		rm_unreachable(m->ends, m->nends, peer, npeer, why,
 			       sizeof(why));
@@ -231,7 +231,7 @@ static int rdma_mesh_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 			     void **send_comm)
 {
 	struct rdma_mesh *m = mctx;
-	struct verbs_link_plan plan[VERBS_MAX_LINKS];
+	struct vl_link_plan plan[VL_MAX_LINKS];
 	int n = 0;
 
 	*send_comm = NULL;
@@ -243,12 +243,12 @@ static int rdma_mesh_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		if (n < 0)
 			return n;
 	}
-	return verbs_connect_links(m->verbs, plan, n, ctrl, send_comm);
+	return vl_connect_links(m->verbs, plan, n, ctrl, send_comm);
 }
 
 /* The acceptor's end of the cable the connector named by our address. */
 static int cable_end_of(void *arg, const struct mesh_addr *target,
-			struct verbs_dev **dev, char *why, size_t cap)
+			struct vl_dev **dev, char *why, size_t cap)
 {
 	struct rdma_mesh *m = arg;
 	char t[64];
@@ -274,7 +274,7 @@ static int rdma_mesh_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	*recv_comm = NULL;
 	if (dev != 0)
 		return -EINVAL;
-	return verbs_accept_links(m->verbs, cable_end_of, m, ctrl, recv_comm);
+	return vl_accept_links(m->verbs, cable_end_of, m, ctrl, recv_comm);
 }
 
 MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
@@ -289,6 +289,6 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.get_properties = rdma_mesh_get_properties,
 	.connect = rdma_mesh_connect,
 	.accept = rdma_mesh_accept,
-	VERBS_MODULE_DATA_PATH,
+	VL_MODULE_DATA_PATH,
 	.reach = rdma_mesh_reach,
 };

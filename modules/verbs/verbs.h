@@ -2,7 +2,7 @@
 /*
  * The verbs layer shared by the RDMA modules (ib-fabric, rdma-mesh): devices,
  * memory registration, connection setup over the core's control channel and
- * the data path.  Each module links its own copy and sets verbs_host.
+ * the data path.  Each module links its own copy and sets vl_host.
  *
  * A connection runs over one or more links, each a device port (a cable);
  * its QPs are dealt round-robin over the links.
@@ -17,10 +17,10 @@
  * Eager path: when the receiver can copy (host memory only) and never
  * groups receives, messages up to eager_max bytes skip the FIFO.  The sender
  * writes them, behind a header with tag and size, into a ring of bounce
- * slots in the receiver's memory, slot = message number % VERBS_EAGER_SLOTS;
+ * slots in the receiver's memory, slot = message number % VL_EAGER_SLOTS;
  * the receiver copies them out when the matching receive is tested.  A
  * receive posted for at most eager_max bytes then costs no FIFO write: only
- * every VERBS_CREDIT_EVERY receives the receiver writes its count of posted
+ * every VL_CREDIT_EVERY receives the receiver writes its count of posted
  * receives (the credit) to the sender, which frees bounce slots.
  *
  * Close (verbs_close.c): a side that closes first drains its sends, then
@@ -30,7 +30,7 @@
  * writes as the end of the connection, not a failure; what it still waits
  * for fails with "closed by the peer".  A peer that dies writes no notice:
  * the survivor's writes (or the probe an idle comm sends every
- * VERBS_PROBE_MS) fail, and so does its test().
+ * VL_PROBE_MS) fail, and so does its test().
  */
 #ifndef MESH_VERBS_H
 #define MESH_VERBS_H
@@ -46,32 +46,32 @@
 
 #include "verbs_select.h"
 
-extern const struct mesh_host *verbs_host;
-#define MESH_LOG_HOST verbs_host
+extern const struct mesh_host *vl_host;
+#define MESH_LOG_HOST vl_host
 #include <nccl-mesh/log.h>
 
-#define VERBS_MAX_QPS 16
+#define VL_MAX_QPS 16
 /* Devices one connection may run over (cables to one peer). */
-#define VERBS_MAX_LINKS 4
+#define VL_MAX_LINKS 4
 /* NCCL_NET_MAX_REQUESTS and NCCL_NET_IB_MAX_RECVS. */
-#define VERBS_MAX_REQUESTS 32
-#define VERBS_MAX_RECVS 8
+#define VL_MAX_REQUESTS 32
+#define VL_MAX_RECVS 8
 /* Inline data asked of each QP (a FIFO slot of 8 receives fits). */
-#define VERBS_INLINE 256
+#define VL_INLINE 256
 /* Every this many FIFO writes one is signaled, so the send queue drains
  * without a completion per receive. */
 #define IB_FIFO_SIGNAL_EVERY 8
-#define VERBS_MAX_MESSAGE ((1ULL << 31) - 1)
+#define VL_MAX_MESSAGE ((1ULL << 31) - 1)
 /* Below this a message is not cut: a WR per QP costs more than it gains. */
-#define VERBS_MIN_PIECE (128U << 10)
+#define VL_MIN_PIECE (128U << 10)
 
 /* ---- the eager path ---- */
-#define VERBS_EAGER_MAX 1024	/* largest eager_max */
-#define VERBS_EAGER_SLOTS 64	/* bounce slots: two FIFOs' worth */
-#define VERBS_CREDIT_EVERY 16	/* receives posted per credit write */
+#define VL_EAGER_MAX 1024	/* largest eager_max */
+#define VL_EAGER_SLOTS 64	/* bounce slots: two FIFOs' worth */
+#define VL_CREDIT_EVERY 16	/* receives posted per credit write */
 /* Tests of a pending small receive before its credit goes out anyway: a
  * sender whose message is too big for it waits for that credit to fail. */
-#define VERBS_CREDIT_VALVE 1024
+#define VL_CREDIT_VALVE 1024
 
 struct ib_eager_hdr {
 	int32_t tag;
@@ -80,7 +80,7 @@ struct ib_eager_hdr {
 
 struct ib_eager_slot {
 	struct ib_eager_hdr hdr;
-	uint8_t data[VERBS_EAGER_MAX];
+	uint8_t data[VL_EAGER_MAX];
 };
 
 /* ---- immediate data: which buffer a piece filled ---- */
@@ -93,23 +93,23 @@ struct ib_eager_slot {
  * bounce slot in the size bits. */
 #define IB_IMM_ELEM_EAGER 7
 
-_Static_assert(VERBS_MAX_REQUESTS == 32, "5 slot bits");
-_Static_assert(VERBS_MAX_RECVS == 8, "3 element bits");
-_Static_assert(VERBS_MAX_QPS == 16, "4 piece bits");
+_Static_assert(VL_MAX_REQUESTS == 32, "5 slot bits");
+_Static_assert(VL_MAX_RECVS == 8, "3 element bits");
+_Static_assert(VL_MAX_QPS == 16, "4 piece bits");
 
 /* One posted buffer, as the receiver writes it into the sender's FIFO. */
 struct ib_fifo_elem {
 	uint64_t addr;
 	uint64_t size;
-	uint32_t rkey[VERBS_MAX_LINKS];	/* the buffer's key on each link */
+	uint32_t rkey[VL_MAX_LINKS];	/* the buffer's key on each link */
 	int32_t tag;
 	uint32_t nreqs;		/* buffers in this receive */
-	uint32_t check;		/* verbs_elem_check() of the rest */
+	uint32_t check;		/* vl_elem_check() of the rest */
 	uint32_t seq;		/* request number + 1: the slot is fresh */
 };
 
 struct ib_fifo_slot {
-	struct ib_fifo_elem e[VERBS_MAX_RECVS];
+	struct ib_fifo_elem e[VL_MAX_RECVS];
 };
 
 _Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
@@ -117,7 +117,7 @@ _Static_assert(sizeof(struct ib_fifo_elem) == 48, "FIFO element layout");
 /* The receiver's count of posted receives, as it writes it to the sender. */
 struct ib_credit {
 	uint64_t value;
-	uint64_t check;		/* verbs_credit_check(value) */
+	uint64_t check;		/* vl_credit_check(value) */
 };
 
 /*
@@ -127,7 +127,7 @@ struct ib_credit {
  * memory for a FIFO entry or a credit therefore trusts it only once its
  * check word matches the rest; a torn one simply reads as "not yet".
  */
-static inline uint64_t verbs_mix(uint64_t h, uint64_t v)
+static inline uint64_t vl_mix(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
 	h ^= h >> 31;
@@ -135,43 +135,43 @@ static inline uint64_t verbs_mix(uint64_t h, uint64_t v)
 	return h ^ (h >> 29);
 }
 
-static inline uint32_t verbs_elem_check(const volatile struct ib_fifo_elem *e)
+static inline uint32_t vl_elem_check(const volatile struct ib_fifo_elem *e)
 {
-	uint64_t h = verbs_mix(0x6e63636c6d657368ULL, e->addr);
+	uint64_t h = vl_mix(0x6e63636c6d657368ULL, e->addr);
 
-	h = verbs_mix(h, e->size);
-	for (int l = 0; l < VERBS_MAX_LINKS; l++)
-		h = verbs_mix(h, e->rkey[l]);
-	h = verbs_mix(h, (uint32_t)e->tag);
-	h = verbs_mix(h, (uint64_t)e->nreqs << 32 | e->seq);
+	h = vl_mix(h, e->size);
+	for (int l = 0; l < VL_MAX_LINKS; l++)
+		h = vl_mix(h, e->rkey[l]);
+	h = vl_mix(h, (uint32_t)e->tag);
+	h = vl_mix(h, (uint64_t)e->nreqs << 32 | e->seq);
 	return (uint32_t)(h ^ h >> 32);
 }
 
-static inline uint64_t verbs_credit_check(uint64_t value)
+static inline uint64_t vl_credit_check(uint64_t value)
 {
-	return ~verbs_mix(0x63726564697473ULL, value);
+	return ~vl_mix(0x63726564697473ULL, value);
 }
 
 /* ---- devices ---- */
 
 struct ib_mr_ent {
 	struct ib_mr_ent *next;
-	struct verbs_dev *dev;
+	struct vl_dev *dev;
 	uintptr_t start, end;	/* page-aligned range registered */
 	struct ibv_mr *mr;
 	int refs;
 	bool cached;
 };
 
-struct verbs_dev {
+struct vl_dev {
 	char name[MESH_NAME_MAX];	/* "rxe12" or "mlx5_0:1" */
-	char ibname[VERBS_NAME_MAX];
+	char ibname[VL_NAME_MAX];
 	int port;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_port_attr pattr;
-	struct verbs_port_info pinfo;
-	struct verbs_gid gid;
+	struct vl_port_info pinfo;
+	struct vl_gid gid;
 	int64_t fabric_id;
 	char pci_path[256];
 	uint64_t guid;
@@ -185,9 +185,9 @@ struct verbs_dev {
 	struct ib_mr_ent *mrs;
 };
 
-struct verbs_ctx {
+struct vl_ctx {
 	int ndevs;
-	struct verbs_dev *devs;
+	struct vl_dev *devs;
 	int nqps;
 	int timeout;
 	int retry_cnt;
@@ -200,10 +200,10 @@ struct verbs_ctx {
 };
 
 /* A registration: one region per link of the comm it was made on. */
-struct verbs_mh {
+struct vl_mh {
 	uintptr_t start, end;	/* the range asked for */
 	int n;
-	struct ib_mr_ent *ent[VERBS_MAX_LINKS];
+	struct ib_mr_ent *ent[VL_MAX_LINKS];
 };
 
 /* ---- connections ---- */
@@ -213,8 +213,8 @@ struct verbs_mh {
  * connecting side, the peer address whose device the acceptor must use
  * (family 0: the acceptor picks, as ib-fabric does).
  */
-struct verbs_link_plan {
-	struct verbs_dev *dev;
+struct vl_link_plan {
+	struct vl_dev *dev;
 	struct mesh_addr target;
 };
 
@@ -222,14 +222,14 @@ struct verbs_link_plan {
  * The acceptor's choice of local device for a link the connector asked
  * for; 0, or -errno with the reason in why.
  */
-typedef int (*verbs_resolve_fn)(void *arg, const struct mesh_addr *target,
-				struct verbs_dev **dev, char *why, size_t cap);
+typedef int (*vl_resolve_fn)(void *arg, const struct mesh_addr *target,
+				struct vl_dev **dev, char *why, size_t cap);
 
-struct verbs_comm;
+struct vl_comm;
 
 struct ib_send_req {
 	struct mesh_request base;
-	struct verbs_comm *comm;
+	struct vl_comm *comm;
 	bool in_use;
 	bool failed;		/* a completion error, or handed out failed */
 	int pieces;
@@ -239,19 +239,19 @@ struct ib_send_req {
 
 struct ib_recv_req {
 	struct mesh_request base;
-	struct verbs_comm *comm;
+	struct vl_comm *comm;
 	bool in_use;
 	bool failed;		/* handed out on a comm that had ended */
 	bool flush;		/* an iflush request */
 	bool flush_done;
 	int n;
-	int pieces[VERBS_MAX_RECVS];	/* expected, 0 until known */
-	int pieces_done[VERBS_MAX_RECVS];
-	uint32_t imm_size[VERBS_MAX_RECVS];
+	int pieces[VL_MAX_RECVS];	/* expected, 0 until known */
+	int pieces_done[VL_MAX_RECVS];
+	uint32_t imm_size[VL_MAX_RECVS];
 	unsigned int idle;	/* eager comms: tests while small and empty */
 };
 
-#define IB_SEND_REQS (VERBS_MAX_REQUESTS * VERBS_MAX_RECVS)
+#define IB_SEND_REQS (VL_MAX_REQUESTS * VL_MAX_RECVS)
 
 /*
  * Words each side's peer writes into on close and when probing: the
@@ -259,57 +259,57 @@ struct ib_recv_req {
  * sizes region, at the same offset on both sides.  src holds the magic
  * and is the source of both writes.
  */
-#define VERBS_CLOSE_MAGIC 0x434c4f5345440a00ULL	/* "CLOSED\n" */
-struct verbs_notice {
-	uint64_t closed;	/* VERBS_CLOSE_MAGIC once the peer closes */
+#define VL_CLOSE_MAGIC 0x434c4f5345440a00ULL	/* "CLOSED\n" */
+struct vl_notice {
+	uint64_t closed;	/* VL_CLOSE_MAGIC once the peer closes */
 	uint64_t probe;		/* target of liveness probes, never read */
-	uint64_t src;		/* VERBS_CLOSE_MAGIC */
+	uint64_t src;		/* VL_CLOSE_MAGIC */
 };
 
 /* wr_ids that are not a send request or a QP's receive. */
-#define VERBS_WR_FIFO (~0ULL)
-#define VERBS_WR_PROBE (~0ULL - 1)
-#define VERBS_WR_CLOSE (~0ULL - 2)
-#define VERBS_WR_FLUSH_BASE (1ULL << 32)
+#define VL_WR_FIFO (~0ULL)
+#define VL_WR_PROBE (~0ULL - 1)
+#define VL_WR_CLOSE (~0ULL - 2)
+#define VL_WR_FLUSH_BASE (1ULL << 32)
 
 /* An idle comm (requests waiting, no completion) probes its peer this
  * often: a dead peer fails the probe's write, a live one answers it. */
-#define VERBS_PROBE_MS 1000
+#define VL_PROBE_MS 1000
 /* A probe unanswered this long, with no completion at all, means the peer
  * is gone: longer than any one write takes on a slow link. */
-#define VERBS_PROBE_DEAD_MS 10000
+#define VL_PROBE_DEAD_MS 10000
 /* Empty polls between looks at the clock. */
-#define VERBS_PROBE_POLLS 256
+#define VL_PROBE_POLLS 256
 
 /* The receive-side's 64-bit sizes, written by the sender for big messages;
  * on the send side the sources of those writes and of eager headers.  An
  * eager receiver's bounce slots follow it. */
 struct ib_sizes {
-	uint64_t s[VERBS_MAX_REQUESTS][VERBS_MAX_RECVS];
+	uint64_t s[VL_MAX_REQUESTS][VL_MAX_RECVS];
 	struct ib_eager_hdr hdr[IB_SEND_REQS];
-	struct verbs_notice note;
+	struct vl_notice note;
 };
 
 /* The FIFO region: slots, then the credit word (on the send side written
  * by the peer, on the receive side the source of those writes). */
 struct ib_fifo {
-	struct ib_fifo_slot slot[VERBS_MAX_REQUESTS];
+	struct ib_fifo_slot slot[VL_MAX_REQUESTS];
 	struct ib_credit credit;
-	struct verbs_notice note;
+	struct vl_notice note;
 };
 
-struct verbs_comm {
-	struct verbs_ctx *ctx;
-	struct verbs_dev *dev;		/* links[0]: FIFO, flushes */
+struct vl_comm {
+	struct vl_ctx *ctx;
+	struct vl_dev *dev;		/* links[0]: FIFO, flushes */
 	int nlinks;
-	struct verbs_dev *links[VERBS_MAX_LINKS];
-	struct ibv_cq *cqs[VERBS_MAX_LINKS];
+	struct vl_dev *links[VL_MAX_LINKS];
+	struct ibv_cq *cqs[VL_MAX_LINKS];
 	bool is_send;
 	unsigned int id;
 	char peer[128];
 	int nqps;			/* QP q runs on link q % nlinks */
-	struct ibv_qp *qps[VERBS_MAX_QPS];
-	uint32_t psn[VERBS_MAX_QPS];
+	struct ibv_qp *qps[VL_MAX_QPS];
+	uint32_t psn[VL_MAX_QPS];
 	int sq_depth;
 	int rq_depth;
 	/*
@@ -318,17 +318,17 @@ struct verbs_comm {
 	 * sizes[] written by the peer.
 	 */
 	struct ib_fifo *fifo;
-	struct ibv_mr *fifo_mr[VERBS_MAX_LINKS];
+	struct ibv_mr *fifo_mr[VL_MAX_LINKS];
 	struct ib_sizes *sizes;
 	struct ib_eager_slot *bounce;	/* eager recv: after sizes */
 	uint32_t eager_max;	/* 0: no eager path on this comm */
-	struct ibv_mr *sizes_mr[VERBS_MAX_LINKS];
+	struct ibv_mr *sizes_mr[VL_MAX_LINKS];
 	uint64_t rem_addr;	/* the peer's FIFO (recv) or sizes (send) */
-	uint32_t rem_rkey[VERBS_MAX_LINKS];
+	uint32_t rem_rkey[VL_MAX_LINKS];
 	/* send */
 	uint64_t slot_seq;	/* FIFO slot being consumed */
 	uint64_t credit_seen;	/* the last whole credit the peer wrote */
-	uint8_t used[VERBS_MAX_RECVS];
+	uint8_t used[VL_MAX_RECVS];
 	int next_qp;
 	int next_sreq;
 	uint32_t max_msg;	/* largest single RDMA write */
@@ -338,13 +338,13 @@ struct verbs_comm {
 	uint64_t recv_seq;
 	uint64_t credit_sent;	/* receives posted as the peer knows */
 	unsigned int ctrl_writes;	/* FIFO and credit writes posted */
-	bool eager_in[VERBS_EAGER_SLOTS];	/* bounce slot filled */
-	struct ib_recv_req rreqs[VERBS_MAX_REQUESTS];
+	bool eager_in[VL_EAGER_SLOTS];	/* bounce slot filled */
+	struct ib_recv_req rreqs[VL_MAX_REQUESTS];
 	struct ibv_qp *flush_qp;	/* loopback QP for GPU flushes */
 	struct ibv_mr *flush_mr;
 	uint32_t flush_buf;
 	int next_flush;
-	struct ib_recv_req freqs[VERBS_MAX_REQUESTS];
+	struct ib_recv_req freqs[VL_MAX_REQUESTS];
 	/* close and liveness (verbs_close.c) */
 	bool peer_closed;	/* the peer's close notice is in */
 	uint64_t peer_closed_ns;	/* when we first saw it */
@@ -359,19 +359,19 @@ struct verbs_comm {
 	char errmsg[384];
 };
 
-static inline int verbs_qp_link(const struct verbs_comm *c, int qp)
+static inline int vl_qp_link(const struct vl_comm *c, int qp)
 {
 	return qp % c->nlinks;
 }
 
 /*
  * Parameters every module on this layer has; a module's table lists these
- * rows (VERBS_PARAM_ROWS) next to its own.
+ * rows (VL_PARAM_ROWS) next to its own.
  */
-#define VERBS_PARAM_ROWS \
+#define VL_PARAM_ROWS \
 	{ "hca", MESH_PARAM_STR, "", 0, 0, \
 	  "HCA ports to use, NCCL_IB_HCA syntax (prefix, '=' exact, '^' exclude, name:port[:fabricId]); empty uses all; order does not matter." }, \
-	{ "qps_per_conn", MESH_PARAM_INT, "2", 1, VERBS_MAX_QPS, \
+	{ "qps_per_conn", MESH_PARAM_INT, "2", 1, VL_MAX_QPS, \
 	  "Queue pairs per connection, dealt over its links; messages are spread over them." }, \
 	{ "timeout", MESH_PARAM_INT, "14", 1, 31, \
 	  "IB transport timeout exponent (4.096 us * 2^timeout)." }, \
@@ -381,9 +381,9 @@ static inline int verbs_qp_link(const struct verbs_comm *c, int qp)
 	  "IB service level." }, \
 	{ "traffic_class", MESH_PARAM_INT, "0", 0, 255, \
 	  "Traffic class (RoCE: DSCP << 2) of every packet." }, \
-	{ "max_recvs", MESH_PARAM_INT, "8", 1, VERBS_MAX_RECVS, \
+	{ "max_recvs", MESH_PARAM_INT, "8", 1, VL_MAX_RECVS, \
 	  "Grouped receives per irecv reported to NCCL." }, \
-	{ "eager_max", MESH_PARAM_INT, "1024", 0, VERBS_EAGER_MAX, \
+	{ "eager_max", MESH_PARAM_INT, "1024", 0, VL_EAGER_MAX, \
 	  "Messages up to this size skip the receive FIFO, copied through bounce buffers; only where receives are never grouped (max_recvs = 1) and in host memory (no GPU registration). 0: off." }, \
 	{ "mr_cache", MESH_PARAM_BOOL, "true", 0, 0, \
 	  "Reuse one memory region for registrations of the same range." }, \
@@ -394,89 +394,89 @@ static inline int verbs_qp_link(const struct verbs_comm *c, int qp)
  * A module's say on one port the hca filter let through: 1 to open it
  * with the GID preferences it fills in, 0 to skip it, -errno to fail init.
  */
-typedef int (*verbs_port_fn)(void *arg, const char *sysfs_root,
+typedef int (*vl_port_fn)(void *arg, const char *sysfs_root,
 			     const char *dev, int port,
-			     struct verbs_gid_prefs *prefs);
+			     struct vl_gid_prefs *prefs);
 
 /* verbs_ctx.c: -ENODEV (logged) when no port is usable. */
-int verbs_ctx_open(const struct mesh_host *host, verbs_port_fn choose,
-		   void *arg, struct verbs_ctx **out);
-void verbs_ctx_free(struct verbs_ctx *ctx);
+int vl_ctx_open(const struct mesh_host *host, vl_port_fn choose,
+		   void *arg, struct vl_ctx **out);
+void vl_ctx_free(struct vl_ctx *ctx);
 
 /* verbs_dev.c */
-int verbs_dev_open(const char *sysfs_root, struct ibv_device *ibdev, int port,
-		   const struct verbs_gid_prefs *prefs, struct verbs_dev *d);
-void verbs_dev_close(struct verbs_dev *d);
-int verbs_port_speed_mbps(const struct verbs_dev *d);
-void verbs_dev_props(const struct verbs_ctx *ctx, const struct verbs_dev *d,
+int vl_dev_open(const char *sysfs_root, struct ibv_device *ibdev, int port,
+		   const struct vl_gid_prefs *prefs, struct vl_dev *d);
+void vl_dev_close(struct vl_dev *d);
+int vl_port_speed_mbps(const struct vl_dev *d);
+void vl_dev_props(const struct vl_ctx *ctx, const struct vl_dev *d,
 		     struct mesh_dev_props *props);
-char *verbs_gid_str(const uint8_t raw[16], char *buf, size_t len);
-bool verbs_path_exists(const char *path);
+char *vl_gid_str(const uint8_t raw[16], char *buf, size_t len);
+bool vl_path_exists(const char *path);
 
 /* verbs_mr.c */
-int verbs_reg_mr(void *comm, void *data, size_t size, int type,
+int vl_reg_mr(void *comm, void *data, size_t size, int type,
 		 void **mhandle);
-int verbs_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+int vl_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 			uint64_t offset, int fd, void **mhandle);
-int verbs_dereg_mr(void *comm, void *mhandle);
+int vl_dereg_mr(void *comm, void *mhandle);
 
 /* verbs_conn.c: the setup state machines; call again while 0 and *comm is
  * NULL.  ctrl->module_state holds the progress. */
-int verbs_connect_links(struct verbs_ctx *ctx,
-			const struct verbs_link_plan *plan, int nlinks,
+int vl_connect_links(struct vl_ctx *ctx,
+			const struct vl_link_plan *plan, int nlinks,
 			struct mesh_ctrl *ctrl, void **send_comm);
-int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+int vl_accept_links(struct vl_ctx *ctx, vl_resolve_fn resolve,
 		       void *arg, struct mesh_ctrl *ctrl, void **recv_comm);
-void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl);
+void vl_abandon(void *mctx, struct mesh_ctrl *ctrl);
 
 /* verbs_comm.c */
 /* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection;
  * eager_max > 0 adds the bounce slots of an eager receiver. */
-struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
-				     struct verbs_dev *const *links,
+struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
+				     struct vl_dev *const *links,
 				     int nlinks, bool is_send, int nqps,
 				     uint32_t eager_max, const char *peer);
 /* One RC QP on link `link`, in INIT; lowers c->max_inline to what the
  * device grants. */
-struct ibv_qp *verbs_qp_create(struct verbs_comm *c, int link, int sq, int rq);
-void verbs_comm_free(struct verbs_comm *comm);
+struct ibv_qp *vl_qp_create(struct vl_comm *c, int link, int sq, int rq);
+void vl_comm_free(struct vl_comm *comm);
 
 /* verbs_close.c */
-uint64_t verbs_now_ns(void);
-bool verbs_peer_closed(struct verbs_comm *comm);
-bool verbs_send_orphaned(struct verbs_comm *comm);
-void verbs_idle(struct verbs_comm *comm);
-int verbs_close_comm(struct verbs_comm *comm);
+uint64_t vl_now_ns(void);
+bool vl_peer_closed(struct vl_comm *comm);
+bool vl_send_orphaned(struct vl_comm *comm);
+void vl_idle(struct vl_comm *comm);
+int vl_close_comm(struct vl_comm *comm);
 
 /* verbs_data.c */
-int verbs_comm_poll(struct verbs_comm *comm);
-int verbs_comm_fail(struct verbs_comm *c, int err, const char *fmt, ...)
+int vl_comm_poll(struct vl_comm *comm);
+int vl_comm_fail(struct vl_comm *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void verbs_comm_init_reqs(struct verbs_comm *comm);
-int verbs_post_recvs(struct verbs_comm *comm);
-int verbs_isend(void *send_comm, void *data, size_t size, int tag,
+void vl_comm_init_reqs(struct vl_comm *comm);
+int vl_post_recvs(struct vl_comm *comm);
+int vl_isend(void *send_comm, void *data, size_t size, int tag,
 		void *mhandle, void **request);
-int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+int vl_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		int *tags, void **mhandles, void **request);
-int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
+int vl_iflush(void *recv_comm, int n, void **data, int *sizes,
 		 void **mhandles, void **request);
-int verbs_close_send(void *send_comm);
-int verbs_close_recv(void *recv_comm);
+int vl_close_send(void *send_comm);
+int vl_close_recv(void *recv_comm);
 /* verbs_conn.c: the local device of each link, for tools */
-int verbs_describe(void *comm, struct mesh_conn_info *info);
+int vl_describe(void *comm, struct mesh_conn_info *info);
 
 /* The entries of a module descriptor that every verbs module shares: the
  * modules differ in devices and setup, never in the data path. */
-#define VERBS_MODULE_DATA_PATH                  \
-	.abandon = verbs_abandon,               \
-	.reg_mr = verbs_reg_mr,                 \
-	.reg_mr_dmabuf = verbs_reg_mr_dmabuf,   \
-	.dereg_mr = verbs_dereg_mr,             \
-	.isend = verbs_isend,                   \
-	.irecv = verbs_irecv,                   \
-	.iflush = verbs_iflush,                 \
-	.close_send = verbs_close_send,         \
-	.close_recv = verbs_close_recv,         \
-	.describe = verbs_describe
+#define VL_MODULE_DATA_PATH                  \
+	.abandon = vl_abandon,               \
+	.reg_mr = vl_reg_mr,                 \
+	.reg_mr_dmabuf = vl_reg_mr_dmabuf,   \
+	.dereg_mr = vl_dereg_mr,             \
+	.isend = vl_isend,                   \
+	.irecv = vl_irecv,                   \
+	.iflush = vl_iflush,                 \
+	.close_send = vl_close_send,         \
+	.close_recv = vl_close_recv,         \
+	.describe = vl_describe
 
 #endif

@@ -10,7 +10,7 @@
  *
  *   1. (sender) waits for its outstanding sends: a completed isend must
  *      arrive whole, and the notice below must come after every piece;
- *   2. RDMA-writes VERBS_CLOSE_MAGIC into the peer's notice word on QP 0,
+ *   2. RDMA-writes VL_CLOSE_MAGIC into the peer's notice word on QP 0,
  *      behind everything else it wrote there;
  *   3. waits until that write completes (the peer's HCA has it), the
  *      peer's own notice shows up (both closing), or a bound derived from
@@ -21,7 +21,7 @@
  * end of the connection.  A peer that dies writes no notice: the
  * survivor's writes fail with the reason.  A survivor that writes nothing
  * (a receiver waiting for data) would never learn of the death, so an
- * idle comm probes: every VERBS_PROBE_MS without a completion it writes
+ * idle comm probes: every VL_PROBE_MS without a completion it writes
  * one word into the peer, which a live peer's HCA answers even while the
  * process is busy elsewhere or late, and a dead one leaves unanswered.
  *
@@ -33,7 +33,7 @@
 
 #include "verbs.h"
 
-uint64_t verbs_now_ns(void)
+uint64_t vl_now_ns(void)
 {
 	struct timespec ts;
 
@@ -43,7 +43,7 @@ uint64_t verbs_now_ns(void)
 
 /* Where the peer writes its notice to us (fifo region on the send side,
  * sizes region on the receive side), and the region holding it. */
-static struct verbs_notice *notice_of(struct verbs_comm *c, void **base,
+static struct vl_notice *notice_of(struct vl_comm *c, void **base,
 				      struct ibv_mr **mr)
 {
 	if (c->is_send) {
@@ -58,7 +58,7 @@ static struct verbs_notice *notice_of(struct verbs_comm *c, void **base,
 
 /* Our source word lies in the region the peer writes into on our side;
  * its twin on the peer's side is where our write goes.  Same layout. */
-static struct verbs_notice *src_notice(struct verbs_comm *c, void **base,
+static struct vl_notice *src_notice(struct vl_comm *c, void **base,
 				       struct ibv_mr **mr)
 {
 	if (c->is_send) {
@@ -71,7 +71,7 @@ static struct verbs_notice *src_notice(struct verbs_comm *c, void **base,
 	return &c->fifo->note;
 }
 
-bool verbs_peer_closed(struct verbs_comm *c)
+bool vl_peer_closed(struct vl_comm *c)
 {
 	void *base;
 	struct ibv_mr *mr;
@@ -79,16 +79,16 @@ bool verbs_peer_closed(struct verbs_comm *c)
 	if (c->peer_closed)
 		return true;
 	if (__atomic_load_n(&notice_of(c, &base, &mr)->closed,
-			    __ATOMIC_ACQUIRE) != VERBS_CLOSE_MAGIC)
+			    __ATOMIC_ACQUIRE) != VL_CLOSE_MAGIC)
 		return false;
 	c->peer_closed = true;
-	c->peer_closed_ns = verbs_now_ns();
+	c->peer_closed_ns = vl_now_ns();
 	return true;
 }
 
 /* What the QP itself retries a write for: 4.096 us << timeout, retry_cnt
  * + 1 times. */
-static uint64_t qp_retry_ns(const struct verbs_ctx *ctx)
+static uint64_t qp_retry_ns(const struct vl_ctx *ctx)
 {
 	return (4096ULL << ctx->timeout) * ((uint64_t)ctx->retry_cnt + 1);
 }
@@ -101,18 +101,18 @@ static uint64_t qp_retry_ns(const struct verbs_ctx *ctx)
  * nothing.  Hardware fails such a write after its retries (a completion
  * error), but Soft-RoCE at retry_cnt 7 retries forever, and no probe runs
  * after the notice: without this the send would never end.  The grace is
- * the QP's own retry time plus VERBS_PROBE_MS, at most 10 s.
+ * the QP's own retry time plus VL_PROBE_MS, at most 10 s.
  */
-bool verbs_send_orphaned(struct verbs_comm *c)
+bool vl_send_orphaned(struct vl_comm *c)
 {
 	uint64_t grace;
 
-	if (!verbs_peer_closed(c))
+	if (!vl_peer_closed(c))
 		return false;
-	grace = qp_retry_ns(c->ctx) + VERBS_PROBE_MS * 1000000ULL;
+	grace = qp_retry_ns(c->ctx) + VL_PROBE_MS * 1000000ULL;
 	if (grace > 10000000000ULL)
 		grace = 10000000000ULL;
-	return verbs_now_ns() - c->peer_closed_ns > grace;
+	return vl_now_ns() - c->peer_closed_ns > grace;
 }
 
 /*
@@ -120,11 +120,11 @@ bool verbs_send_orphaned(struct verbs_comm *c)
  * the peer's notice, on QP 0 behind what we wrote there before.  The
  * peer's region at rem_addr is the twin of the one our source lies in.
  */
-static int notice_post(struct verbs_comm *c, size_t field, uint64_t wr_id)
+static int notice_post(struct vl_comm *c, size_t field, uint64_t wr_id)
 {
 	void *base;
 	struct ibv_mr *mr;
-	struct verbs_notice *src = src_notice(c, &base, &mr);
+	struct vl_notice *src = src_notice(c, &base, &mr);
 	uint64_t off = (uint64_t)((char *)src - (char *)base) + field;
 	struct ibv_sge sge = { (uint64_t)(uintptr_t)&src->src,
 			       sizeof(src->src), mr->lkey };
@@ -139,46 +139,46 @@ static int notice_post(struct verbs_comm *c, size_t field, uint64_t wr_id)
 		.wr.rdma = { c->rem_addr + off, c->rem_rkey[0] },
 	}, *bad;
 
-	src->src = VERBS_CLOSE_MAGIC;
+	src->src = VL_CLOSE_MAGIC;
 	return ibv_post_send(c->qps[0], &wr, &bad);
 }
 
 /*
- * Called by a poll that found nothing.  Every VERBS_PROBE_POLLS empty
- * polls it looks at the clock; after VERBS_PROBE_MS without a completion
+ * Called by a poll that found nothing.  Every VL_PROBE_POLLS empty
+ * polls it looks at the clock; after VL_PROBE_MS without a completion
  * it sends a probe.  A dead peer fails the probe's write once the QP's
  * retries run out, but Soft-RoCE retries forever at retry_cnt 7, and a
  * probe may also wait behind a write that never completes: so a probe
- * still unanswered, with no completion at all, after VERBS_PROBE_DEAD_MS
+ * still unanswered, with no completion at all, after VL_PROBE_DEAD_MS
  * fails the comm too.
  */
-void verbs_idle(struct verbs_comm *c)
+void vl_idle(struct vl_comm *c)
 {
 	uint64_t now;
 
-	if (++c->idle_polls % VERBS_PROBE_POLLS || c->closing)
+	if (++c->idle_polls % VL_PROBE_POLLS || c->closing)
 		return;
-	now = verbs_now_ns();
+	now = vl_now_ns();
 	if (c->busy || !c->live_ns) {
 		c->busy = false;
 		c->live_ns = now;
 		return;
 	}
-	if (verbs_peer_closed(c))
+	if (vl_peer_closed(c))
 		return;
 	if (c->probe_out) {
-		if (now - c->live_ns >= VERBS_PROBE_DEAD_MS * 1000000ULL)
-			verbs_comm_fail(c, -ECONNRESET, "%s comm %u %s %s: no answer from the peer for %llu ms (a probe write is not acknowledged): the peer is gone or unreachable",
+		if (now - c->live_ns >= VL_PROBE_DEAD_MS * 1000000ULL)
+			vl_comm_fail(c, -ECONNRESET, "%s comm %u %s %s: no answer from the peer for %llu ms (a probe write is not acknowledged): the peer is gone or unreachable",
 					c->is_send ? "send" : "recv", c->id,
 					c->is_send ? "to" : "from", c->peer,
 					(unsigned long long)((now - c->live_ns) / 1000000));
 		return;
 	}
-	if (now - c->live_ns < VERBS_PROBE_MS * 1000000ULL)
+	if (now - c->live_ns < VL_PROBE_MS * 1000000ULL)
 		return;
 	/* a full send queue is no failure: the next idle look tries again */
-	if (!notice_post(c, offsetof(struct verbs_notice, probe),
-			 VERBS_WR_PROBE))
+	if (!notice_post(c, offsetof(struct vl_notice, probe),
+			 VL_WR_PROBE))
 		c->probe_out = true;
 	c->live_ns = now;
 }
@@ -186,14 +186,14 @@ void verbs_idle(struct verbs_comm *c)
 /* How long close waits for the peer: what the QP itself would retry for
  * (4.096 us << timeout, retry_cnt + 1 times), twice, plus 2 s for sends
  * still in flight on a slow link; at most 10 s. */
-static uint64_t close_bound_ns(const struct verbs_ctx *ctx)
+static uint64_t close_bound_ns(const struct vl_ctx *ctx)
 {
 	uint64_t t = 2 * qp_retry_ns(ctx) + 2000000000ULL;
 
 	return t < 10000000000ULL ? t : 10000000000ULL;
 }
 
-static bool sends_outstanding(const struct verbs_comm *c)
+static bool sends_outstanding(const struct vl_comm *c)
 {
 	for (int i = 0; i < IB_SEND_REQS; i++) {
 		const struct ib_send_req *r = &c->sreqs[i];
@@ -206,28 +206,28 @@ static bool sends_outstanding(const struct verbs_comm *c)
 
 /* Polls until done(c), a failure, the peer's notice or the deadline; true
  * when done(c) came. */
-static bool close_wait(struct verbs_comm *c, bool (*done)(struct verbs_comm *),
+static bool close_wait(struct vl_comm *c, bool (*done)(struct vl_comm *),
 		       uint64_t deadline)
 {
 	const struct timespec nap = { 0, 20000 };
 
 	for (;;) {
-		int ret = verbs_comm_poll(c);
+		int ret = vl_comm_poll(c);
 
 		if (done(c))
 			return true;
-		if (ret || verbs_peer_closed(c) || verbs_now_ns() > deadline)
+		if (ret || vl_peer_closed(c) || vl_now_ns() > deadline)
 			return false;
 		nanosleep(&nap, NULL);
 	}
 }
 
-static bool sends_drained(struct verbs_comm *c)
+static bool sends_drained(struct vl_comm *c)
 {
 	return !sends_outstanding(c);
 }
 
-static bool notice_done(struct verbs_comm *c)
+static bool notice_done(struct vl_comm *c)
 {
 	return c->close_done;
 }
@@ -238,23 +238,23 @@ static bool notice_done(struct verbs_comm *c)
  * it, so a full queue is retried until the deadline instead of leaving the
  * peer without a notice.
  */
-static int notice_post_wait(struct verbs_comm *c, uint64_t deadline)
+static int notice_post_wait(struct vl_comm *c, uint64_t deadline)
 {
 	const struct timespec nap = { 0, 20000 };
 
 	for (;;) {
-		int ret = notice_post(c, offsetof(struct verbs_notice, closed),
-				      VERBS_WR_CLOSE);
+		int ret = notice_post(c, offsetof(struct vl_notice, closed),
+				      VL_WR_CLOSE);
 
-		if (ret != ENOMEM || verbs_now_ns() > deadline)
+		if (ret != ENOMEM || vl_now_ns() > deadline)
 			return ret;
-		if (verbs_comm_poll(c) || verbs_peer_closed(c))
+		if (vl_comm_poll(c) || vl_peer_closed(c))
 			return 0;
 		nanosleep(&nap, NULL);
 	}
 }
 
-int verbs_close_comm(struct verbs_comm *c)
+int vl_close_comm(struct vl_comm *c)
 {
 	uint64_t t0, deadline;
 	const char *how = NULL;
@@ -262,12 +262,12 @@ int verbs_close_comm(struct verbs_comm *c)
 	if (!c)
 		return 0;
 	c->closing = true;
-	t0 = verbs_now_ns();
+	t0 = vl_now_ns();
 	deadline = t0 + close_bound_ns(c->ctx);
 	if (c->is_send && !close_wait(c, sends_drained, deadline) &&
 	    !c->error && !c->peer_closed)
 		how = "sends still in flight";
-	if (!c->error && !verbs_peer_closed(c)) {
+	if (!c->error && !vl_peer_closed(c)) {
 		int ret = notice_post_wait(c, deadline);
 
 		if (ret)
@@ -280,8 +280,8 @@ int verbs_close_comm(struct verbs_comm *c)
 		MESH_INFO("%s comm %u %s %s: closing after %llu ms with %s",
 			  c->is_send ? "send" : "recv", c->id,
 			  c->is_send ? "to" : "from", c->peer,
-			  (unsigned long long)((verbs_now_ns() - t0) / 1000000),
+			  (unsigned long long)((vl_now_ns() - t0) / 1000000),
 			  how);
-	verbs_comm_free(c);
+	vl_comm_free(c);
 	return 0;
 }

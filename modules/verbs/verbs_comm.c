@@ -13,7 +13,7 @@
 
 #include "verbs.h"
 
-void verbs_comm_free(struct verbs_comm *comm)
+void vl_comm_free(struct vl_comm *comm)
 {
 	if (!comm)
 		return;
@@ -37,9 +37,9 @@ void verbs_comm_free(struct verbs_comm *comm)
 	free(comm);
 }
 
-struct ibv_qp *verbs_qp_create(struct verbs_comm *c, int link, int sq, int rq)
+struct ibv_qp *vl_qp_create(struct vl_comm *c, int link, int sq, int rq)
 {
-	struct verbs_dev *d = c->links[link];
+	struct vl_dev *d = c->links[link];
 	struct ibv_qp_init_attr qa = {
 		.send_cq = c->cqs[link],
 		.recv_cq = c->cqs[link],
@@ -62,7 +62,7 @@ struct ibv_qp *verbs_qp_create(struct verbs_comm *c, int link, int sq, int rq)
 
 	/* Small writes go inline when the device allows: no DMA read of the
 	 * source, which is most of a tiny write's cost. */
-	qa.cap.max_inline_data = VERBS_INLINE;
+	qa.cap.max_inline_data = VL_INLINE;
 	qp = ibv_create_qp(d->pd, &qa);
 	if (!qp) {
 		qa.cap.max_inline_data = 0;
@@ -86,7 +86,7 @@ struct ibv_qp *verbs_qp_create(struct verbs_comm *c, int link, int sq, int rq)
 }
 
 /* A buffer registered on every link's device (keys per link). */
-static void *buf_reg(struct verbs_comm *c, size_t size, int access,
+static void *buf_reg(struct vl_comm *c, size_t size, int access,
 		     struct ibv_mr **mr)
 {
 	void *buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
@@ -111,13 +111,13 @@ static int clamp(int v, int max)
 	return max > 0 && v > max ? max : v;
 }
 
-struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
-				     struct verbs_dev *const *links,
+struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
+				     struct vl_dev *const *links,
 				     int nlinks, bool is_send, int nqps,
 				     uint32_t eager_max, const char *peer)
 {
 	size_t sizes_len = sizeof(struct ib_sizes);
-	struct verbs_comm *c = calloc(1, sizeof(*c));
+	struct vl_comm *c = calloc(1, sizeof(*c));
 	int ncqe, max_qp_wr = 0, max_cqe = 0;
 
 	if (!c)
@@ -127,7 +127,7 @@ struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
 	c->nlinks = nlinks;
 	c->max_msg = 1U << 30;
 	for (int l = 0; l < nlinks; l++) {
-		const struct verbs_dev *d = links[l];
+		const struct vl_dev *d = links[l];
 
 		c->links[l] = links[l];
 		if (d->pattr.max_msg_sz && d->pattr.max_msg_sz < c->max_msg)
@@ -141,16 +141,16 @@ struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
 	c->id = __atomic_fetch_add(&ctx->next_comm_id, 1, __ATOMIC_RELAXED);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->nqps = nqps;
-	c->max_inline = VERBS_INLINE;	/* lowered by verbs_qp_create */
+	c->max_inline = VL_INLINE;	/* lowered by vl_qp_create */
 	/* Per QP at most every outstanding piece: data writes (more than
 	 * one when a piece exceeds max_msg), a size write, the last write. */
 	c->sq_depth = clamp(is_send ? IB_SEND_REQS *
-			    (int)(2 + VERBS_MAX_MESSAGE / c->max_msg + 1) :
-			    2 * VERBS_MAX_REQUESTS + 4, max_qp_wr);
+			    (int)(2 + VL_MAX_MESSAGE / c->max_msg + 1) :
+			    2 * VL_MAX_REQUESTS + 4, max_qp_wr);
 	c->rq_depth = clamp(is_send ? 1 : IB_SEND_REQS, max_qp_wr);
-	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VERBS_MAX_REQUESTS + 4,
+	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VL_MAX_REQUESTS + 4,
 		     max_cqe);
-	verbs_comm_init_reqs(c);
+	vl_comm_init_reqs(c);
 	for (int l = 0; l < nlinks; l++) {
 		c->cqs[l] = ibv_create_cq(links[l]->ctx, ncqe, NULL, NULL, 0);
 		if (!c->cqs[l]) {
@@ -160,7 +160,7 @@ struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
 		}
 	}
 	for (int i = 0; i < nqps; i++) {
-		c->qps[i] = verbs_qp_create(c, verbs_qp_link(c, i), c->sq_depth,
+		c->qps[i] = vl_qp_create(c, vl_qp_link(c, i), c->sq_depth,
 				      c->rq_depth);
 		if (!c->qps[i])
 			goto err;
@@ -175,7 +175,7 @@ struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
 	if (c->max_inline < sizeof(struct ib_credit))
 		eager_max = 0;
 	if (eager_max)
-		sizes_len += VERBS_EAGER_SLOTS * sizeof(struct ib_eager_slot);
+		sizes_len += VL_EAGER_SLOTS * sizeof(struct ib_eager_slot);
 	c->sizes = buf_reg(c, sizes_len, IBV_ACCESS_LOCAL_WRITE |
 			   (is_send ? 0 : IBV_ACCESS_REMOTE_WRITE),
 			   c->sizes_mr);
@@ -188,6 +188,6 @@ struct verbs_comm *verbs_comm_create(struct verbs_ctx *ctx,
 	}
 	return c;
 err:
-	verbs_comm_free(c);
+	vl_comm_free(c);
 	return NULL;
 }

@@ -49,9 +49,9 @@ struct ib_wire_info {
 	 * largest it takes (0: no eager path) */
 	uint32_t eager_max;
 	uint64_t addr;		/* connector: FIFO; acceptor: sizes */
-	struct ib_wire_link link[VERBS_MAX_LINKS];
-	uint32_t qpn[VERBS_MAX_QPS];
-	uint32_t psn[VERBS_MAX_QPS];
+	struct ib_wire_link link[VL_MAX_LINKS];
+	uint32_t qpn[VL_MAX_QPS];
+	uint32_t psn[VL_MAX_QPS];
 	char reason[128];
 };
 
@@ -71,9 +71,9 @@ enum ib_phase {
 
 struct ib_pending {
 	enum ib_phase phase;
-	struct verbs_comm *comm;
+	struct vl_comm *comm;
 	struct ib_wire_info info;	/* ours, until queued */
-	struct mesh_addr target[VERBS_MAX_LINKS];	/* connector's plan */
+	struct mesh_addr target[VL_MAX_LINKS];	/* connector's plan */
 };
 
 static void pending_free(struct mesh_ctrl *ctrl)
@@ -82,12 +82,12 @@ static void pending_free(struct mesh_ctrl *ctrl)
 
 	if (!p)
 		return;
-	verbs_comm_free(p->comm);
+	vl_comm_free(p->comm);
 	free(p);
 	ctrl->module_state = NULL;
 }
 
-void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl)
+void vl_abandon(void *mctx, struct mesh_ctrl *ctrl)
 {
 	(void)mctx;
 	pending_free(ctrl);
@@ -98,8 +98,8 @@ void verbs_abandon(void *mctx, struct mesh_ctrl *ctrl)
  * sender that can send up to peer_max: none where receives may be grouped
  * or land in GPU memory, which the receiver could not copy into.
  */
-static uint32_t eager_accept_max(const struct verbs_ctx *ctx,
-				 struct verbs_dev *const *links, int nlinks,
+static uint32_t eager_accept_max(const struct vl_ctx *ctx,
+				 struct vl_dev *const *links, int nlinks,
 				 uint32_t peer_max)
 {
 	uint32_t max = (uint32_t)ctx->eager_max;
@@ -114,12 +114,12 @@ static uint32_t eager_accept_max(const struct verbs_ctx *ctx,
 
 /* ---- QP state transitions ---- */
 
-static int qp_rtr_rts(struct verbs_comm *c, int i, struct ibv_qp *qp,
+static int qp_rtr_rts(struct vl_comm *c, int i, struct ibv_qp *qp,
 		      const struct ib_wire_link *peer, uint32_t qpn,
 		      uint32_t psn, enum ibv_mtu mtu)
 {
-	struct verbs_ctx *ctx = c->ctx;
-	struct verbs_dev *d = c->links[verbs_qp_link(c, i)];
+	struct vl_ctx *ctx = c->ctx;
+	struct vl_dev *d = c->links[vl_qp_link(c, i)];
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = mtu,
@@ -169,7 +169,7 @@ static int qp_rtr_rts(struct verbs_comm *c, int i, struct ibv_qp *qp,
 	return 0;
 }
 
-static void link_fill(const struct verbs_dev *d, struct ib_wire_link *w)
+static void link_fill(const struct vl_dev *d, struct ib_wire_link *w)
 {
 	w->lid = htons(d->pattr.lid);
 	memcpy(w->gid, d->gid.raw, 16);
@@ -185,7 +185,7 @@ static void link_fill(const struct verbs_dev *d, struct ib_wire_link *w)
  * data it wrote into GPU memory visible, as NCCL does.  Only when the
  * device registers GPU memory; on link 0, like the FIFO.
  */
-static int flush_setup(struct verbs_comm *c)
+static int flush_setup(struct vl_comm *c)
 {
 	struct ib_wire_link self = { 0 };
 
@@ -193,7 +193,7 @@ static int flush_setup(struct verbs_comm *c)
 		return 0;
 	c->flush_mr = ibv_reg_mr(c->dev->pd, &c->flush_buf,
 				 sizeof(c->flush_buf), IBV_ACCESS_LOCAL_WRITE);
-	c->flush_qp = c->flush_mr ? verbs_qp_create(c, 0, 4, 1) : NULL;
+	c->flush_qp = c->flush_mr ? vl_qp_create(c, 0, 4, 1) : NULL;
 	if (!c->flush_qp)
 		return -ENOMEM;
 	link_fill(c->dev, &self);
@@ -210,7 +210,7 @@ static void wire_header(struct ib_wire_info *w)
 	w->version = htons(IB_PROTO_VERSION);
 }
 
-static void info_fill(const struct verbs_comm *c,
+static void info_fill(const struct vl_comm *c,
 		      const struct mesh_addr *targets, struct ib_wire_info *w)
 {
 	struct ibv_mr *const *mr = c->is_send ? c->fifo_mr : c->sizes_mr;
@@ -255,16 +255,16 @@ static int info_check(const struct ib_wire_info *w, int len, int nqps,
 	if (w->status)
 		return 0;
 	n = ntohs(w->nqps);
-	if ((nqps && n != nqps) || n < 1 || n > VERBS_MAX_QPS) {
+	if ((nqps && n != nqps) || n < 1 || n > VL_MAX_QPS) {
 		snprintf(why, cap, "%d queue pairs, expected %d", n,
-			 nqps ? nqps : VERBS_MAX_QPS);
+			 nqps ? nqps : VL_MAX_QPS);
 		return EPROTO;
 	}
 	n = ntohs(w->nlinks);
-	if ((nlinks && n != nlinks) || n < 1 || n > VERBS_MAX_LINKS ||
+	if ((nlinks && n != nlinks) || n < 1 || n > VL_MAX_LINKS ||
 	    n > ntohs(w->nqps)) {
 		snprintf(why, cap, "%d links for %u queue pairs, expected %d",
-			 n, ntohs(w->nqps), nlinks ? nlinks : VERBS_MAX_LINKS);
+			 n, ntohs(w->nqps), nlinks ? nlinks : VL_MAX_LINKS);
 		return EPROTO;
 	}
 	return 0;
@@ -272,7 +272,7 @@ static int info_check(const struct ib_wire_info *w, int len, int nqps,
 
 /* Whether our device d and the peer's end w can form one link.  The
  * reason names the roles, as it is logged on both sides. */
-static int link_check(const struct verbs_dev *d, const struct ib_wire_link *w,
+static int link_check(const struct vl_dev *d, const struct ib_wire_link *w,
 		      bool acceptor, char *why, size_t cap)
 {
 	const char *us = acceptor ? "acceptor" : "connector";
@@ -295,7 +295,7 @@ static int link_check(const struct verbs_dev *d, const struct ib_wire_link *w,
 	return 0;
 }
 
-static int links_check(const struct verbs_comm *c,
+static int links_check(const struct vl_comm *c,
 		       const struct ib_wire_info *w, char *why, size_t cap)
 {
 	for (int l = 0; l < c->nlinks; l++) {
@@ -308,7 +308,7 @@ static int links_check(const struct verbs_comm *c,
 	return 0;
 }
 
-static enum ibv_mtu mtu_min(const struct verbs_dev *d,
+static enum ibv_mtu mtu_min(const struct vl_dev *d,
 			    const struct ib_wire_link *w)
 {
 	enum ibv_mtu m = d->pattr.active_mtu;
@@ -316,7 +316,7 @@ static enum ibv_mtu mtu_min(const struct verbs_dev *d,
 	return w->mtu && w->mtu < m ? (enum ibv_mtu)w->mtu : m;
 }
 
-static int qps_up(struct verbs_comm *c, const struct ib_wire_info *w)
+static int qps_up(struct vl_comm *c, const struct ib_wire_info *w)
 {
 	int ret;
 
@@ -324,7 +324,7 @@ static int qps_up(struct verbs_comm *c, const struct ib_wire_info *w)
 	for (int l = 0; l < c->nlinks; l++)
 		c->rem_rkey[l] = ntohl(w->link[l].rkey);
 	for (int i = 0; i < c->nqps; i++) {
-		int l = verbs_qp_link(c, i);
+		int l = vl_qp_link(c, i);
 
 		ret = qp_rtr_rts(c, i, c->qps[i], &w->link[l],
 				 ntohl(w->qpn[i]), ntohl(w->psn[i]),
@@ -335,19 +335,19 @@ static int qps_up(struct verbs_comm *c, const struct ib_wire_info *w)
 	return 0;
 }
 
-static void conn_log(const struct verbs_comm *c, const struct ib_wire_info *w)
+static void conn_log(const struct vl_comm *c, const struct ib_wire_info *w)
 {
 	char line[512];
 	size_t len = 0;
 
 	for (int l = 0; l < c->nlinks && len < sizeof(line); l++) {
-		const struct verbs_dev *d = c->links[l];
+		const struct vl_dev *d = c->links[l];
 		char g[INET6_ADDRSTRLEN];
 
 		len += (size_t)snprintf(line + len, sizeof(line) - len,
 			"%s%s GID %d -> %s (index %u), MTU %d",
 			l ? "; " : "", d->name, d->gid.index,
-			verbs_gid_str(w->link[l].gid, g, sizeof(g)),
+			vl_gid_str(w->link[l].gid, g, sizeof(g)),
 			ntohl(w->link[l].gid_index),
 			128 << mtu_min(d, &w->link[l]));
 	}
@@ -357,9 +357,9 @@ static void conn_log(const struct verbs_comm *c, const struct ib_wire_info *w)
 		  c->eager_max);
 }
 
-int verbs_describe(void *comm, struct mesh_conn_info *info)
+int vl_describe(void *comm, struct mesh_conn_info *info)
 {
-	const struct verbs_comm *c = comm;
+	const struct vl_comm *c = comm;
 
 	for (int l = 0; l < c->nlinks && l < MESH_CONN_DEVICES_MAX; l++)
 		snprintf(info->devices[l], sizeof(info->devices[l]), "%s",
@@ -456,14 +456,14 @@ static int step_end(struct mesh_ctrl *ctrl, int ret)
 	return ret;
 }
 
-static int connect_create(struct verbs_ctx *ctx, struct ib_pending *p,
-			  const struct verbs_link_plan *plan, int nlinks,
+static int connect_create(struct vl_ctx *ctx, struct ib_pending *p,
+			  const struct vl_link_plan *plan, int nlinks,
 			  const char *peer)
 {
-	struct verbs_dev *links[VERBS_MAX_LINKS];
+	struct vl_dev *links[VL_MAX_LINKS];
 	int nqps = ctx->nqps;
 
-	if (nlinks < 1 || nlinks > VERBS_MAX_LINKS)
+	if (nlinks < 1 || nlinks > VL_MAX_LINKS)
 		return -EINVAL;
 	for (int l = 0; l < nlinks; l++) {
 		links[l] = plan[l].dev;
@@ -472,15 +472,15 @@ static int connect_create(struct verbs_ctx *ctx, struct ib_pending *p,
 	/* every link gets at least one QP */
 	if (nqps < nlinks)
 		nqps = nlinks;
-	p->comm = verbs_comm_create(ctx, links, nlinks, true, nqps, 0, peer);
+	p->comm = vl_comm_create(ctx, links, nlinks, true, nqps, 0, peer);
 	if (!p->comm)
 		return -ENOMEM;
 	info_fill(p->comm, p->target, &p->info);
 	return 0;
 }
 
-int verbs_connect_links(struct verbs_ctx *ctx,
-			const struct verbs_link_plan *plan, int nlinks,
+int vl_connect_links(struct vl_ctx *ctx,
+			const struct vl_link_plan *plan, int nlinks,
 			struct mesh_ctrl *ctrl, void **send_comm)
 {
 	struct ib_wire_ready rd = { htonl(IB_MAGIC), 0 };
@@ -535,8 +535,8 @@ static void target_of(const struct ib_wire_link *w, struct mesh_addr *a)
 }
 
 /* The acceptor's device for every link the connector asked for. */
-static int accept_links(const struct ib_wire_info *w, verbs_resolve_fn resolve,
-			void *arg, struct verbs_dev **links, char *why,
+static int accept_links(const struct ib_wire_info *w, vl_resolve_fn resolve,
+			void *arg, struct vl_dev **links, char *why,
 			size_t cap)
 {
 	int nlinks = ntohs(w->nlinks);
@@ -564,11 +564,11 @@ static void refusal_fill(struct ib_pending *p, int st, const char *why)
 }
 
 /* Builds the acceptor's side from the connector's info, or a refusal. */
-static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+static int accept_info(struct vl_ctx *ctx, vl_resolve_fn resolve,
 		       void *arg, struct mesh_ctrl *ctrl, struct ib_pending *p,
 		       const struct ib_wire_info *w, int len)
 {
-	struct verbs_dev *links[VERBS_MAX_LINKS];
+	struct vl_dev *links[VL_MAX_LINKS];
 	char why[256] = "";
 	int st, ret;
 
@@ -583,7 +583,7 @@ static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 		refusal_fill(p, st, why);
 		return 0;
 	}
-	p->comm = verbs_comm_create(ctx, links, ntohs(w->nlinks), false,
+	p->comm = vl_comm_create(ctx, links, ntohs(w->nlinks), false,
 			      ntohs(w->nqps),
 			      eager_accept_max(ctx, links, ntohs(w->nlinks),
 					       ntohl(w->eager_max)),
@@ -592,7 +592,7 @@ static int accept_info(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
 		return -ENOMEM;
 	ret = qps_up(p->comm, w);
 	if (!ret)
-		ret = verbs_post_recvs(p->comm);
+		ret = vl_post_recvs(p->comm);
 	if (!ret)
 		ret = flush_setup(p->comm);
 	if (ret)
@@ -617,7 +617,7 @@ static int accept_ready(struct mesh_ctrl *ctrl)
 	return 0;
 }
 
-int verbs_accept_links(struct verbs_ctx *ctx, verbs_resolve_fn resolve,
+int vl_accept_links(struct vl_ctx *ctx, vl_resolve_fn resolve,
 		       void *arg, struct mesh_ctrl *ctrl, void **recv_comm)
 {
 	struct ib_wire_info w;

@@ -2,7 +2,7 @@
 /*
  * A module's verbs context: the parameters every RDMA module shares and the
  * device ports it opens, walked through the hca filter.  Which ports a
- * module wants, and with which GID, is its own choice (verbs_port_fn).
+ * module wants, and with which GID, is its own choice (vl_port_fn).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include "verbs.h"
 
-static void ctx_params(const struct mesh_host *host, struct verbs_ctx *ctx)
+static void ctx_params(const struct mesh_host *host, struct vl_ctx *ctx)
 {
 	ctx->nqps = (int)host->param_int(host, "qps_per_conn");
 	ctx->timeout = (int)host->param_int(host, "timeout");
@@ -37,7 +37,7 @@ static int port_count(struct ibv_device *ibdev)
 	return nports;
 }
 
-static struct verbs_dev *dev_slot(struct verbs_ctx *ctx, int *cap)
+static struct vl_dev *dev_slot(struct vl_ctx *ctx, int *cap)
 {
 	if (ctx->ndevs == *cap) {
 		int n = *cap ? 2 * *cap : 8;
@@ -52,9 +52,9 @@ static struct verbs_dev *dev_slot(struct verbs_ctx *ctx, int *cap)
 }
 
 /* Walks every device and port the filter lets through. */
-static int devs_scan(struct verbs_ctx *ctx, struct ibv_device **list,
-		     int nlist, const struct verbs_hca_filter *filter,
-		     const char *root, verbs_port_fn choose, void *arg)
+static int devs_scan(struct vl_ctx *ctx, struct ibv_device **list,
+		     int nlist, const struct vl_hca_filter *filter,
+		     const char *root, vl_port_fn choose, void *arg)
 {
 	int cap = 0;
 
@@ -63,12 +63,12 @@ static int devs_scan(struct verbs_ctx *ctx, struct ibv_device **list,
 		int nports = port_count(list[i]);
 
 		for (int port = 1; port <= nports; port++) {
-			struct verbs_gid_prefs prefs;
-			struct verbs_dev *d;
+			struct vl_gid_prefs prefs;
+			struct vl_dev *d;
 			int64_t fid = -1;
 			int ret;
 
-			if (!verbs_hca_match(filter, name, port, &fid))
+			if (!vl_hca_match(filter, name, port, &fid))
 				continue;
 			ret = choose(arg, root, name, port, &prefs);
 			if (ret <= 0) {
@@ -79,7 +79,7 @@ static int devs_scan(struct verbs_ctx *ctx, struct ibv_device **list,
 			d = dev_slot(ctx, &cap);
 			if (!d)
 				return -ENOMEM;
-			if (verbs_dev_open(root, list[i], port, &prefs, d)) {
+			if (vl_dev_open(root, list[i], port, &prefs, d)) {
 				d->fabric_id = fid;
 				ctx->ndevs++;
 			}
@@ -88,45 +88,45 @@ static int devs_scan(struct verbs_ctx *ctx, struct ibv_device **list,
 	return 0;
 }
 
-void verbs_ctx_free(struct verbs_ctx *ctx)
+void vl_ctx_free(struct vl_ctx *ctx)
 {
 	if (!ctx)
 		return;
 	for (int i = 0; i < ctx->ndevs; i++)
-		verbs_dev_close(&ctx->devs[i]);
+		vl_dev_close(&ctx->devs[i]);
 	free(ctx->devs);
 	free(ctx);
 }
 
-static void devs_log(const struct verbs_ctx *ctx)
+static void devs_log(const struct vl_ctx *ctx)
 {
 	for (int i = 0; i < ctx->ndevs; i++) {
-		const struct verbs_dev *d = &ctx->devs[i];
+		const struct vl_dev *d = &ctx->devs[i];
 		char g[INET6_ADDRSTRLEN];
 
 		MESH_INFO("device %d: %s port %d, %s, GID %d %s (RoCE v%d), %d Mb/s%s",
 			  i, d->ibname, d->port,
 			  d->pinfo.ethernet ? "RoCE" : "InfiniBand",
-			  d->gid.index, verbs_gid_str(d->gid.raw, g, sizeof(g)),
+			  d->gid.index, vl_gid_str(d->gid.raw, g, sizeof(g)),
 			  d->gid.roce_version, d->pinfo.speed_mbps,
 			  d->gpu ? ", GPU memory" : "");
 	}
 }
 
-int verbs_ctx_open(const struct mesh_host *host, verbs_port_fn choose,
-		   void *arg, struct verbs_ctx **out)
+int vl_ctx_open(const struct mesh_host *host, vl_port_fn choose,
+		   void *arg, struct vl_ctx **out)
 {
 	const char *hca = host->param_str(host, "hca");
 	const char *root = host->param_str(host, "sysfs_root");
-	struct verbs_hca_filter filter;
+	struct vl_hca_filter filter;
 	struct ibv_device **list;
-	struct verbs_ctx *ctx;
+	struct vl_ctx *ctx;
 	char why[256] = "";
 	int nlist = 0, ret;
 
 	*out = NULL;
 	hca = hca ? hca : "";
-	if (verbs_hca_parse(hca, &filter, why, sizeof(why))) {
+	if (vl_hca_parse(hca, &filter, why, sizeof(why))) {
 		MESH_WARN("hca '%s': %s", hca, why);
 		return -EINVAL;
 	}
@@ -148,7 +148,7 @@ int verbs_ctx_open(const struct mesh_host *host, verbs_port_fn choose,
 		ret = -ENODEV;
 	}
 	if (ret) {
-		verbs_ctx_free(ctx);
+		vl_ctx_free(ctx);
 		return ret;
 	}
 	ctx_params(host, ctx);

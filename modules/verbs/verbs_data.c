@@ -32,8 +32,8 @@
 static int send_test(void *request, int *done, int *sizes)
 {
 	struct ib_send_req *r = request;
-	struct verbs_comm *c = r->comm;
-	int ret = verbs_comm_poll(c);
+	struct vl_comm *c = r->comm;
+	int ret = vl_comm_poll(c);
 
 	*done = 0;
 	if (!r->failed && r->pieces_done >= r->pieces) {
@@ -44,18 +44,18 @@ static int send_test(void *request, int *done, int *sizes)
 		return 0;
 	}
 	/* after the peer's notice, what it never acknowledged fails */
-	if (!r->failed && (ret || !verbs_send_orphaned(c)))
+	if (!r->failed && (ret || !vl_send_orphaned(c)))
 		return ret;
 	r->in_use = false;
 	if (ret)
 		return ret;
-	return verbs_comm_fail(c, -ECONNRESET, "send comm %u to %s: the peer closed the connection before it took the message of %zu bytes",
+	return vl_comm_fail(c, -ECONNRESET, "send comm %u to %s: the peer closed the connection before it took the message of %zu bytes",
 			       c->id, c->peer, r->size);
 }
 
 static uint64_t recv_size(const struct ib_recv_req *r, int i)
 {
-	const struct verbs_comm *c = r->comm;
+	const struct vl_comm *c = r->comm;
 	int slot = (int)(r - c->rreqs);
 
 	if (r->imm_size[i] != IB_IMM_SIZE_FAR)
@@ -67,7 +67,7 @@ static uint64_t recv_size(const struct ib_recv_req *r, int i)
  * every receive, sent only for those that are not small). */
 static const struct ib_fifo_elem *recv_posted(const struct ib_recv_req *r)
 {
-	const struct verbs_comm *c = r->comm;
+	const struct vl_comm *c = r->comm;
 
 	return &c->fifo->slot[r - c->rreqs].e[0];
 }
@@ -79,18 +79,18 @@ static const struct ib_fifo_elem *recv_posted(const struct ib_recv_req *r)
  */
 static int eager_take(struct ib_recv_req *r)
 {
-	struct verbs_comm *c = r->comm;
+	struct vl_comm *c = r->comm;
 	const struct ib_fifo_elem *p = recv_posted(r);
-	unsigned int b = (p->seq - 1) % VERBS_EAGER_SLOTS;
+	unsigned int b = (p->seq - 1) % VL_EAGER_SLOTS;
 	const struct ib_eager_slot *e = &c->bounce[b];
 
 	if (!c->eager_in[b])
 		return 0;
 	if (e->hdr.tag != p->tag)
-		return verbs_comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
+		return vl_comm_fail(c, -EPROTO, "recv comm %u from %s: message with tag %d for a receive posted with tag %d",
 				       c->id, c->peer, e->hdr.tag, p->tag);
-	if (e->hdr.size > p->size || e->hdr.size > VERBS_EAGER_MAX)
-		return verbs_comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %llu bytes posted",
+	if (e->hdr.size > p->size || e->hdr.size > VL_EAGER_MAX)
+		return vl_comm_fail(c, -EMSGSIZE, "recv comm %u from %s: message of %u bytes (tag %d) exceeds the %llu bytes posted",
 				       c->id, c->peer, e->hdr.size, p->tag,
 				       (unsigned long long)p->size);
 	if (e->hdr.size)
@@ -101,12 +101,12 @@ static int eager_take(struct ib_recv_req *r)
 	return 1;
 }
 
-static int credit_flush(struct verbs_comm *c);
+static int credit_flush(struct vl_comm *c);
 
 /* 1 when every buffer of the receive is in, 0 not yet, -errno. */
 static int recv_arrived(struct ib_recv_req *r)
 {
-	struct verbs_comm *c = r->comm;
+	struct vl_comm *c = r->comm;
 
 	if (c->eager_max) {
 		int ret = eager_take(r);
@@ -116,7 +116,7 @@ static int recv_arrived(struct ib_recv_req *r)
 		/* a receive without a FIFO entry can only be eager; a
 		 * sender with a bigger message learns from the credit */
 		if (recv_posted(r)->size <= c->eager_max) {
-			if (++r->idle < VERBS_CREDIT_VALVE ||
+			if (++r->idle < VL_CREDIT_VALVE ||
 			    c->credit_sent == c->recv_seq)
 				return 0;
 			return credit_flush(c);
@@ -148,8 +148,8 @@ static int recv_done(struct ib_recv_req *r, int *sizes)
 static int recv_test(void *request, int *done, int *sizes)
 {
 	struct ib_recv_req *r = request;
-	struct verbs_comm *c = r->comm;
-	int ret = verbs_comm_poll(c), got;
+	struct vl_comm *c = r->comm;
+	int ret = vl_comm_poll(c), got;
 
 	*done = 0;
 	if (r->failed) {
@@ -162,11 +162,11 @@ static int recv_test(void *request, int *done, int *sizes)
 		got = 1;
 	} else {
 		got = recv_done(r, sizes);
-		if (!got && !ret && verbs_peer_closed(c)) {
-			ret = verbs_comm_poll(c);
+		if (!got && !ret && vl_peer_closed(c)) {
+			ret = vl_comm_poll(c);
 			got = recv_done(r, sizes);
 			if (!got && !ret)
-				ret = verbs_comm_fail(c, -ECONNRESET, "recv comm %u from %s: the peer closed the connection without sending into a posted receive",
+				ret = vl_comm_fail(c, -ECONNRESET, "recv comm %u from %s: the peer closed the connection without sending into a posted receive",
 						      c->id, c->peer);
 		}
 		if (got < 0)
@@ -179,13 +179,13 @@ static int recv_test(void *request, int *done, int *sizes)
 	return 0;
 }
 
-void verbs_comm_init_reqs(struct verbs_comm *c)
+void vl_comm_init_reqs(struct vl_comm *c)
 {
 	for (int i = 0; i < IB_SEND_REQS; i++) {
 		c->sreqs[i].base.test = send_test;
 		c->sreqs[i].comm = c;
 	}
-	for (int i = 0; i < VERBS_MAX_REQUESTS; i++) {
+	for (int i = 0; i < VL_MAX_REQUESTS; i++) {
 		c->rreqs[i].base.test = recv_test;
 		c->rreqs[i].comm = c;
 		c->freqs[i].base.test = recv_test;
@@ -201,10 +201,10 @@ void verbs_comm_init_reqs(struct verbs_comm *c)
  * 0 while the peer has not posted it (or not all of its buffers, or their
  * entries have not landed whole).
  */
-static int fifo_ready(struct verbs_comm *c, struct ib_fifo_slot *s)
+static int fifo_ready(struct vl_comm *c, struct ib_fifo_slot *s)
 {
 	const volatile struct ib_fifo_elem *e =
-		c->fifo->slot[c->slot_seq % VERBS_MAX_REQUESTS].e;
+		c->fifo->slot[c->slot_seq % VL_MAX_REQUESTS].e;
 	uint32_t want = (uint32_t)(c->slot_seq + 1);
 	int n = 1;
 
@@ -215,10 +215,10 @@ static int fifo_ready(struct verbs_comm *c, struct ib_fifo_slot *s)
 			.addr = e[i].addr, .size = e[i].size, .tag = e[i].tag,
 			.nreqs = e[i].nreqs, .check = e[i].check, .seq = want,
 		};
-		for (int l = 0; l < VERBS_MAX_LINKS; l++)
+		for (int l = 0; l < VL_MAX_LINKS; l++)
 			s->e[i].rkey[l] = e[i].rkey[l];
-		if (s->e[i].check != verbs_elem_check(&s->e[i]) ||
-		    s->e[i].nreqs < 1 || s->e[i].nreqs > VERBS_MAX_RECVS)
+		if (s->e[i].check != vl_elem_check(&s->e[i]) ||
+		    s->e[i].nreqs < 1 || s->e[i].nreqs > VL_MAX_RECVS)
 			return 0;
 		n = (int)s->e[0].nreqs;
 	}
@@ -226,17 +226,17 @@ static int fifo_ready(struct verbs_comm *c, struct ib_fifo_slot *s)
 }
 
 /* Receives the peer has posted, as far as its last whole credit says. */
-static uint64_t credit_posted(struct verbs_comm *c)
+static uint64_t credit_posted(struct vl_comm *c)
 {
 	const volatile struct ib_credit *k = &c->fifo->credit;
 	uint64_t value = __atomic_load_n(&k->value, __ATOMIC_ACQUIRE);
 
-	if (k->check == verbs_credit_check(value) && value > c->credit_seen)
+	if (k->check == vl_credit_check(value) && value > c->credit_seen)
 		c->credit_seen = value;
 	return c->credit_seen;
 }
 
-static struct ib_send_req *sreq_get(struct verbs_comm *c, int *idx)
+static struct ib_send_req *sreq_get(struct vl_comm *c, int *idx)
 {
 	for (int k = 0; k < IB_SEND_REQS; k++) {
 		int i = (c->next_sreq + k) % IB_SEND_REQS;
@@ -250,13 +250,13 @@ static struct ib_send_req *sreq_get(struct verbs_comm *c, int *idx)
 	return NULL;
 }
 
-static int post_send(struct verbs_comm *c, int qp, struct ibv_send_wr *wr)
+static int post_send(struct vl_comm *c, int qp, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
 	int ret = ibv_post_send(c->qps[qp], wr, &bad);
 
 	if (ret)
-		return verbs_comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
+		return vl_comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
 				       c->id, c->peer, qp, strerror(ret));
 	return 0;
 }
@@ -275,12 +275,12 @@ struct piece {
 };
 
 /* Data writes of a piece but the last chunk, one max_msg at a time. */
-static int piece_head(struct verbs_comm *c, struct piece *p)
+static int piece_head(struct vl_comm *c, struct piece *p)
 {
 	while (p->len > c->max_msg) {
 		struct ibv_sge sge = { p->laddr, c->max_msg, p->lkey };
 		struct ibv_send_wr wr = {
-			.wr_id = VERBS_WR_FIFO,
+			.wr_id = VL_WR_FIFO,
 			.sg_list = &sge,
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
@@ -297,10 +297,10 @@ static int piece_head(struct verbs_comm *c, struct piece *p)
 	return 0;
 }
 
-static int piece_post(struct verbs_comm *c, struct piece *p)
+static int piece_post(struct vl_comm *c, struct piece *p)
 {
 	struct ibv_sge sge = { p->laddr, (uint32_t)p->len, p->lkey };
-	int link = verbs_qp_link(c, p->qp);
+	int link = vl_qp_link(c, p->qp);
 	struct ibv_sge ssge = {
 		(uint64_t)(uintptr_t)&c->sizes->s[p->slot][p->elem], 8,
 		c->sizes_mr[link]->lkey,
@@ -316,7 +316,7 @@ static int piece_post(struct verbs_comm *c, struct piece *p)
 		.wr.rdma = { p->raddr, p->rkey },
 	};
 	struct ibv_send_wr size_wr = {
-		.wr_id = VERBS_WR_FIFO,
+		.wr_id = VL_WR_FIFO,
 		.next = &last,
 		.sg_list = &ssge,
 		.num_sge = 1,
@@ -337,14 +337,14 @@ static int piece_post(struct verbs_comm *c, struct piece *p)
 	return post_send(c, p->qp, p->far ? &size_wr : &last);
 }
 
-/* Cuts a message into pieces, one per QP, none below VERBS_MIN_PIECE. */
-static int pieces_of(const struct verbs_comm *c, size_t size,
+/* Cuts a message into pieces, one per QP, none below VL_MIN_PIECE. */
+static int pieces_of(const struct vl_comm *c, size_t size,
 		     size_t *piece)
 {
 	int n = 1;
 
-	if (size >= 2 * (size_t)VERBS_MIN_PIECE) {
-		n = (int)(size / VERBS_MIN_PIECE);
+	if (size >= 2 * (size_t)VL_MIN_PIECE) {
+		n = (int)(size / VL_MIN_PIECE);
 		if (n > c->nqps)
 			n = c->nqps;
 	}
@@ -356,9 +356,9 @@ static int pieces_of(const struct verbs_comm *c, size_t size,
 	return n ? n : 1;
 }
 
-static int send_post(struct verbs_comm *c, struct ib_send_req *r,
+static int send_post(struct vl_comm *c, struct ib_send_req *r,
 		     int idx, void *data, size_t size,
-		     const struct verbs_mh *mh,
+		     const struct vl_mh *mh,
 		     const struct ib_fifo_elem *e, int slot, int elem)
 {
 	size_t piece;
@@ -374,7 +374,7 @@ static int send_post(struct verbs_comm *c, struct ib_send_req *r,
 	for (int i = 0; i < n; i++) {
 		size_t off = (size_t)i * piece;
 		int qp = (c->next_qp + i) % c->nqps;
-		int link = verbs_qp_link(c, qp);
+		int link = vl_qp_link(c, qp);
 		struct piece p = {
 			.qp = qp,
 			.laddr = (uint64_t)(uintptr_t)data + off,
@@ -401,7 +401,7 @@ static int send_post(struct verbs_comm *c, struct ib_send_req *r,
 }
 
 /* Which posted buffer of the slot the tag goes to; -errno if none. */
-static int tag_match(struct verbs_comm *c,
+static int tag_match(struct vl_comm *c,
 		     const struct ib_fifo_slot *s, int n, int tag,
 		     size_t size)
 {
@@ -411,10 +411,10 @@ static int tag_match(struct verbs_comm *c,
 		if (!c->used[i] && s->e[i].tag == tag)
 			break;
 	if (i == n)
-		return verbs_comm_fail(c, -EPROTO, "send comm %u to %s: message with tag %d matches none of the %d buffers the peer posted",
+		return vl_comm_fail(c, -EPROTO, "send comm %u to %s: message with tag %d matches none of the %d buffers the peer posted",
 				       c->id, c->peer, tag, n);
 	if (size > s->e[i].size)
-		return verbs_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the %llu bytes the peer posted",
+		return vl_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the %llu bytes the peer posted",
 				       c->id, c->peer, size, tag,
 				       (unsigned long long)s->e[i].size);
 	return i;
@@ -424,12 +424,12 @@ static int tag_match(struct verbs_comm *c,
  * An eager message: header and data in one write-with-immediate into the
  * bounce slot of its number, once the peer's credit shows the slot empty.
  */
-static int eager_send(struct verbs_comm *c, void *data, size_t size,
-		      int tag, const struct verbs_mh *mh, void **request)
+static int eager_send(struct vl_comm *c, void *data, size_t size,
+		      int tag, const struct vl_mh *mh, void **request)
 {
 	uint64_t posted = credit_posted(c);
-	uint32_t b = (uint32_t)(c->slot_seq % VERBS_EAGER_SLOTS);
-	int qp = c->next_qp, link = verbs_qp_link(c, qp), idx, ret;
+	uint32_t b = (uint32_t)(c->slot_seq % VL_EAGER_SLOTS);
+	int qp = c->next_qp, link = vl_qp_link(c, qp), idx, ret;
 	struct ib_eager_hdr *h;
 	struct ib_send_req *r;
 	struct ibv_sge sge[2];
@@ -448,7 +448,7 @@ static int eager_send(struct verbs_comm *c, void *data, size_t size,
 
 	/* slot b last held message slot_seq - 64, whose receive is done
 	 * once receive slot_seq - 32 is posted (it reuses the request) */
-	if (c->slot_seq >= posted + VERBS_EAGER_SLOTS - VERBS_MAX_REQUESTS)
+	if (c->slot_seq >= posted + VL_EAGER_SLOTS - VL_MAX_REQUESTS)
 		return 0;
 	r = sreq_get(c, &idx);
 	if (!r)
@@ -484,13 +484,13 @@ static int eager_send(struct verbs_comm *c, void *data, size_t size,
  * the credit counts it (credits travel behind the FIFO entries before
  * them), this message cannot fit.
  */
-static int fifo_missing(struct verbs_comm *c, size_t size, int tag)
+static int fifo_missing(struct vl_comm *c, size_t size, int tag)
 {
 	struct ib_fifo_slot s;
 
 	if (credit_posted(c) <= c->slot_seq || fifo_ready(c, &s))
 		return 0;
-	return verbs_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
+	return vl_comm_fail(c, -EMSGSIZE, "send comm %u to %s: message of %zu bytes (tag %d) exceeds the at most %u bytes the peer posted",
 			       c->id, c->peer, size, tag, c->eager_max);
 }
 
@@ -499,7 +499,7 @@ static int fifo_missing(struct verbs_comm *c, size_t size, int tag)
  * when tested, so the error comes from test() (NULL while every request is
  * taken; those fail first).
  */
-static int send_ended(struct verbs_comm *c, size_t size, void **request)
+static int send_ended(struct vl_comm *c, size_t size, void **request)
 {
 	int idx;
 	struct ib_send_req *r = sreq_get(c, &idx);
@@ -513,22 +513,22 @@ static int send_ended(struct verbs_comm *c, size_t size, void **request)
 	return 0;
 }
 
-int verbs_isend(void *send_comm, void *data, size_t size, int tag,
+int vl_isend(void *send_comm, void *data, size_t size, int tag,
 		    void *mhandle, void **request)
 {
-	struct verbs_comm *c = send_comm;
+	struct vl_comm *c = send_comm;
 	struct ib_fifo_slot s;
-	const struct verbs_mh *mh = mhandle;
+	const struct vl_mh *mh = mhandle;
 	struct ib_send_req *r;
 	int n, elem, idx, ret, slot;
 
 	*request = NULL;
-	ret = verbs_comm_poll(c);
-	if (ret || verbs_peer_closed(c))
+	ret = vl_comm_poll(c);
+	if (ret || vl_peer_closed(c))
 		return send_ended(c, size, request);
 	if (size && (!mh || (uintptr_t)data < mh->start ||
 		     (uintptr_t)data + size > mh->end))
-		return verbs_comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
+		return vl_comm_fail(c, -EINVAL, "send comm %u to %s: %zu bytes at %p are not inside the registered memory",
 				       c->id, c->peer, size, data);
 	if (c->eager_max && size <= c->eager_max)
 		return eager_send(c, data, size, tag, mh, request);
@@ -541,7 +541,7 @@ int verbs_isend(void *send_comm, void *data, size_t size, int tag,
 	elem = tag_match(c, &s, n, tag, size);
 	if (elem < 0)
 		return elem;
-	slot = (int)(c->slot_seq % VERBS_MAX_REQUESTS);
+	slot = (int)(c->slot_seq % VL_MAX_REQUESTS);
 	r->in_use = true;
 	ret = send_post(c, r, idx, data, size, mh, &s.e[elem], slot, elem);
 	if (ret)
@@ -564,14 +564,14 @@ out:
  * credit) on QP 0, behind the ones before it.  -ENOMEM when the send queue
  * is full, which is no failure: the caller tries again later.
  */
-static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
+static int ctrl_write(struct vl_comm *c, const void *src, uint32_t len,
 		      const char *what)
 {
 	uint64_t off = (uint64_t)((const char *)src - (const char *)c->fifo);
 	struct ibv_sge sge = { (uint64_t)(uintptr_t)src, len,
 			       c->fifo_mr[0]->lkey };
 	struct ibv_send_wr wr = {
-		.wr_id = VERBS_WR_FIFO,
+		.wr_id = VL_WR_FIFO,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
@@ -590,7 +590,7 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 	if (ret == ENOMEM)
 		return -ENOMEM;
 	if (ret)
-		return verbs_comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
+		return vl_comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
 				       c->id, c->peer, what, strerror(ret));
 	c->ctrl_writes++;
 	return 0;
@@ -598,13 +598,13 @@ static int ctrl_write(struct verbs_comm *c, const void *src, uint32_t len,
 
 /* Tells the sender how many receives are posted: that frees its bounce
  * slots and shows which receives have no FIFO entry.  Inline
- * (verbs_comm_create makes sure), so the value is the one of this moment. */
-static int credit_flush(struct verbs_comm *c)
+ * (vl_comm_create makes sure), so the value is the one of this moment. */
+static int credit_flush(struct vl_comm *c)
 {
 	int ret;
 
 	c->fifo->credit = (struct ib_credit){
-		c->recv_seq, verbs_credit_check(c->recv_seq) };
+		c->recv_seq, vl_credit_check(c->recv_seq) };
 	ret = ctrl_write(c, &c->fifo->credit, sizeof(c->fifo->credit),
 			 "credit");
 	if (ret == -ENOMEM)
@@ -614,18 +614,18 @@ static int credit_flush(struct verbs_comm *c)
 	return ret;
 }
 
-int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
+int vl_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		    int *tags, void **mhandles, void **request)
 {
-	struct verbs_comm *c = recv_comm;
-	int slot = (int)(c->recv_seq % VERBS_MAX_REQUESTS);
-	int max_n = c->eager_max ? 1 : VERBS_MAX_RECVS;
+	struct vl_comm *c = recv_comm;
+	int slot = (int)(c->recv_seq % VL_MAX_REQUESTS);
+	int max_n = c->eager_max ? 1 : VL_MAX_RECVS;
 	struct ib_recv_req *r = &c->rreqs[slot];
 	struct ib_fifo_slot *f = &c->fifo->slot[slot];
 	int ret;
 
 	*request = NULL;
-	ret = verbs_comm_poll(c);
+	ret = vl_comm_poll(c);
 	if (ret) {
 		/* fails when tested, as a send on a failed comm */
 		if (r->in_use)
@@ -636,15 +636,15 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		return 0;
 	}
 	if (n < 1 || n > max_n)
-		return verbs_comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
+		return vl_comm_fail(c, -EINVAL, "recv comm %u from %s: %d grouped receives, 1..%d supported",
 				       c->id, c->peer, n, max_n);
 	if (r->in_use)
 		return 0;
 	for (int i = 0; i < n; i++) {
-		const struct verbs_mh *mh = mhandles ? mhandles[i] : NULL;
+		const struct vl_mh *mh = mhandles ? mhandles[i] : NULL;
 
 		if (sizes[i] && !mh)
-			return verbs_comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
+			return vl_comm_fail(c, -EINVAL, "recv comm %u from %s: buffer %d of %zu bytes is not registered",
 					       c->id, c->peer, i, sizes[i]);
 		f->e[i] = (struct ib_fifo_elem){
 			.addr = (uint64_t)(uintptr_t)data[i],
@@ -655,7 +655,7 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		};
 		for (int l = 0; mh && l < mh->n; l++)
 			f->e[i].rkey[l] = mh->ent[l]->mr->rkey;
-		f->e[i].check = verbs_elem_check(&f->e[i]);
+		f->e[i].check = vl_elem_check(&f->e[i]);
 	}
 	memset(r->pieces, 0, sizeof(r->pieces));
 	memset(r->pieces_done, 0, sizeof(r->pieces_done));
@@ -674,7 +674,7 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	r->in_use = true;
 	c->recv_seq++;
 	if (c->eager_max &&
-	    c->recv_seq - c->credit_sent >= VERBS_CREDIT_EVERY) {
+	    c->recv_seq - c->credit_sent >= VL_CREDIT_EVERY) {
 		ret = credit_flush(c);
 		if (ret)
 			return ret;
@@ -683,12 +683,12 @@ int verbs_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	return 0;
 }
 
-int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
+int vl_iflush(void *recv_comm, int n, void **data, int *sizes,
 		     void **mhandles, void **request)
 {
-	struct verbs_comm *c = recv_comm;
+	struct vl_comm *c = recv_comm;
 	struct ib_recv_req *r;
-	const struct verbs_mh *mh;
+	const struct vl_mh *mh;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = {
 		.sg_list = &sge,
@@ -709,33 +709,33 @@ int verbs_iflush(void *recv_comm, int n, void **data, int *sizes,
 	k = c->next_flush;
 	r = &c->freqs[k];
 	if (r->in_use)
-		return verbs_comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
-				       c->id, c->peer, VERBS_MAX_REQUESTS);
+		return vl_comm_fail(c, -EBUSY, "recv comm %u from %s: more than %d flushes outstanding",
+				       c->id, c->peer, VL_MAX_REQUESTS);
 	mh = mhandles[last];
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)&c->flush_buf, 1,
 				c->flush_mr->lkey };
-	wr.wr_id = VERBS_WR_FLUSH_BASE + (uint64_t)k;
+	wr.wr_id = VL_WR_FLUSH_BASE + (uint64_t)k;
 	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
 	wr.wr.rdma.rkey = mh->ent[0]->mr->rkey;
 	ret = ibv_post_send(c->flush_qp, &wr, &bad);
 	if (ret)
-		return verbs_comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
+		return vl_comm_fail(c, -ret, "recv comm %u from %s: cannot post the flush: %s",
 				       c->id, c->peer, strerror(ret));
 	r->in_use = true;
 	r->flush_done = false;
-	c->next_flush = (k + 1) % VERBS_MAX_REQUESTS;
+	c->next_flush = (k + 1) % VL_MAX_REQUESTS;
 	*request = r;
 	return 0;
 }
 
 /* ---- close ---- */
 
-int verbs_close_send(void *send_comm)
+int vl_close_send(void *send_comm)
 {
-	return verbs_close_comm(send_comm);
+	return vl_close_comm(send_comm);
 }
 
-int verbs_close_recv(void *recv_comm)
+int vl_close_recv(void *recv_comm)
 {
-	return verbs_close_comm(recv_comm);
+	return vl_close_comm(recv_comm);
 }

@@ -16,13 +16,13 @@
 #include "netaddr.h"
 
 /* The IP address a RoCE GID carries, with the netdev's prefix if known. */
-static void dev_addrs(struct verbs_dev *d)
+static void dev_addrs(struct vl_dev *d)
 {
 	static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					   0xff, 0xff };
 	struct mesh_addr a = { 0 };
 	struct mesh_netif *ifs = NULL;
-	char filter[VERBS_NAME_MAX + 1];
+	char filter[VL_NAME_MAX + 1];
 	int n;
 
 	if (!d->pinfo.ethernet)
@@ -49,7 +49,7 @@ static void dev_addrs(struct verbs_dev *d)
 	d->naddrs = 1;
 }
 
-bool verbs_path_exists(const char *path)
+bool vl_path_exists(const char *path)
 {
 	return access(path, F_OK) == 0;
 }
@@ -59,14 +59,14 @@ bool verbs_path_exists(const char *path)
  * peer-memory module for plain pointers, a dma-buf capable provider for
  * dma-buf.  Software devices (rxe, siw) have no PCI device and never can.
  */
-static void dev_gpu_caps(struct verbs_dev *d)
+static void dev_gpu_caps(struct vl_dev *d)
 {
 	struct ibv_mr *mr;
 
-	if (!d->pci_path[0] || !verbs_path_exists("/proc/driver/nvidia/version"))
+	if (!d->pci_path[0] || !vl_path_exists("/proc/driver/nvidia/version"))
 		return;
-	d->gpu = verbs_path_exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
-		 verbs_path_exists("/sys/module/nvidia_peermem");
+	d->gpu = vl_path_exists("/sys/kernel/mm/memory_peers/nv_mem/version") ||
+		 vl_path_exists("/sys/module/nvidia_peermem");
 	/* A provider without dma-buf support says so to a probe with fd -1. */
 	errno = 0;
 	mr = ibv_reg_dmabuf_mr(d->pd, 0, 0, 0, -1, 0);
@@ -75,7 +75,7 @@ static void dev_gpu_caps(struct verbs_dev *d)
 	d->dmabuf = errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
 }
 
-static void dev_pci_path(const char *root, struct verbs_dev *d)
+static void dev_pci_path(const char *root, struct vl_dev *d)
 {
 	char link[PATH_MAX], real[PATH_MAX];
 
@@ -86,8 +86,8 @@ static void dev_pci_path(const char *root, struct verbs_dev *d)
 }
 
 /* Opens one port; 1 when usable, 0 to skip it (logged). */
-int verbs_dev_open(const char *root, struct ibv_device *ibdev, int port,
-		   const struct verbs_gid_prefs *prefs, struct verbs_dev *d)
+int vl_dev_open(const char *root, struct ibv_device *ibdev, int port,
+		   const struct vl_gid_prefs *prefs, struct vl_dev *d)
 {
 	struct ibv_device_attr attr;
 	char why[256] = "";
@@ -113,10 +113,10 @@ int verbs_dev_open(const char *root, struct ibv_device *ibdev, int port,
 			  d->pattr.state);
 		goto skip;
 	}
-	if (verbs_port_info(root, d->ibname, port, &d->pinfo) < 0)
+	if (vl_port_info(root, d->ibname, port, &d->pinfo) < 0)
 		d->pinfo.ethernet =
 			d->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-	ret = verbs_gid_pick(root, d->ibname, port, prefs, &d->gid, why,
+	ret = vl_gid_pick(root, d->ibname, port, prefs, &d->gid, why,
 				 sizeof(why));
 	if (ret) {
 		MESH_INFO("%s:%d: no usable GID: %s", d->ibname, port, why);
@@ -146,7 +146,7 @@ skip:
 	return 0;
 }
 
-void verbs_dev_close(struct verbs_dev *d)
+void vl_dev_close(struct vl_dev *d)
 {
 	while (d->mrs) {
 		struct ib_mr_ent *e = d->mrs;
@@ -162,7 +162,7 @@ void verbs_dev_close(struct verbs_dev *d)
 	pthread_mutex_destroy(&d->mr_lock);
 }
 
-char *verbs_gid_str(const uint8_t raw[16], char *buf, size_t len)
+char *vl_gid_str(const uint8_t raw[16], char *buf, size_t len)
 {
 	if (!inet_ntop(AF_INET6, raw, buf, (socklen_t)len))
 		snprintf(buf, len, "?");
@@ -191,13 +191,13 @@ static int speed_from_attr(const struct ibv_port_attr *pa)
 }
 
 
-int verbs_port_speed_mbps(const struct verbs_dev *d)
+int vl_port_speed_mbps(const struct vl_dev *d)
 {
 	return d->pinfo.speed_mbps > 0 ? d->pinfo.speed_mbps :
 	       speed_from_attr(&d->pattr);
 }
 
-void verbs_dev_props(const struct verbs_ctx *ctx, const struct verbs_dev *d,
+void vl_dev_props(const struct vl_ctx *ctx, const struct vl_dev *d,
 		     struct mesh_dev_props *props)
 {
 	snprintf(props->name, sizeof(props->name), "%s", d->name);
@@ -206,17 +206,17 @@ void verbs_dev_props(const struct verbs_ctx *ctx, const struct verbs_dev *d,
 	props->ptr_support = MESH_PTR_HOST;
 	if (d->gpu)
 		props->ptr_support |= MESH_PTR_CUDA;
-	if (d->dmabuf && (d->gpu || verbs_path_exists("/proc/driver/nvidia/version")))
+	if (d->dmabuf && (d->gpu || vl_path_exists("/proc/driver/nvidia/version")))
 		props->ptr_support |= MESH_PTR_DMABUF;
 	props->reg_is_global = 0;
 	props->force_flush = 0;
-	props->speed_mbps = verbs_port_speed_mbps(d);
+	props->speed_mbps = vl_port_speed_mbps(d);
 	props->port = d->port;
 	props->latency_us = 0;
 	props->max_comms = 65536;
 	props->max_recvs = ctx->max_recvs;
-	props->max_p2p_bytes = VERBS_MAX_MESSAGE;
-	props->max_coll_bytes = VERBS_MAX_MESSAGE;
+	props->max_p2p_bytes = VL_MAX_MESSAGE;
+	props->max_coll_bytes = VL_MAX_MESSAGE;
 	props->naddrs = d->naddrs;
 	memcpy(props->addrs, d->addrs, sizeof(props->addrs[0]) *
 	       (size_t)d->naddrs);

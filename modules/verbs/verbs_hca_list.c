@@ -24,22 +24,22 @@ static bool is_blank(char c)
 }
 
 static int parse_name(const char *s, size_t nlen, size_t len,
-		      struct verbs_hca_entry *e, char *err, size_t errlen)
+		      struct vl_hca_entry *e, char *err, size_t errlen)
 {
 	if (!nlen) {
-		verbs_seterr(err, errlen, "entry \"%.*s\": no device name",
+		vl_seterr(err, errlen, "entry \"%.*s\": no device name",
 		       (int)len, s);
 		return -EINVAL;
 	}
-	if (nlen >= VERBS_NAME_MAX) {
-		verbs_seterr(err, errlen, "entry \"%.*s\": name longer than %d",
-		       (int)len, s, VERBS_NAME_MAX - 1);
+	if (nlen >= VL_NAME_MAX) {
+		vl_seterr(err, errlen, "entry \"%.*s\": name longer than %d",
+		       (int)len, s, VL_NAME_MAX - 1);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < nlen; i++) {
 		if (name_char_ok(s[i]))
 			continue;
-		verbs_seterr(err, errlen,
+		vl_seterr(err, errlen,
 		       "entry \"%.*s\": '%c' cannot be in a device name "
 		       "('^' and '=' only lead the whole list)",
 		       (int)len, s, s[i]);
@@ -52,7 +52,7 @@ static int parse_name(const char *s, size_t nlen, size_t len,
 
 /* One "name[:port[:fabric]]" token of length len, already trimmed. */
 static int parse_entry(const char *s, size_t len, bool exclude,
-		       struct verbs_hca_entry *e, char *err, size_t errlen)
+		       struct vl_hca_entry *e, char *err, size_t errlen)
 {
 	const char *end = s + len;
 	const char *c1 = memchr(s, ':', len);
@@ -70,10 +70,10 @@ static int parse_entry(const char *s, size_t len, bool exclude,
 		return -EINVAL;
 	/* "rxe0::17": any port, fabric 17; a bare trailing ':' is a typo. */
 	if (c1 && (plen || !c2)) {
-		if (verbs_parse_num(port, plen, VERBS_PORT_MAX, &v) || v < 1) {
-			verbs_seterr(err, errlen,
+		if (vl_parse_num(port, plen, VL_PORT_MAX, &v) || v < 1) {
+			vl_seterr(err, errlen,
 			       "entry \"%.*s\": port \"%.*s\" is not 1..%d",
-			       (int)len, s, (int)plen, port, VERBS_PORT_MAX);
+			       (int)len, s, (int)plen, port, VL_PORT_MAX);
 			return -EINVAL;
 		}
 		e->port = (int)v;
@@ -81,17 +81,17 @@ static int parse_entry(const char *s, size_t len, bool exclude,
 	if (!c2)
 		return 0;
 	if (memchr(fab, ':', flen)) {
-		verbs_seterr(err, errlen, "entry \"%.*s\": more than "
+		vl_seterr(err, errlen, "entry \"%.*s\": more than "
 		       "name:port:fabric", (int)len, s);
 		return -EINVAL;
 	}
 	if (exclude) {
-		verbs_seterr(err, errlen, "entry \"%.*s\": a fabric id means "
+		vl_seterr(err, errlen, "entry \"%.*s\": a fabric id means "
 		       "nothing in a '^' (exclude) list", (int)len, s);
 		return -EINVAL;
 	}
-	if (verbs_parse_num(fab, flen, INT64_MAX, &v)) {
-		verbs_seterr(err, errlen, "entry \"%.*s\": fabric id \"%.*s\" is "
+	if (vl_parse_num(fab, flen, INT64_MAX, &v)) {
+		vl_seterr(err, errlen, "entry \"%.*s\": fabric id \"%.*s\" is "
 		       "not a number >= 0", (int)len, s, (int)flen, fab);
 		return -EINVAL;
 	}
@@ -112,7 +112,7 @@ static void trim(const char **s, size_t *len)
 
 /* Adds the token [s, s + len) to out, or says why not. */
 static int add_entry(const char *spec, const char *s, size_t len,
-		     struct verbs_hca_filter *out, char *err,
+		     struct vl_hca_filter *out, char *err,
 		     size_t errlen)
 {
 	char why[160];
@@ -121,32 +121,32 @@ static int add_entry(const char *spec, const char *s, size_t len,
 	if (!len) {
 		bool lead = !out->n && (out->exclude || out->exact);
 
-		verbs_seterr(err, errlen, "HCA list \"%s\": empty entry%s", spec,
+		vl_seterr(err, errlen, "HCA list \"%s\": empty entry%s", spec,
 		       lead ? " (no device after '^' or '=')" : "");
 		return -EINVAL;
 	}
-	if (out->n == VERBS_HCA_MAX) {
-		verbs_seterr(err, errlen, "HCA list \"%s\": more than %d entries",
-		       spec, VERBS_HCA_MAX);
+	if (out->n == VL_HCA_MAX) {
+		vl_seterr(err, errlen, "HCA list \"%s\": more than %d entries",
+		       spec, VL_HCA_MAX);
 		return -EINVAL;
 	}
 	if (parse_entry(s, len, out->exclude, &out->e[out->n], why,
 			sizeof(why))) {
-		verbs_seterr(err, errlen, "HCA list \"%s\": %s", spec, why);
+		vl_seterr(err, errlen, "HCA list \"%s\": %s", spec, why);
 		return -EINVAL;
 	}
 	out->n++;
 	return 0;
 }
 
-int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
+int vl_hca_parse(const char *spec, struct vl_hca_filter *out,
 			char *err, size_t errlen)
 {
 	const char *s = spec ? spec : "";
 	const char *end;
 
 	memset(out, 0, sizeof(*out));
-	verbs_seterr(err, errlen, "%s", "");
+	vl_seterr(err, errlen, "%s", "");
 	while (is_blank(*s))
 		s++;
 	if (!*s)
@@ -174,7 +174,7 @@ int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
  * name and for a named port, so "mlx5_1:1:1,mlx5_10:1:2" gives mlx5_10
  * fabric 2 even though "mlx5_1" is also its prefix.
  */
-static int entry_score(const struct verbs_hca_entry *e, bool exact,
+static int entry_score(const struct vl_hca_entry *e, bool exact,
 		       const char *dev, int port)
 {
 	size_t n = strlen(e->name);
@@ -187,7 +187,7 @@ static int entry_score(const struct verbs_hca_entry *e, bool exact,
 	return (same ? 2 : 0) + (e->port ? 1 : 0);
 }
 
-bool verbs_hca_match(const struct verbs_hca_filter *f,
+bool vl_hca_match(const struct vl_hca_filter *f,
 			 const char *dev, int port, int64_t *fabric_id)
 {
 	int best = -1, best_score = -1;

@@ -25,7 +25,7 @@ static uintptr_t page_size(void)
 }
 
 /* Caller holds dev->mr_lock. */
-static struct ib_mr_ent *mr_lookup(struct verbs_dev *d, uintptr_t start,
+static struct ib_mr_ent *mr_lookup(struct vl_dev *d, uintptr_t start,
 				   uintptr_t end)
 {
 	for (struct ib_mr_ent *e = d->mrs; e; e = e->next)
@@ -35,7 +35,7 @@ static struct ib_mr_ent *mr_lookup(struct verbs_dev *d, uintptr_t start,
 }
 
 /* Caller holds dev->mr_lock. */
-static struct ib_mr_ent *mr_insert(struct verbs_dev *d, struct ibv_mr *mr,
+static struct ib_mr_ent *mr_insert(struct vl_dev *d, struct ibv_mr *mr,
 				   uintptr_t start, uintptr_t end, bool cached)
 {
 	struct ib_mr_ent *e = calloc(1, sizeof(*e));
@@ -57,7 +57,7 @@ static struct ib_mr_ent *mr_insert(struct verbs_dev *d, struct ibv_mr *mr,
 
 static void mr_put(struct ib_mr_ent *e)
 {
-	struct verbs_dev *d = e->dev;
+	struct vl_dev *d = e->dev;
 	struct ib_mr_ent **pp;
 
 	pthread_mutex_lock(&d->mr_lock);
@@ -85,7 +85,7 @@ struct mr_src {
 	uint64_t offset;
 };
 
-static struct ib_mr_ent *mr_get_plain(struct verbs_dev *d, bool cache,
+static struct ib_mr_ent *mr_get_plain(struct vl_dev *d, bool cache,
 				      const struct mr_src *s)
 {
 	uintptr_t ps = page_size();
@@ -112,7 +112,7 @@ static struct ib_mr_ent *mr_get_plain(struct verbs_dev *d, bool cache,
 }
 
 /* Never cached: another fd may later back the same addresses. */
-static struct ib_mr_ent *mr_get_dmabuf(struct verbs_dev *d,
+static struct ib_mr_ent *mr_get_dmabuf(struct vl_dev *d,
 				       const struct mr_src *s)
 {
 	struct ib_mr_ent *e;
@@ -137,7 +137,7 @@ static struct ib_mr_ent *mr_get_dmabuf(struct verbs_dev *d,
 	return e;
 }
 
-static int mh_release(struct verbs_mh *mh)
+static int mh_release(struct vl_mh *mh)
 {
 	for (int l = 0; l < mh->n; l++)
 		if (mh->ent[l])
@@ -147,10 +147,10 @@ static int mh_release(struct verbs_mh *mh)
 }
 
 /* One region on every link's device. */
-static int mh_register(struct verbs_comm *c, const struct mr_src *s,
+static int mh_register(struct vl_comm *c, const struct mr_src *s,
 		       void **mhandle)
 {
-	struct verbs_mh *mh = calloc(1, sizeof(*mh));
+	struct vl_mh *mh = calloc(1, sizeof(*mh));
 
 	*mhandle = NULL;
 	if (!mh)
@@ -158,7 +158,7 @@ static int mh_register(struct verbs_comm *c, const struct mr_src *s,
 	mh->start = (uintptr_t)s->data;
 	mh->end = (uintptr_t)s->data + s->size;
 	for (int l = 0; l < c->nlinks; l++) {
-		struct verbs_dev *d = c->links[l];
+		struct vl_dev *d = c->links[l];
 
 		if (s->type != MESH_PTR_HOST &&
 		    !(s->type == MESH_PTR_CUDA && d->gpu)) {
@@ -180,7 +180,7 @@ static int mh_register(struct verbs_comm *c, const struct mr_src *s,
 	return 0;
 }
 
-int verbs_reg_mr(void *comm, void *data, size_t size, int type,
+int vl_reg_mr(void *comm, void *data, size_t size, int type,
 		 void **mhandle)
 {
 	struct mr_src s = { data, size, type, -1, 0 };
@@ -188,7 +188,7 @@ int verbs_reg_mr(void *comm, void *data, size_t size, int type,
 	return mh_register(comm, &s, mhandle);
 }
 
-int verbs_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+int vl_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 			uint64_t offset, int fd, void **mhandle)
 {
 	struct mr_src s = { data, size, type, fd, offset };
@@ -196,7 +196,7 @@ int verbs_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 	return mh_register(comm, &s, mhandle);
 }
 
-int verbs_dereg_mr(void *comm, void *mhandle)
+int vl_dereg_mr(void *comm, void *mhandle)
 {
 	(void)comm;
 	return mhandle ? mh_release(mhandle) : 0;

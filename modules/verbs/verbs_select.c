@@ -24,7 +24,7 @@
 /* Entries listed one by one in a "nothing fits" error. */
 #define FOUND_LIST_MAX 8
 
-void verbs_seterr(char *err, size_t len, const char *fmt, ...)
+void vl_seterr(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -36,7 +36,7 @@ void verbs_seterr(char *err, size_t len, const char *fmt, ...)
 }
 
 /* Strictly decimal digits, so "+1", " 1" and "1x" are all refused. */
-int verbs_parse_num(const char *s, size_t len, long long max, long long *out)
+int vl_parse_num(const char *s, size_t len, long long max, long long *out)
 {
 	char buf[24];
 	char *end;
@@ -101,13 +101,13 @@ static int read_attr(const char *dir, const char *name, char *buf, size_t len)
 static bool dev_name_ok(const char *dev)
 {
 	return dev && *dev && !strchr(dev, '/') && strcmp(dev, ".") &&
-	       strcmp(dev, "..") && strlen(dev) < VERBS_NAME_MAX;
+	       strcmp(dev, "..") && strlen(dev) < VL_NAME_MAX;
 }
 
 static int port_dir(const char *root, const char *dev, int port, char *buf,
 		    size_t len)
 {
-	if (!root || !dev_name_ok(dev) || port < 1 || port > VERBS_PORT_MAX)
+	if (!root || !dev_name_ok(dev) || port < 1 || port > VL_PORT_MAX)
 		return -EINVAL;
 	if (snprintf(buf, len, "%s/%s/ports/%d", root, dev, port) >= (int)len)
 		return -ENAMETOOLONG;
@@ -140,7 +140,7 @@ struct gid_entry {
 	enum gid_state state;
 	int version;		/* 0 unknown */
 	uint8_t raw[16];
-	char ndev[VERBS_NAME_MAX];
+	char ndev[VL_NAME_MAX];
 };
 
 struct gid_table {
@@ -181,7 +181,7 @@ static bool prefix_equal(const uint8_t *a, const uint8_t *b, int bits)
 	return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-static bool gid_in_range(const uint8_t *g, const struct verbs_gid_prefs *p)
+static bool gid_in_range(const uint8_t *g, const struct vl_gid_prefs *p)
 {
 	if (!p->range_prefix)
 		return true;
@@ -219,7 +219,7 @@ static int gid_read_raw(const char *pdir, int index, uint8_t *raw)
 }
 
 static void gid_read_entry(const char *pdir, int index,
-			   const struct verbs_gid_prefs *p,
+			   const struct vl_gid_prefs *p,
 			   struct gid_entry *e)
 {
 	char name[64];
@@ -275,7 +275,7 @@ static int gid_indexes(const char *pdir, int **out)
 	while ((d = readdir(dir)) && n < GID_TABLE_MAX) {
 		long long v;
 
-		if (!verbs_parse_num(d->d_name, strlen(d->d_name),
+		if (!vl_parse_num(d->d_name, strlen(d->d_name),
 			       GID_TABLE_MAX - 1, &v))
 			idx[n++] = (int)v;
 	}
@@ -285,7 +285,7 @@ static int gid_indexes(const char *pdir, int **out)
 	return n;
 }
 
-static int gid_table_load(const char *pdir, const struct verbs_gid_prefs *p,
+static int gid_table_load(const char *pdir, const struct vl_gid_prefs *p,
 			  struct gid_table *t)
 {
 	int *idx = NULL;
@@ -321,7 +321,7 @@ static int family_rank(const uint8_t *raw, int family)
 }
 
 static const struct gid_entry *gid_best(const struct gid_table *t,
-					const struct verbs_gid_prefs *p)
+					const struct vl_gid_prefs *p)
 {
 	const struct gid_entry *best = NULL;
 	int best_rank = -1;
@@ -360,7 +360,7 @@ static const char *family_str(int family)
 	return family == AF_INET ? "IPv4" : "IPv6";
 }
 
-static void range_str(const struct verbs_gid_prefs *p, char *buf,
+static void range_str(const struct vl_gid_prefs *p, char *buf,
 		      size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
@@ -374,7 +374,7 @@ static void range_str(const struct verbs_gid_prefs *p, char *buf,
 }
 
 static void describe_none(const char *dev, int port, const struct gid_table *t,
-			  const struct verbs_gid_prefs *p, char *err,
+			  const struct vl_gid_prefs *p, char *err,
 			  size_t errlen)
 {
 	static const char *const why[] = {
@@ -385,7 +385,7 @@ static void describe_none(const char *dev, int port, const struct gid_table *t,
 	char range[INET6_ADDRSTRLEN + 16], ip[INET6_ADDRSTRLEN];
 
 	range_str(p, range, sizeof(range));
-	verbs_seterr(err, errlen, "%s port %d: %d GID entries, none %s %s%s (found:",
+	vl_seterr(err, errlen, "%s port %d: %d GID entries, none %s %s%s (found:",
 	       dev, port, t->n, family_str(p->family),
 	       version_str(p->roce_version), range);
 	for (int i = 0; i < t->n; i++) {
@@ -415,17 +415,17 @@ static void describe_none(const char *dev, int port, const struct gid_table *t,
 /* Success, but say which preference the pick misses, if any. */
 static void describe_fallback(const char *dev, int port,
 			      const struct gid_entry *e,
-			      const struct verbs_gid_prefs *p, char *err,
+			      const struct vl_gid_prefs *p, char *err,
 			      size_t errlen)
 {
 	bool v_ok = e->version == p->roce_version;
 	bool f_ok = family_rank(e->raw, p->family);
 	char ip[INET6_ADDRSTRLEN];
 
-	verbs_seterr(err, errlen, "%s", "");
+	vl_seterr(err, errlen, "%s", "");
 	if (v_ok && f_ok)
 		return;
-	verbs_seterr(err, errlen, "%s port %d: using GID #%d (%s %s):", dev, port,
+	vl_seterr(err, errlen, "%s port %d: using GID #%d (%s %s):", dev, port,
 	       e->index, version_str(e->version),
 	       gid_str(e->raw, ip, sizeof(ip)));
 	if (!e->version)
@@ -439,7 +439,7 @@ static void describe_fallback(const char *dev, int port,
 		       family_str(p->family));
 }
 
-static void fill_out(const struct gid_entry *e, struct verbs_gid *out)
+static void fill_out(const struct gid_entry *e, struct vl_gid *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->index = e->index;
@@ -449,41 +449,41 @@ static void fill_out(const struct gid_entry *e, struct verbs_gid *out)
 }
 
 static int gid_forced(const char *pdir, const char *dev, int port, int index,
-		      struct verbs_gid *out, char *err, size_t errlen)
+		      struct vl_gid *out, char *err, size_t errlen)
 {
 	struct gid_entry e;
 	char ip[INET6_ADDRSTRLEN];
 	int rc;
 
 	if (index >= GID_TABLE_MAX) {
-		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is past "
+		vl_seterr(err, errlen, "%s port %d: forced GID index %d is past "
 		       "any GID table", dev, port, index);
 		return -ENOENT;
 	}
 	rc = gid_read_raw(pdir, index, e.raw);
 	if (rc) {
-		verbs_seterr(err, errlen, "%s port %d: forced GID index %d: %s",
+		vl_seterr(err, errlen, "%s port %d: forced GID index %d: %s",
 		       dev, port, index, rc == -ENOENT ? "no such entry" :
 		       "entry unreadable");
 		return -ENOENT;
 	}
 	gid_read_entry(pdir, index, NULL, &e);
 	if (e.state == GID_ZERO) {
-		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is empty "
+		vl_seterr(err, errlen, "%s port %d: forced GID index %d is empty "
 		       "(all zero)", dev, port, index);
 		return -ENOENT;
 	}
 	fill_out(&e, out);
-	verbs_seterr(err, errlen, "%s", "");
+	vl_seterr(err, errlen, "%s", "");
 	if (e.state == GID_LINK_LOCAL)
-		verbs_seterr(err, errlen, "%s port %d: forced GID index %d is "
+		vl_seterr(err, errlen, "%s port %d: forced GID index %d is "
 		       "link-local %s: it reaches only its own L2 segment",
 		       dev, port, index, gid_str(e.raw, ip, sizeof(ip)));
 	return 0;
 }
 
-static int prefs_check(const struct verbs_gid_prefs *in,
-		       struct verbs_gid_prefs *p, char *err, size_t errlen)
+static int prefs_check(const struct vl_gid_prefs *in,
+		       struct vl_gid_prefs *p, char *err, size_t errlen)
 {
 	if (in) {
 		*p = *in;
@@ -497,7 +497,7 @@ static int prefs_check(const struct verbs_gid_prefs *in,
 		p->family = AF_INET;
 	if ((p->roce_version != 1 && p->roce_version != 2) ||
 	    (p->family != AF_INET && p->family != AF_INET6)) {
-		verbs_seterr(err, errlen, "GID preferences: roce_version %d (1 or 2) "
+		vl_seterr(err, errlen, "GID preferences: roce_version %d (1 or 2) "
 		       "or family %d (AF_INET or AF_INET6) not supported",
 		       p->roce_version, p->family);
 		return -EINVAL;
@@ -505,7 +505,7 @@ static int prefs_check(const struct verbs_gid_prefs *in,
 	if (p->range_prefix &&
 	    ((p->range_family != AF_INET && p->range_family != AF_INET6) ||
 	     p->range_prefix > (p->range_family == AF_INET ? 32 : 128))) {
-		verbs_seterr(err, errlen, "GID range: prefix /%u does not fit %s",
+		vl_seterr(err, errlen, "GID range: prefix /%u does not fit %s",
 		       p->range_prefix, p->range_family == AF_INET ?
 		       "an IPv4 address" : p->range_family == AF_INET6 ?
 		       "an IPv6 address" : "an unknown family");
@@ -515,15 +515,15 @@ static int prefs_check(const struct verbs_gid_prefs *in,
 }
 
 static int gid_auto(const char *pdir, const char *dev, int port,
-		    const struct verbs_gid_prefs *p,
-		    struct verbs_gid *out, char *err, size_t errlen)
+		    const struct vl_gid_prefs *p,
+		    struct vl_gid *out, char *err, size_t errlen)
 {
 	const struct gid_entry *best;
 	struct gid_table t;
 	int rc = gid_table_load(pdir, p, &t);
 
 	if (rc) {
-		verbs_seterr(err, errlen, "%s port %d: cannot list the GID table: %s",
+		vl_seterr(err, errlen, "%s port %d: cannot list the GID table: %s",
 		       dev, port, strerror(-rc));
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
@@ -540,18 +540,18 @@ static int gid_auto(const char *pdir, const char *dev, int port,
 	return rc;
 }
 
-int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
-		       const struct verbs_gid_prefs *prefs,
-		       struct verbs_gid *out, char *err, size_t errlen)
+int vl_gid_pick(const char *sysfs_root, const char *dev, int port,
+		       const struct vl_gid_prefs *prefs,
+		       struct vl_gid *out, char *err, size_t errlen)
 {
-	struct verbs_gid_prefs p;
+	struct vl_gid_prefs p;
 	char pdir[PATH_MAX];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	rc = port_dir(sysfs_root, dev, port, pdir, sizeof(pdir));
 	if (rc) {
-		verbs_seterr(err, errlen, "%s port %d: %s", dev ? dev : "(null)",
+		vl_seterr(err, errlen, "%s port %d: %s", dev ? dev : "(null)",
 		       port, rc == -ENOENT ? "no such device or port" :
 		       strerror(-rc));
 		return rc;
@@ -564,7 +564,7 @@ int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
 				  errlen);
 	if (!link_is_ethernet(pdir)) {
 		/* IB routes by LID; GID 0 carries the subnet prefix. */
-		verbs_seterr(err, errlen, "%s", "");
+		vl_seterr(err, errlen, "%s", "");
 		out->index = 0;
 		if (gid_read_raw(pdir, 0, out->raw))
 			memset(out->raw, 0, sizeof(out->raw));
@@ -643,7 +643,7 @@ static void first_net(const char *root, const char *dev, char *out, size_t len)
 static void port_netdev(const char *root, const char *dev, const char *pdir,
 			char *out, size_t len)
 {
-	struct verbs_gid_prefs p;
+	struct vl_gid_prefs p;
 	const struct gid_entry *best;
 	struct gid_table t;
 
@@ -662,8 +662,8 @@ static void port_netdev(const char *root, const char *dev, const char *pdir,
 	free(t.e);
 }
 
-int verbs_port_info(const char *sysfs_root, const char *dev, int port,
-			struct verbs_port_info *out)
+int vl_port_info(const char *sysfs_root, const char *dev, int port,
+			struct vl_port_info *out)
 {
 	char pdir[PATH_MAX], buf[128];
 	int rc;

@@ -4,8 +4,8 @@
  * sysfs tree (the real /sys/class/infiniband or a fake one in tests), so
  * the choices can be tested against what containers show.
  */
-#ifndef VERBS_SELECT_H
-#define VERBS_SELECT_H
+#ifndef VL_SELECT_H
+#define VL_SELECT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,41 +13,41 @@
 
 /* Writes an error text for the caller of a selection function; err may be
  * NULL.  Shared by verbs_select.c and verbs_hca_list.c. */
-void verbs_seterr(char *err, size_t len, const char *fmt, ...)
+void vl_seterr(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* s[0..len) as a number of decimal digits only, at most max; -EINVAL else. */
-int verbs_parse_num(const char *s, size_t len, long long max, long long *out);
+int vl_parse_num(const char *s, size_t len, long long max, long long *out);
 
-#define VERBS_HCA_MAX 32
-#define VERBS_PORT_MAX 255
-#define VERBS_NAME_MAX 64
+#define VL_HCA_MAX 32
+#define VL_PORT_MAX 255
+#define VL_NAME_MAX 64
 
 /* One entry of an NCCL_IB_HCA-style list: name[:port[:fabricId]]. */
-struct verbs_hca_entry {
-	char name[VERBS_NAME_MAX];
+struct vl_hca_entry {
+	char name[VL_NAME_MAX];
 	int port;		/* 0: any */
 	int64_t fabric_id;	/* -1: unset (dc * max_rails + rail) */
 };
 
-struct verbs_hca_filter {
+struct vl_hca_filter {
 	bool exclude;		/* leading '^' */
 	bool exact;		/* leading '=' (after '^' if both) */
 	int n;			/* 0 and !exclude: every device */
-	struct verbs_hca_entry e[VERBS_HCA_MAX];
+	struct vl_hca_entry e[VL_HCA_MAX];
 };
 
 /* Parses "mlx5_0:1,mlx5_1", "^=mlx5_2", "rxe12:1:17"; -EINVAL with why. */
-int verbs_hca_parse(const char *spec, struct verbs_hca_filter *out,
+int vl_hca_parse(const char *spec, struct vl_hca_filter *out,
 			char *err, size_t errlen);
 /*
  * Does device `dev` port `port` pass?  Prefix match unless exact (so
  * "mlx5_1" also matches "mlx5_10", as in NCCL).  *fabric_id gets the
  * matching entry's fabric field, -1 if none.
  */
-bool verbs_hca_match(const struct verbs_hca_filter *f,
+bool vl_hca_match(const struct vl_hca_filter *f,
 			 const char *dev, int port, int64_t *fabric_id);
 
-struct verbs_gid_prefs {
+struct vl_gid_prefs {
 	int roce_version;	/* preferred RoCE version, default 2 */
 	int family;		/* AF_INET (default) or AF_INET6 */
 	/* optional range, e.g. 10.0.0.0/8: prefix_len 0 = none */
@@ -57,11 +57,11 @@ struct verbs_gid_prefs {
 	int force_index;	/* >= 0: use this index (the override) */
 };
 
-struct verbs_gid {
+struct vl_gid {
 	int index;
 	uint8_t raw[16];
 	int roce_version;	/* 1 or 2; 0 when the type file is unreadable */
-	char netdev[VERBS_NAME_MAX];	/* gid_attrs/ndevs entry, "" if none */
+	char netdev[VL_NAME_MAX];	/* gid_attrs/ndevs entry, "" if none */
 };
 
 /*
@@ -83,9 +83,9 @@ struct verbs_gid {
  * every preference, else a note saying which it misses (say, only RoCE v1
  * found), for the caller to log.
  */
-int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
-		       const struct verbs_gid_prefs *prefs,
-		       struct verbs_gid *out, char *err, size_t errlen);
+int vl_gid_pick(const char *sysfs_root, const char *dev, int port,
+		       const struct vl_gid_prefs *prefs,
+		       struct vl_gid *out, char *err, size_t errlen);
 
 /*
  * Port facts from sysfs: state ACTIVE?, link layer, rate in Mbit/s, and the
@@ -93,13 +93,13 @@ int verbs_gid_pick(const char *sysfs_root, const char *dev, int port,
  * name under <dev>/device/net/, else any GID's ndev.  -ENOENT if the port
  * is absent.
  */
-struct verbs_port_info {
+struct vl_port_info {
 	bool active;
 	bool ethernet;		/* RoCE; else InfiniBand */
 	int speed_mbps;
-	char netdev[VERBS_NAME_MAX];	/* "" if none */
+	char netdev[VL_NAME_MAX];	/* "" if none */
 };
-int verbs_port_info(const char *sysfs_root, const char *dev, int port,
-			struct verbs_port_info *out);
+int vl_port_info(const char *sysfs_root, const char *dev, int port,
+			struct vl_port_info *out);
 
 #endif

@@ -148,15 +148,15 @@ static void cleanup(void)
 
 /* ---- helpers ---- */
 
-static struct verbs_gid_prefs prefs(int version, int family)
+static struct vl_gid_prefs prefs(int version, int family)
 {
-	struct verbs_gid_prefs p = { .roce_version = version,
+	struct vl_gid_prefs p = { .roce_version = version,
 					 .family = family,
 					 .force_index = -1 };
 	return p;
 }
 
-static void set_range(struct verbs_gid_prefs *p, const char *text)
+static void set_range(struct vl_gid_prefs *p, const char *text)
 {
 	struct mesh_addr a;
 
@@ -169,10 +169,10 @@ static void set_range(struct verbs_gid_prefs *p, const char *text)
 	memcpy(p->range_ip, a.ip, sizeof(p->range_ip));
 }
 
-static int pick(const char *dev, int p, const struct verbs_gid_prefs *pr,
-		struct verbs_gid *g)
+static int pick(const char *dev, int p, const struct vl_gid_prefs *pr,
+		struct vl_gid *g)
 {
-	int rc = verbs_gid_pick(root, dev, p, pr, g, err, sizeof(err));
+	int rc = vl_gid_pick(root, dev, p, pr, g, err, sizeof(err));
 
 	if (getenv("TEST_VERBOSE"))
 		fprintf(stderr, "%s:%d -> %d index %d v%d [%s]\n", dev, p, rc,
@@ -180,7 +180,7 @@ static int pick(const char *dev, int p, const struct verbs_gid_prefs *pr,
 	return rc;
 }
 
-static bool raw_is(const struct verbs_gid *g, const char *text)
+static bool raw_is(const struct vl_gid *g, const char *text)
 {
 	uint8_t want[16];
 
@@ -190,22 +190,22 @@ static bool raw_is(const struct verbs_gid *g, const char *text)
 
 /* ---- HCA lists ---- */
 
-static int parse(const char *spec, struct verbs_hca_filter *f)
+static int parse(const char *spec, struct vl_hca_filter *f)
 {
-	return verbs_hca_parse(spec, f, err, sizeof(err));
+	return vl_hca_parse(spec, f, err, sizeof(err));
 }
 
-static bool match(const struct verbs_hca_filter *f, const char *dev,
+static bool match(const struct vl_hca_filter *f, const char *dev,
 		  int p, int64_t *fid)
 {
 	int64_t dummy;
 
-	return verbs_hca_match(f, dev, p, fid ? fid : &dummy);
+	return vl_hca_match(f, dev, p, fid ? fid : &dummy);
 }
 
 static void test_hca_prefix_and_ports(void)
 {
-	struct verbs_hca_filter f;
+	struct vl_hca_filter f;
 	int64_t fid = 99;
 
 	CHECK(parse("mlx5_0:1,mlx5_1", &f) == 0);
@@ -233,7 +233,7 @@ static void test_hca_prefix_and_ports(void)
 
 static void test_hca_exact_and_exclude(void)
 {
-	struct verbs_hca_filter f;
+	struct vl_hca_filter f;
 
 	CHECK(parse("=mlx5_1", &f) == 0 && f.exact && !f.exclude);
 	CHECK(match(&f, "mlx5_1", 1, NULL));
@@ -256,7 +256,7 @@ static void test_hca_exact_and_exclude(void)
 
 static void test_hca_fabric(void)
 {
-	struct verbs_hca_filter f;
+	struct vl_hca_filter f;
 	int64_t fid = 0;
 
 	CHECK(parse("rxe12:1:17", &f) == 0 && f.n == 1);
@@ -283,7 +283,7 @@ static void test_hca_fabric(void)
 
 static void bad_hca(const char *spec, const char *why)
 {
-	struct verbs_hca_filter f;
+	struct vl_hca_filter f;
 
 	err[0] = '\0';
 	CHECK(parse(spec, &f) == -EINVAL);
@@ -293,8 +293,8 @@ static void bad_hca(const char *spec, const char *why)
 static void test_hca_bad(void)
 {
 	char many[33 * 8 + 1] = "", name[16];
-	struct verbs_hca_filter f;
-	char longname[VERBS_NAME_MAX + 2];
+	struct vl_hca_filter f;
+	char longname[VL_NAME_MAX + 2];
 
 	bad_hca("mlx5_0:", "port \"\" is not 1..255");
 	bad_hca("mlx5_0:0", "port \"0\" is not 1..255");
@@ -358,8 +358,8 @@ static void tree_normal(void)
 
 static void test_gid_normal(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	CHECK(pick("mlx5_0", 1, &p, &g) == 0);
 	CHECK(g.index == 3 && g.roce_version == 2);
@@ -388,8 +388,8 @@ static void test_gid_normal(void)
 
 static void test_gid_range(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	set_range(&p, "10.0.0.0/8");
 	CHECK(pick("mlx5_0", 1, &p, &g) == 0 && g.index == 3);
@@ -418,8 +418,8 @@ static void test_gid_range(void)
 
 static void test_gid_forced(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	p.force_index = 4;
 	CHECK(pick("mlx5_0", 1, &p, &g) == 0);
@@ -463,9 +463,9 @@ static void tree_container(void)
 
 static void test_gid_container(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
-	struct verbs_port_info pi;
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
+	struct vl_port_info pi;
 
 	CHECK(pick("rxe0", 1, &p, &g) == 0);
 	CHECK(g.index == 3 && g.roce_version == 0);
@@ -480,7 +480,7 @@ static void test_gid_container(void)
 	CHECK(pick("rxe0", 1, &p, &g) == -ENOENT);
 	CHECK_HAS(err, "forced GID index 1: no such entry");
 
-	CHECK(verbs_port_info(root, "rxe0", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "rxe0", 1, &pi) == 0);
 	CHECK(pi.active && pi.ethernet && pi.speed_mbps == 10000);
 	CHECK_STR(pi.netdev, "eth0");	/* no ndevs: first of device/net */
 }
@@ -514,8 +514,8 @@ static void tree_mixed(void)
 
 static void test_gid_unknown_rank(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	CHECK(pick("mlx5_1", 1, &p, &g) == 0 && g.index == 1);
 	CHECK(g.roce_version == 0);
@@ -542,8 +542,8 @@ static void tree_ipv6_only(void)
 
 static void test_gid_ipv6_only(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	CHECK(pick("rxe1", 1, &p, &g) == 0 && g.index == 3);
 	CHECK(g.roce_version == 2 && raw_is(&g, "2001:db8::7"));
@@ -568,8 +568,8 @@ static void tree_v1_only(void)
 
 static void test_gid_v1_only(void)
 {
-	struct verbs_gid g;
-	struct verbs_gid_prefs p = prefs(2, AF_INET);
+	struct vl_gid g;
+	struct vl_gid_prefs p = prefs(2, AF_INET);
 
 	CHECK(pick("rxe2", 1, &p, &g) == 0 && g.index == 1);
 	CHECK(g.roce_version == 1);
@@ -590,23 +590,23 @@ static void tree_ib(void)
 
 static void test_gid_ib(void)
 {
-	struct verbs_gid g;
-	struct verbs_port_info pi;
+	struct vl_gid g;
+	struct vl_port_info pi;
 
 	CHECK(pick("mlx5_4", 1, NULL, &g) == 0 && g.index == 0);
 	CHECK(raw_is(&g, "fe80::2:c903:1:2345"));
 	CHECK_STR(err, "");
 
-	CHECK(verbs_port_info(root, "mlx5_4", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "mlx5_4", 1, &pi) == 0);
 	CHECK(pi.active && !pi.ethernet && pi.speed_mbps == 100000);
 	CHECK_STR(pi.netdev, "ib0");
-	CHECK(verbs_port_info(root, "mlx5_4", 2, &pi) == 0);
+	CHECK(vl_port_info(root, "mlx5_4", 2, &pi) == 0);
 	CHECK(!pi.active && !pi.ethernet && pi.speed_mbps == 2500);
 }
 
 static void test_gid_nothing(void)
 {
-	struct verbs_gid g;
+	struct vl_gid g;
 
 	port("rxe3", 1, "4: ACTIVE", "Ethernet", NULL);
 	zero_gids("rxe3", 1, 0, 3);
@@ -643,12 +643,12 @@ static void test_port_info(void)
 		{ "fast", 0 },
 		{ "", 0 },
 	};
-	struct verbs_port_info pi;
+	struct vl_port_info pi;
 
 	for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
 		put("rxe5/ports/1/rate", rates[i].rate);
 		put("rxe5/ports/1/state", i % 2 ? "4: ACTIVE" : "2: INIT");
-		CHECK(verbs_port_info(root, "rxe5", 1, &pi) == 0);
+		CHECK(vl_port_info(root, "rxe5", 1, &pi) == 0);
 		if (pi.speed_mbps != rates[i].mbps)
 			fprintf(stderr, "rate \"%s\" -> %d, want %d\n",
 				rates[i].rate, pi.speed_mbps, rates[i].mbps);
@@ -656,9 +656,9 @@ static void test_port_info(void)
 		CHECK(pi.active == (i % 2 == 1));
 	}
 	/* No link_layer, no rate, no GIDs, no state: an inactive IB port. */
-	CHECK(verbs_port_info(root, "rxe5", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "rxe5", 1, &pi) == 0);
 	unreadable("rxe6/ports/1");
-	CHECK(verbs_port_info(root, "rxe6", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "rxe6", 1, &pi) == 0);
 	CHECK(!pi.active && !pi.ethernet && pi.speed_mbps == 0);
 	CHECK_STR(pi.netdev, "");
 
@@ -669,16 +669,16 @@ static void test_port_info(void)
 	gid("mlx5_3", 1, 1, "0000:0000:0000:0000:0000:ffff:0a09:0001",
 	    "RoCE v2", "eth3.200");
 	put("mlx5_3/device/net/eth3/ifindex", "3");
-	CHECK(verbs_port_info(root, "mlx5_3", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "mlx5_3", 1, &pi) == 0);
 	CHECK_STR(pi.netdev, "eth3.200");
 	/* Tables where every GID has the same ndev. */
-	CHECK(verbs_port_info(root, "mlx5_0", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "mlx5_0", 1, &pi) == 0);
 	CHECK_STR(pi.netdev, "eth2");
-	CHECK(verbs_port_info(root, "rxe1", 1, &pi) == 0);
+	CHECK(vl_port_info(root, "rxe1", 1, &pi) == 0);
 	CHECK_STR(pi.netdev, "veth1");
 
-	CHECK(verbs_port_info(root, "mlx5_0", 9, &pi) == -ENOENT);
-	CHECK(verbs_port_info(root, "nosuch", 1, &pi) == -ENOENT);
+	CHECK(vl_port_info(root, "mlx5_0", 9, &pi) == -ENOENT);
+	CHECK(vl_port_info(root, "nosuch", 1, &pi) == -ENOENT);
 }
 
 int main(void)
