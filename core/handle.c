@@ -100,6 +100,12 @@ int core_handle_decode(const uint8_t *buf, struct core_handle *h,
 		struct mesh_addr *a = &h->addrs[i];
 		size_t len;
 
+		/* the count may promise more than the bytes hold: the
+		 * family byte of one more would be the slot's */
+		if (off + 4 > CORE_HANDLE_STATE_OFFSET) {
+			*why = "addresses overrun the handle";
+			return -EPROTO;
+		}
 		if (buf[off] != 4 && buf[off] != 6) {
 			*why = "bad address family";
 			return -EPROTO;

@@ -3,8 +3,13 @@
  * The listen handle NCCL carries between ranks (128 bytes at most):
  * magic and version, a nonce naming the listener, the listener's fabricId,
  * the modules of its rail, and the addresses a peer may dial.  The last 8
- * bytes are left for the connecting side's own progress pointer, because
- * NCCL hands the same buffer to every call of one connect.
+ * bytes (the slot) are left to the connecting side, because NCCL hands the
+ * same buffer to every call of one connect: connect writes there the key of
+ * its connect in progress (core/mesh.c).  The slot arrives from the peer
+ * with the rest of the handle, so it is data like the rest: never a
+ * pointer, only a key that connect looks up in its own table and ignores
+ * (starting afresh) when it names no connect of this process started for
+ * this handle and device.  Encode zeroes it; decode never reads it.
  */
 #ifndef MESH_CORE_HANDLE_H
 #define MESH_CORE_HANDLE_H
@@ -34,7 +39,11 @@ struct core_handle {
  * how many were encoded, or -E2BIG when not even one fits.
  */
 int core_handle_encode(const struct core_handle *h, uint8_t *buf);
-/* -EPROTO with a reason in `why` for anything that is not our handle. */
+/*
+ * -EPROTO with a reason in `why` for anything that is not our handle.
+ * Reads only the first CORE_HANDLE_STATE_OFFSET bytes: a relay carries
+ * handles without their slot.
+ */
 int core_handle_decode(const uint8_t *buf, struct core_handle *h,
 		       const char **why);
 /* A short stable tag for a module name, carried in handles and hellos. */

@@ -191,8 +191,12 @@ struct mesh_ctx {
 	uint64_t comm_id;
 };
 
+static void connects_drop(const void *ctx);
+
 static void teardown(void)
 {
+	/* connects NCCL left in progress, while their modules are here */
+	connects_drop(NULL);
 	/* modules first: a layered one stops using its channels and
 	 * service listeners in fini, before they close */
 	core_layer_unbind(mesh_state);
@@ -253,6 +257,7 @@ int mesh_finalize(void *ctx)
 	if (!ctx)
 		return 0;	/* NCCL 2.28 finalizes after a failed init */
 	pthread_mutex_lock(&mesh_lock);
+	connects_drop(ctx);
 	free(ctx);
 	if (mesh_refs > 0 && --mesh_refs == 0)
 		teardown();
@@ -635,6 +640,180 @@ static void connecting_free(struct mesh_connecting *cs)
 	free(cs);
 }
 
+/*
+ * Connects in progress.  NCCL calls connect with the same handle buffer
+ * until it gives a comm, and the handle leaves us room (its slot, handle.h)
+ * to find our state again.  But the whole handle, slot included, came from
+ * the peer through a bootstrap nobody authenticates: the slot only ever
+ * holds a key into this table, and an entry answers to it only for the
+ * context, device and handle bytes it was started for.  A slot that names
+ * no entry is not ours: a fresh connect starts and overwrites it.
+ *
+ * The table is the process's, beside mesh_state: a finalize frees the
+ * entries of its context (connects NCCL gave up on), the last one (or the
+ * library's unload) all of them, while their modules are still loaded.
+ * NCCL connects from more than one thread for different comms; connect is
+ * setup, not the data path, so one mutex guards the table, never held
+ * across a module's call.  Keys are random, so a chain holds about
+ * n / CONNECTS_BUCKETS entries whatever the peers send.
+ */
+#define CONNECTS_BUCKETS 4096u
+#define CONNECTS_MAX (1 << 20)
+
+struct connect_entry {
+	struct connect_entry *next;
+	uint64_t key;
+	const void *ctx;
+	int dev;
+	bool busy;		/* a connect call is stepping it */
+	uint8_t handle[CORE_HANDLE_STATE_OFFSET];	/* what it answers to */
+	struct mesh_connecting *cs;
+};
+
+static pthread_mutex_t connects_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct connect_entry *connects[CONNECTS_BUCKETS];
+static int nconnects;
+
+static struct connect_entry **connects_bucket(uint64_t key)
+{
+	return &connects[key % CONNECTS_BUCKETS];
+}
+
+static struct connect_entry *connects_find(uint64_t key)
+{
+	struct connect_entry *e = *connects_bucket(key);
+
+	while (e && e->key != key)
+		e = e->next;
+	return e;
+}
+
+/*
+ * The connect this handle's slot names, marked busy: 0; -EBUSY while
+ * another call steps it; -ENOENT when the slot names none of ours.
+ */
+static int connects_claim(const void *ctx, int dev, const uint8_t *handle,
+			  struct connect_entry **out)
+{
+	struct connect_entry *e;
+	uint64_t key;
+	int err = -ENOENT;
+
+	memcpy(&key, handle + CORE_HANDLE_STATE_OFFSET, sizeof(key));
+	if (!key)
+		return -ENOENT;
+	pthread_mutex_lock(&connects_lock);
+	e = connects_find(key);
+	if (e && e->ctx == ctx && e->dev == dev &&
+	    !memcmp(e->handle, handle, sizeof(e->handle))) {
+		err = e->busy ? -EBUSY : 0;
+		e->busy = true;
+		*out = e;
+	}
+	pthread_mutex_unlock(&connects_lock);
+	if (err == -ENOENT)
+		CORE_INFO("connect: the handle's slot holds %#llx, no connect "
+			  "of ours: a new one starts", (unsigned long long)key);
+	return err;
+}
+
+/* Files a connect just started, busy, under a fresh key. */
+static int connects_add(const void *ctx, int dev, const uint8_t *handle,
+			struct mesh_connecting *cs, struct connect_entry **out)
+{
+	struct connect_entry *e = calloc(1, sizeof(*e));
+	struct connect_entry **b;
+
+	if (!e)
+		return -ENOMEM;
+	e->ctx = ctx;
+	e->dev = dev;
+	e->busy = true;
+	memcpy(e->handle, handle, sizeof(e->handle));
+	e->cs = cs;
+	pthread_mutex_lock(&connects_lock);
+	if (nconnects >= CONNECTS_MAX) {
+		pthread_mutex_unlock(&connects_lock);
+		CORE_WARN("connect: %d connects in progress already",
+			  nconnects);
+		free(e);
+		return -EMFILE;
+	}
+	do
+		e->key = core_random_u64();
+	while (!e->key || connects_find(e->key));
+	b = connects_bucket(e->key);
+	e->next = *b;
+	*b = e;
+	nconnects++;
+	pthread_mutex_unlock(&connects_lock);
+	*out = e;
+	return 0;
+}
+
+static void connects_unlink(struct connect_entry *e)
+{
+	struct connect_entry **p = connects_bucket(e->key);
+
+	while (*p != e)
+		p = &(*p)->next;
+	*p = e->next;
+	nconnects--;
+}
+
+/* The call that claimed e is done with it: kept for the next call, or
+ * (finished or failed) gone. */
+static void connects_release(struct connect_entry *e, bool done)
+{
+	pthread_mutex_lock(&connects_lock);
+	if (done)
+		connects_unlink(e);
+	else
+		e->busy = false;
+	pthread_mutex_unlock(&connects_lock);
+	if (done) {
+		connecting_free(e->cs);
+		free(e);
+	}
+}
+
+/*
+ * Frees the connects of ctx (NULL: every one) that NCCL left in progress.
+ * NCCL finalizes a context once no call on it runs; an entry a call still
+ * steps is left to that call, which frees it when it ends.  The last
+ * finalize (NULL) frees everything: no call may run across it.
+ */
+static void connects_drop(const void *ctx)
+{
+	struct connect_entry *gone = NULL;
+
+	pthread_mutex_lock(&connects_lock);
+	for (unsigned i = 0; i < CONNECTS_BUCKETS; i++) {
+		struct connect_entry **p = &connects[i];
+
+		while (*p) {
+			struct connect_entry *e = *p;
+
+			if (ctx && (e->ctx != ctx || e->busy)) {
+				p = &e->next;
+				continue;
+			}
+			*p = e->next;
+			nconnects--;
+			e->next = gone;
+			gone = e;
+		}
+	}
+	pthread_mutex_unlock(&connects_lock);
+	while (gone) {
+		struct connect_entry *e = gone;
+
+		gone = e->next;
+		connecting_free(e->cs);
+		free(e);
+	}
+}
+
 /* The layered module's route: it logs its own errors and the route. */
 static int route_step(const struct core_rail *rail,
 		      struct mesh_connecting *cs, const void *handle,
@@ -696,27 +875,37 @@ int mesh_connect(void *ctx, int dev, void *handle, void **send_comm)
 {
 	const struct core_rail *rail = mesh_rail(dev);
 	uint8_t *slot = (uint8_t *)handle + CORE_HANDLE_STATE_OFFSET;
+	struct connect_entry *e = NULL;
 	struct mesh_connecting *cs;
-	int err = 0;
+	bool done;
+	int err;
 
-	(void)ctx;
 	*send_comm = NULL;
 	if (!rail)
 		return -EINVAL;
-	memcpy(&cs, slot, sizeof(cs));
-	if (!cs) {
+	err = connects_claim(ctx, dev, handle, &e);
+	if (err == -EBUSY)
+		return 0;	/* another call on this handle steps it */
+	if (err) {
+		/* whatever the slot held, it was not ours */
 		err = connect_start(rail, handle, &cs);
 		if (err)
 			return err;
-		memcpy(slot, &cs, sizeof(cs));
+		err = connects_add(ctx, dev, handle, cs, &e);
+		if (err) {
+			connecting_free(cs);
+			return err;
+		}
+		memcpy(slot, &e->key, sizeof(e->key));
 	}
-	err = connect_step(rail, cs, handle, send_comm);
-	if (err || *send_comm) {
+	err = connect_step(rail, e->cs, handle, send_comm);
+	done = err || *send_comm;
+	if (done) {
 		if (*send_comm)
-			cs->mcomm = NULL;	/* now owned by the comm */
-		connecting_free(cs);
-		memset(slot, 0, sizeof(cs));
+			e->cs->mcomm = NULL;	/* now owned by the comm */
+		memset(slot, 0, sizeof(e->key));
 	}
+	connects_release(e, done);
 	return err;
 }
 
