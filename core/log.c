@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "log.h"
+#include "core_log.h"
 
 #include <errno.h>
 #include <stdatomic.h>

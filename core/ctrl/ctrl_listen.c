@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ctrl_gate.h"
-#include "log.h"
+#include "core_log.h"
 #include "netaddr.h"
 
 /* A socket that connected to a listener and has not said who it is yet. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "params.h"
 
 uint64_t core_fabric_id(uint64_t dc, uint64_t max_rails, uint64_t rail)

@@ -9,7 +9,7 @@
 
 #include "ctrl.h"
 #include "handle.h"
-#include "log.h"
+#include "core_log.h"
 #include "pick.h"
 
 /* The services run on other threads than NCCL's (a relay's forwarder);

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "layer.h"
-#include "log.h"
+#include "core_log.h"
 #include "params.h"
 
 const char *core_module_status_name(enum core_module_status s)

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "mesh.h"
 #include "nccl-mesh/nccl_net.h"
 #include "nccl-mesh/nccl_tuner.h"

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "mesh.h"
 #include "param_parse.h"
 #include "state.h"

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "net_priv.h"
 
 static const struct core_member *member_by_tag(const struct core_rail *rail,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "netaddr.h"
 #include "net_priv.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "net_priv.h"
 #include "pick.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "net_priv.h"
 
 void core_connecting_free(struct mesh_connecting *cs)

@@ -11,7 +11,7 @@
 #include "config.h"
 #include "ctrl.h"
 #include "layer.h"
-#include "log.h"
+#include "core_log.h"
 #include "net_priv.h"
 
 static pthread_mutex_t mesh_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "netaddr.h"
 #include "net_priv.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "mesh.h"
 #include "state.h"
 

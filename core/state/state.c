@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "core_log.h"
 
 static void log_new_messages(const struct core_config *cfg, int *errors_seen,
 			     int *warnings_seen)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core_log.h"
 #include "mesh.h"
 #include "layer.h"
 #include "state.h"
