@@ -4,8 +4,8 @@
  * prefix NET/Mesh (NET/Mesh/<module> for modules); in the tools and tests it
  * prints to stderr, WARN always, INFO when NCCL_MESH_LOG=info or NCCL_DEBUG=INFO.
  */
-#ifndef MESH_CORE_LOG_H
-#define MESH_CORE_LOG_H
+#ifndef CORE_LOG_H
+#define CORE_LOG_H
 
 #include <stdarg.h>
 

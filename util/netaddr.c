@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *mesh_addr_str(const struct mesh_addr *a, char *buf, size_t len)
+const char *util_addr_str(const struct mesh_addr *a, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 
@@ -37,9 +37,9 @@ static int parse_port(const char *text, uint16_t *port)
 	return 0;
 }
 
-int mesh_addr_parse(const char *text, struct mesh_addr *out)
+int util_addr_parse(const char *text, struct mesh_addr *out)
 {
-	char buf[MESH_ADDR_STRLEN];
+	char buf[UTIL_ADDR_STRLEN];
 	char *host = buf, *port = NULL, *slash;
 	struct mesh_addr a = { 0 };
 
@@ -85,7 +85,7 @@ int mesh_addr_parse(const char *text, struct mesh_addr *out)
 	return 0;
 }
 
-void mesh_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out)
+void util_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (sa->sa_family == AF_INET) {
@@ -110,7 +110,7 @@ void mesh_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out)
 	}
 }
 
-socklen_t mesh_addr_to_sockaddr(const struct mesh_addr *a,
+socklen_t util_addr_to_sockaddr(const struct mesh_addr *a,
 				struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
@@ -135,19 +135,19 @@ static size_t addr_len(const struct mesh_addr *a)
 	return a->family == AF_INET ? 4 : 16;
 }
 
-bool mesh_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b)
+bool util_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b)
 {
 	return a->family == b->family && !memcmp(a->ip, b->ip, addr_len(a));
 }
 
-bool mesh_addr_same_source(const struct mesh_addr *a,
+bool util_addr_same_source(const struct mesh_addr *a,
 			   const struct mesh_addr *b)
 {
 	return a->family == b->family &&
 	       !memcmp(a->ip, b->ip, a->family == AF_INET6 ? 8 : 4);
 }
 
-bool mesh_addr_same_subnet(const struct mesh_addr *local,
+bool util_addr_same_subnet(const struct mesh_addr *local,
 			   const struct mesh_addr *peer)
 {
 	unsigned bits = local->prefix_len;
@@ -168,7 +168,7 @@ bool mesh_addr_same_subnet(const struct mesh_addr *local,
 	return true;
 }
 
-bool mesh_addr_is_loopback(const struct mesh_addr *a)
+bool util_addr_is_loopback(const struct mesh_addr *a)
 {
 	static const uint8_t v6_loop[16] = { [15] = 1 };
 
@@ -177,7 +177,7 @@ bool mesh_addr_is_loopback(const struct mesh_addr *a)
 	return !memcmp(a->ip, v6_loop, 16);
 }
 
-bool mesh_addr_is_link_local(const struct mesh_addr *a)
+bool util_addr_is_link_local(const struct mesh_addr *a)
 {
 	if (a->family == AF_INET)
 		return a->ip[0] == 169 && a->ip[1] == 254;
@@ -191,13 +191,13 @@ static int prefix_of(const struct sockaddr *mask)
 
 	if (!mask)
 		return 0;
-	mesh_addr_from_sockaddr(mask, &m);
+	util_addr_from_sockaddr(mask, &m);
 	for (size_t i = 0; i < addr_len(&m); i++)
 		bits += __builtin_popcount(m.ip[i]);
 	return bits;
 }
 
-bool mesh_netif_match(const char *filter, const char *name)
+bool util_netif_match(const char *filter, const char *name)
 {
 	bool exclude = false, exact = false, hit = false;
 	char list[512], *save = NULL;
@@ -234,7 +234,7 @@ static bool default_excluded(const char *name)
 	return false;
 }
 
-static void read_sysfs(const char *ifname, struct mesh_netif *nif)
+static void read_sysfs(const char *ifname, struct util_netif *nif)
 {
 	char path[PATH_MAX], real[PATH_MAX];
 	FILE *f;
@@ -252,10 +252,10 @@ static void read_sysfs(const char *ifname, struct mesh_netif *nif)
 		memcpy(nif->pci_path, real, strlen(real) + 1);
 }
 
-static struct mesh_netif *find_or_add(struct mesh_netif **list, int *n,
+static struct util_netif *find_or_add(struct util_netif **list, int *n,
 				      const char *name)
 {
-	struct mesh_netif *grown;
+	struct util_netif *grown;
 
 	for (int i = 0; i < *n; i++)
 		if (!strcmp((*list)[i].name, name))
@@ -270,16 +270,16 @@ static struct mesh_netif *find_or_add(struct mesh_netif **list, int *n,
 }
 
 static int collect(const char *filter, bool with_loopback,
-		   struct mesh_netif **out)
+		   struct util_netif **out)
 {
 	struct ifaddrs *ifa, *it;
-	struct mesh_netif *list = NULL;
+	struct util_netif *list = NULL;
 	int n = 0;
 
 	if (getifaddrs(&ifa))
 		return -errno;
 	for (it = ifa; it; it = it->ifa_next) {
-		struct mesh_netif *nif;
+		struct util_netif *nif;
 		struct mesh_addr a;
 		bool loop = it->ifa_flags & IFF_LOOPBACK;
 
@@ -288,14 +288,14 @@ static int collect(const char *filter, bool with_loopback,
 		if (it->ifa_addr->sa_family != AF_INET &&
 		    it->ifa_addr->sa_family != AF_INET6)
 			continue;
-		if (*filter ? !mesh_netif_match(filter, it->ifa_name) :
+		if (*filter ? !util_netif_match(filter, it->ifa_name) :
 			      (loop && !with_loopback) ||
 				      default_excluded(it->ifa_name))
 			continue;
-		mesh_addr_from_sockaddr(it->ifa_addr, &a);
+		util_addr_from_sockaddr(it->ifa_addr, &a);
 		a.port = 0;
 		a.prefix_len = (uint8_t)prefix_of(it->ifa_netmask);
-		if (mesh_addr_is_link_local(&a))
+		if (util_addr_is_link_local(&a))
 			continue;
 		nif = find_or_add(&list, &n, it->ifa_name);
 		if (!nif) {
@@ -314,7 +314,7 @@ static int collect(const char *filter, bool with_loopback,
 	return n;
 }
 
-int mesh_netif_list(const char *filter, struct mesh_netif **out)
+int util_netif_list(const char *filter, struct util_netif **out)
 {
 	int n;
 

@@ -3,8 +3,8 @@
  * Address and interface helpers shared by the core and the modules (linked
  * into each as a static PIC library, never exported).
  */
-#ifndef MESH_UTIL_NETADDR_H
-#define MESH_UTIL_NETADDR_H
+#ifndef UTIL_NETADDR_H
+#define UTIL_NETADDR_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,9 +13,9 @@
 #include <nccl-mesh/module.h>
 
 /* Long enough for "[ffff:...:ffff]:65535". */
-#define MESH_ADDR_STRLEN 64
+#define UTIL_ADDR_STRLEN 64
 
-struct mesh_netif {
+struct util_netif {
 	char name[MESH_NAME_MAX];
 	bool loopback;
 	int speed_mbps;		/* from sysfs, 0 unknown */
@@ -25,22 +25,22 @@ struct mesh_netif {
 };
 
 /* "1.2.3.4:80", "[::1]:80", or without ":port" when port is 0. */
-const char *mesh_addr_str(const struct mesh_addr *a, char *buf, size_t len);
+const char *util_addr_str(const struct mesh_addr *a, char *buf, size_t len);
 /* Parses "1.2.3.4", "1.2.3.4:80", "::1", "[::1]:80", "10.0.0.0/8". */
-int mesh_addr_parse(const char *text, struct mesh_addr *out);
-void mesh_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out);
-socklen_t mesh_addr_to_sockaddr(const struct mesh_addr *a,
+int util_addr_parse(const char *text, struct mesh_addr *out);
+void util_addr_from_sockaddr(const struct sockaddr *sa, struct mesh_addr *out);
+socklen_t util_addr_to_sockaddr(const struct mesh_addr *a,
 				struct sockaddr_storage *ss);
-bool mesh_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b);
+bool util_addr_equal_ip(const struct mesh_addr *a, const struct mesh_addr *b);
 /* Is peer inside local's subnet (local->prefix_len bits)? */
-bool mesh_addr_same_subnet(const struct mesh_addr *local,
+bool util_addr_same_subnet(const struct mesh_addr *local,
 			   const struct mesh_addr *peer);
 /* Do a and b count as one source for per-source bounds: one IPv4
  * address, or one IPv6 /64 (what a single host is usually given)? */
-bool mesh_addr_same_source(const struct mesh_addr *a,
+bool util_addr_same_source(const struct mesh_addr *a,
 			   const struct mesh_addr *b);
-bool mesh_addr_is_loopback(const struct mesh_addr *a);
-bool mesh_addr_is_link_local(const struct mesh_addr *a);
+bool util_addr_is_loopback(const struct mesh_addr *a);
+bool util_addr_is_link_local(const struct mesh_addr *a);
 
 /*
  * Up interfaces with at least one usable address (link-local skipped).
@@ -49,8 +49,8 @@ bool mesh_addr_is_link_local(const struct mesh_addr *a);
  * loopback and container bridges, and loopback only when nothing else is up.
  * Returns the count (>= 0) or -errno; *out is malloc'd.
  */
-int mesh_netif_list(const char *filter, struct mesh_netif **out);
+int util_netif_list(const char *filter, struct util_netif **out);
 /* Does `name` match `filter` (same syntax)? */
-bool mesh_netif_match(const char *filter, const char *name);
+bool util_netif_match(const char *filter, const char *name);
 
 #endif

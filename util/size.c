@@ -7,7 +7,7 @@
 
 #include "size.h"
 
-int mesh_size_parse(const char *text, uint64_t *out)
+int util_size_parse(const char *text, uint64_t *out)
 {
 	static const char units[] = "KMGT";
 	const char *unit;

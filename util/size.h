@@ -4,8 +4,8 @@
  * benchmarks so that "256K" means the same everywhere (linked in as a
  * static PIC library, never exported).
  */
-#ifndef MESH_UTIL_SIZE_H
-#define MESH_UTIL_SIZE_H
+#ifndef UTIL_SIZE_H
+#define UTIL_SIZE_H
 
 #include <stdint.h>
 
@@ -15,6 +15,6 @@
  * else (sign, space, empty, "KB" or "KiB", which some read as powers of
  * 1000), -ERANGE past 2^64 - 1.  Callers check their own range.
  */
-int mesh_size_parse(const char *text, uint64_t *out);
+int util_size_parse(const char *text, uint64_t *out);
 
 #endif

@@ -9,8 +9,8 @@
  * collected (file:line: what is wrong, what is expected) for the caller to
  * print; a config with errors must make init fail.
  */
-#ifndef MESH_CORE_CONFIG_H
-#define MESH_CORE_CONFIG_H
+#ifndef CORE_CONFIG_H
+#define CORE_CONFIG_H
 
 #include <stdarg.h>
 #include <stdbool.h>

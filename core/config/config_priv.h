@@ -3,8 +3,8 @@
  * What the config code's files share: the config itself, its message lists
  * and the helpers of more than one file.  Private to core/config*.c.
  */
-#ifndef MESH_CORE_CONFIG_PRIV_H
-#define MESH_CORE_CONFIG_PRIV_H
+#ifndef CORE_CONFIG_PRIV_H
+#define CORE_CONFIG_PRIV_H
 
 #include <stdarg.h>
 #include <stdbool.h>

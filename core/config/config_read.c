@@ -43,10 +43,10 @@ const char *cfg_choose_file(const char *path, const char **named_by)
 	}
 	if (file_exists(SYSTEM_CONF))
 		return SYSTEM_CONF;
-#ifdef MESH_SYSCONF_PATH
-	if (strcmp(MESH_SYSCONF_PATH, SYSTEM_CONF) &&
-	    file_exists(MESH_SYSCONF_PATH))
-		return MESH_SYSCONF_PATH;
+#ifdef CORE_SYSCONF_PATH
+	if (strcmp(CORE_SYSCONF_PATH, SYSTEM_CONF) &&
+	    file_exists(CORE_SYSCONF_PATH))
+		return CORE_SYSCONF_PATH;
 #endif
 	return NULL;
 }

@@ -5,8 +5,8 @@
  * config code; core/config.c decides where values come from and params.c
  * how each type is read and written back as canonical text.
  */
-#ifndef MESH_CORE_PARAM_PARSE_H
-#define MESH_CORE_PARAM_PARSE_H
+#ifndef CORE_PARAM_PARSE_H
+#define CORE_PARAM_PARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -276,7 +276,7 @@ static bool text_to_size(const char *text, long long *out)
 {
 	uint64_t n;
 
-	if (mesh_size_parse(text, &n) || n > LLONG_MAX)
+	if (util_size_parse(text, &n) || n > LLONG_MAX)
 		return false;
 	*out = (long long)n;
 	return true;
@@ -367,7 +367,7 @@ static bool item_is_addr(const char *item)
 {
 	struct mesh_addr a;
 
-	return !mesh_addr_parse(item, &a) && !a.port && !a.prefix_len &&
+	return !util_addr_parse(item, &a) && !a.port && !a.prefix_len &&
 	       !strchr(item, '/') && item[0] != '[';
 }
 
@@ -380,7 +380,7 @@ static const char *addr_undialable(const char *item)
 	static const uint8_t zero[16];
 	struct mesh_addr a;
 
-	if (mesh_addr_parse(item, &a))
+	if (util_addr_parse(item, &a))
 		return NULL;
 	if (a.family == AF_INET) {
 		if (!memcmp(a.ip, zero, 4))

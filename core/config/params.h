@@ -4,8 +4,8 @@
  * and docs/config.md all follow.  Top-level keys in the file, NCCL_MESH_<KEY>
  * in the environment.
  */
-#ifndef MESH_CORE_PARAMS_H
-#define MESH_CORE_PARAMS_H
+#ifndef CORE_PARAMS_H
+#define CORE_PARAMS_H
 
 #include <nccl-mesh/module.h>
 

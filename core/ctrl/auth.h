@@ -22,8 +22,8 @@
  * Every primitive (HMAC, HKDF, SHA-256, randomness, constant-time compare)
  * is OpenSSL's libcrypto.
  */
-#ifndef MESH_CORE_AUTH_H
-#define MESH_CORE_AUTH_H
+#ifndef CORE_AUTH_H
+#define CORE_AUTH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -7,8 +7,8 @@
  * fixed hello that says which listen it is for and whether it is a control
  * connection or another stream of one.  Nothing here blocks.
  */
-#ifndef MESH_CORE_CTRL_H
-#define MESH_CORE_CTRL_H
+#ifndef CORE_CTRL_H
+#define CORE_CTRL_H
 
 #include <stdint.h>
 

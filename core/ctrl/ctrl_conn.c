@@ -91,13 +91,13 @@ void ctrl_sock_name(int fd, struct mesh_addr *a, int peer)
 	memset(a, 0, sizeof(*a));
 	if (!(peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss,
 						&len))
-		mesh_addr_from_sockaddr((struct sockaddr *)&ss, a);
+		util_addr_from_sockaddr((struct sockaddr *)&ss, a);
 }
 
 int ctrl_dial_addr(const struct mesh_addr *to, int *fd_out)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = mesh_addr_to_sockaddr(to, &ss);
+	socklen_t len = util_addr_to_sockaddr(to, &ss);
 	int fd = socket(to->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			0);
 
@@ -203,7 +203,7 @@ void ctrl_conn_set_peer(struct ctrl_conn *c)
 {
 	ctrl_sock_name(c->fd, &c->pub.local, 0);
 	ctrl_sock_name(c->fd, &c->pub.remote, 1);
-	mesh_addr_str(&c->pub.remote, c->pub.peer_text,
+	util_addr_str(&c->pub.remote, c->pub.peer_text,
 		      sizeof(c->pub.peer_text));
 }
 

@@ -25,7 +25,7 @@ static void order_targets(struct core_handle *h, const struct mesh_addr *local,
 
 	for (int i = 0; i < h->naddrs; i++)
 		for (int j = 0; j < nlocal; j++)
-			if (mesh_addr_same_subnet(&local[j], &h->addrs[i])) {
+			if (util_addr_same_subnet(&local[j], &h->addrs[i])) {
 				struct mesh_addr t = h->addrs[next];
 
 				h->addrs[next++] = h->addrs[i];
@@ -59,11 +59,11 @@ int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
 static void note_tried(struct ctrl_conn *c, const struct mesh_addr *a,
 		       const char *why)
 {
-	char text[MESH_ADDR_STRLEN], entry[MESH_ADDR_STRLEN + 200];
+	char text[UTIL_ADDR_STRLEN], entry[UTIL_ADDR_STRLEN + 200];
 	size_t len = strlen(c->tried);
 
 	snprintf(entry, sizeof(entry), "%s (%s)",
-		 mesh_addr_str(a, text, sizeof(text)), why);
+		 util_addr_str(a, text, sizeof(text)), why);
 	if (strstr(c->tried, entry))
 		return;
 	snprintf(c->tried + len, sizeof(c->tried) - len, "%s%s",
@@ -72,9 +72,9 @@ static void note_tried(struct ctrl_conn *c, const struct mesh_addr *a,
 
 static int noted(const struct ctrl_conn *c, const struct mesh_addr *a)
 {
-	char text[MESH_ADDR_STRLEN + 2];
+	char text[UTIL_ADDR_STRLEN + 2];
 
-	mesh_addr_str(a, text, MESH_ADDR_STRLEN);
+	util_addr_str(a, text, UTIL_ADDR_STRLEN);
 	strcat(text, " (");
 	return strstr(c->tried, text) != NULL;
 }

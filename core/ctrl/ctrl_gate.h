@@ -6,8 +6,8 @@
  * Reading no more than wanted matters: bytes after the handshake belong to
  * the module.  The same code runs over sockets and under a fuzzer.
  */
-#ifndef MESH_CORE_CTRL_GATE_H
-#define MESH_CORE_CTRL_GATE_H
+#ifndef CORE_CTRL_GATE_H
+#define CORE_CTRL_GATE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -95,7 +95,7 @@ static int listen_on(int port)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	any.family = (uint8_t)family;
-	len = mesh_addr_to_sockaddr(&any, &ss);
+	len = util_addr_to_sockaddr(&any, &ss);
 	/* bind and listen both claim the port: two processes may bind the
 	 * same one (SO_REUSEADDR) and only the first to listen keeps it */
 	if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, SOMAXCONN))
@@ -198,7 +198,7 @@ static void refuse(struct core_listener *l, struct incoming *in,
 		   enum ctrl_refusal why, int64_t now)
 {
 	uint32_t status = ctrl_refusal_status(why);
-	char from[MESH_ADDR_STRLEN];
+	char from[UTIL_ADDR_STRLEN];
 
 	if (status) {
 		uint8_t frame[4 + CTRL_ACK_SIZE];
@@ -214,11 +214,11 @@ static void refuse(struct core_listener *l, struct incoming *in,
 		return;
 	if (why == CTRL_REFUSE_BAD_HELLO && in->gate.detail)
 		CORE_WARN("refused connection from %s on port %u: %s: %s",
-			  mesh_addr_str(&in->from, from, sizeof(from)), l->port,
+			  util_addr_str(&in->from, from, sizeof(from)), l->port,
 			  ctrl_refusal_text(why), in->gate.detail);
 	else
 		CORE_WARN("refused connection from %s on port %u: %s",
-			  mesh_addr_str(&in->from, from, sizeof(from)), l->port,
+			  util_addr_str(&in->from, from, sizeof(from)), l->port,
 			  ctrl_refusal_text(why));
 }
 
@@ -530,7 +530,7 @@ static void make_conn_room(struct core_listen_comm *lc,
 			continue;
 		n++;
 		oldest = oldest ? oldest : c;
-		if (mesh_addr_same_source(&c->pub.remote, from)) {
+		if (util_addr_same_source(&c->pub.remote, from)) {
 			nsrc++;
 			oldest_src = oldest_src ? oldest_src : c;
 		}
@@ -541,12 +541,12 @@ static void make_conn_room(struct core_listen_comm *lc,
 		return;
 	if (lc->l) {
 		int64_t now = core_now_ns();
-		char text[MESH_ADDR_STRLEN];
+		char text[UTIL_ADDR_STRLEN];
 
 		log_summary(lc->l, now, 0);
 		if (ctrl_refusal_note(&lc->l->log, CTRL_REFUSE_CROWDED, now))
 			CORE_WARN("refused connection from %s on port %u: %s",
-				  mesh_addr_str(&victim->pub.remote, text,
+				  util_addr_str(&victim->pub.remote, text,
 						sizeof(text)), lc->l->port,
 				  ctrl_refusal_text(CTRL_REFUSE_CROWDED));
 	}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the ctrl_*.c files only: a connection's private state and the
  * socket helpers they all use. */
-#ifndef MESH_CORE_CTRL_PRIV_H
-#define MESH_CORE_CTRL_PRIV_H
+#ifndef CORE_CTRL_PRIV_H
+#define CORE_CTRL_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>

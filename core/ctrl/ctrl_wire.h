@@ -12,8 +12,8 @@
  * All integers little-endian.  A status other than 0 is a refusal the
  * listener tells the connector before it closes (CTRL_STATUS_*).
  */
-#ifndef MESH_CORE_CTRL_WIRE_H
-#define MESH_CORE_CTRL_WIRE_H
+#ifndef CORE_CTRL_WIRE_H
+#define CORE_CTRL_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -11,8 +11,8 @@
  * (starting afresh) when it names no connect of this process started for
  * this handle and device.  Encode zeroes it; decode never reads it.
  */
-#ifndef MESH_CORE_HANDLE_H
-#define MESH_CORE_HANDLE_H
+#ifndef CORE_HANDLE_H
+#define CORE_HANDLE_H
 
 #include <stdint.h>
 

@@ -6,8 +6,8 @@
  * same-DC, same rail in another dc -> cross-DC, another rail ->
  * disconnected.
  */
-#ifndef MESH_CORE_FABRIC_H
-#define MESH_CORE_FABRIC_H
+#ifndef CORE_FABRIC_H
+#define CORE_FABRIC_H
 
 #include <stdint.h>
 

@@ -4,8 +4,8 @@
  * others and opens channels to hosts other than the NCCL peer (module.h,
  * ABI 1.4).
  */
-#ifndef MESH_CORE_LAYER_H
-#define MESH_CORE_LAYER_H
+#ifndef CORE_LAYER_H
+#define CORE_LAYER_H
 
 #include <nccl-mesh/module.h>
 #include "state.h"

@@ -189,7 +189,7 @@ int core_loader_search_path(const struct core_config *cfg, char ***dirs_out)
 	if (!err && !n) {
 		err = add_beside_core(&dirs, &n);
 		if (!err)
-			err = add_dir(&dirs, &n, MESH_MODULE_DIR);
+			err = add_dir(&dirs, &n, CORE_MODULE_DIR);
 	}
 	if (err) {
 		for (int i = 0; i < n; i++)

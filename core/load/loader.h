@@ -4,8 +4,8 @@
  * descriptor, resolves its parameters and runs its init.  A module that
  * fails is recorded with one clear reason; the others still load.
  */
-#ifndef MESH_CORE_LOADER_H
-#define MESH_CORE_LOADER_H
+#ifndef CORE_LOADER_H
+#define CORE_LOADER_H
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef MESH_CORE_PICK_H
-#define MESH_CORE_PICK_H
+#ifndef CORE_PICK_H
+#define CORE_PICK_H
 
 #include <stddef.h>
 

@@ -31,9 +31,9 @@ _Static_assert(sizeof(ncclNet_v12_t) == 176, "v12 struct");
  * may return (positive) ncclInternalError.  Not static: its unit test
  * calls it.
  */
-ncclResult_t mesh_to_nccl(int err);
+ncclResult_t core_to_nccl(int err);
 
-ncclResult_t mesh_to_nccl(int err)
+ncclResult_t core_to_nccl(int err)
 {
 	switch (err) {
 	case 0:
@@ -77,13 +77,13 @@ ncclResult_t mesh_to_nccl(int err)
 
 static ncclResult_t p_devices(int *ndev)
 {
-	return mesh_to_nccl(mesh_devices(ndev));
+	return core_to_nccl(core_net_devices(ndev));
 }
 
 static ncclResult_t p_listen(void *ctx, int dev, void *handle,
 			     void **listen_comm)
 {
-	return mesh_to_nccl(mesh_listen(ctx, dev, handle, listen_comm));
+	return core_to_nccl(core_net_listen(ctx, dev, handle, listen_comm));
 }
 
 static ncclResult_t p_connect(void *ctx, int dev, void *handle,
@@ -91,7 +91,7 @@ static ncclResult_t p_connect(void *ctx, int dev, void *handle,
 {
 	if (dev_comm)
 		*dev_comm = NULL;
-	return mesh_to_nccl(mesh_connect(ctx, dev, handle, send_comm));
+	return core_to_nccl(core_net_connect(ctx, dev, handle, send_comm));
 }
 
 static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
@@ -99,7 +99,7 @@ static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
 {
 	if (dev_comm)
 		*dev_comm = NULL;
-	return mesh_to_nccl(mesh_accept(listen_comm, recv_comm));
+	return core_to_nccl(core_net_accept(listen_comm, recv_comm));
 }
 
 static ncclResult_t p_reg_mr(void *comm, void *data, size_t size, int type,
@@ -107,7 +107,7 @@ static ncclResult_t p_reg_mr(void *comm, void *data, size_t size, int type,
 {
 	struct core_comm *c = comm;
 
-	return mesh_to_nccl(c->desc->reg_mr(c->mcomm, data, size, type, mhandle));
+	return core_to_nccl(c->desc->reg_mr(c->mcomm, data, size, type, mhandle));
 }
 
 static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
@@ -116,7 +116,7 @@ static ncclResult_t p_reg_mr_dmabuf(void *comm, void *data, size_t size,
 {
 	struct core_comm *c = comm;
 
-	return mesh_to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
+	return core_to_nccl(c->desc->reg_mr_dmabuf(c->mcomm, data, size, type,
 					      offset, fd, mhandle));
 }
 
@@ -124,7 +124,7 @@ static ncclResult_t p_dereg_mr(void *comm, void *mhandle)
 {
 	struct core_comm *c = comm;
 
-	return mesh_to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
+	return core_to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
 }
 
 static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
@@ -133,7 +133,7 @@ static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
 	struct core_comm *c = send_comm;
 
 	(void)phandle;
-	return mesh_to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
+	return core_to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
 				      request));
 }
 
@@ -144,7 +144,7 @@ static ncclResult_t p_irecv(void *recv_comm, int n, void **data,
 	struct core_comm *c = recv_comm;
 
 	(void)phandles;
-	return mesh_to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
+	return core_to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
 				      mhandles, request));
 }
 
@@ -153,7 +153,7 @@ static ncclResult_t p_iflush(void *recv_comm, int n, void **data, int *sizes,
 {
 	struct core_comm *c = recv_comm;
 
-	return mesh_to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
+	return core_to_nccl(c->desc->iflush(c->mcomm, n, data, sizes, mhandles,
 				       request));
 }
 
@@ -161,33 +161,33 @@ static ncclResult_t p_test(void *request, int *done, int *sizes)
 {
 	struct mesh_request *r = request;
 
-	return mesh_to_nccl(r->test(request, done, sizes));
+	return core_to_nccl(r->test(request, done, sizes));
 }
 
 static ncclResult_t p_close_send(void *send_comm)
 {
-	return mesh_to_nccl(mesh_close_comm(send_comm, 1));
+	return core_to_nccl(core_net_close_comm(send_comm, 1));
 }
 
 static ncclResult_t p_close_recv(void *recv_comm)
 {
-	return mesh_to_nccl(mesh_close_comm(recv_comm, 0));
+	return core_to_nccl(core_net_close_comm(recv_comm, 0));
 }
 
 static ncclResult_t p_close_listen(void *listen_comm)
 {
-	return mesh_to_nccl(mesh_close_listen(listen_comm));
+	return core_to_nccl(core_net_close_listen(listen_comm));
 }
 
 static ncclResult_t p_finalize(void *ctx)
 {
-	return mesh_to_nccl(mesh_finalize(ctx));
+	return core_to_nccl(core_net_finalize(ctx));
 }
 
 /* Fills the fields every version shares; returns the rail or NULL. */
 #define FILL_COMMON_PROPS(props, dev)                                          \
 	({                                                                     \
-		const struct core_rail *r_ = mesh_rail(dev);                   \
+		const struct core_rail *r_ = core_net_rail(dev);                   \
 		if (r_) {                                                      \
 			const struct mesh_dev_props *m_ = &r_->props;          \
 			memset((props), 0, sizeof(*(props)));                  \
@@ -246,11 +246,11 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 {
 	(void)config;	/* traffic class: no module uses it yet */
 	(void)prof;
-	return mesh_to_nccl(mesh_init(ctx, comm_id, logger));
+	return core_to_nccl(core_net_init(ctx, comm_id, logger));
 }
 
 #define V11_LIKE_MEMBERS(props_fn)                                             \
-	.name = MESH_NCCL_NET_NAME, .init = init_v11, .devices = p_devices,                \
+	.name = CORE_NCCL_NET_NAME, .init = init_v11, .devices = p_devices,                \
 	.getProperties = props_fn, .listen = p_listen, .connect = p_connect,   \
 	.accept = p_accept, .regMr = p_reg_mr,                                 \
 	.regMrDmaBuf = p_reg_mr_dmabuf, .deregMr = p_dereg_mr,                 \
@@ -272,7 +272,7 @@ PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
  * MESH_CONN_INFO_SYMBOL. */
 PLUGIN_EXPORT int mesh_conn_info_v1(void *comm, struct mesh_conn_info *info)
 {
-	return mesh_conn_info(comm, info);
+	return core_net_conn_info(comm, info);
 }
 
 /* ---------------------------------------------------------------- v10 */
@@ -287,12 +287,12 @@ static ncclResult_t init_v10(ncclDebugLogger_t logger,
 	(void)prof;
 	if (v10_ctx)
 		return ncclSuccess;
-	return mesh_to_nccl(mesh_init(&v10_ctx, 0, logger));
+	return core_to_nccl(core_net_init(&v10_ctx, 0, logger));
 }
 
 __attribute__((destructor)) static void v10_unload(void)
 {
-	mesh_finalize(v10_ctx);
+	core_net_finalize(v10_ctx);
 	v10_ctx = NULL;
 }
 
@@ -310,7 +310,7 @@ static ncclResult_t connect_v10(int dev, ncclNetCommConfig_t *config,
 }
 
 PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-	.name = MESH_NCCL_NET_NAME,
+	.name = CORE_NCCL_NET_NAME,
 	.init = init_v10,
 	.devices = p_devices,
 	.getProperties = props_v10,
@@ -338,7 +338,7 @@ static ncclResult_t tuner_init(size_t nranks, size_t nnodes,
 			       ncclDebugLogger_t logger, void **ctx)
 {
 	(void)logger;	/* the network's init set the same one */
-	return mesh_to_nccl(mesh_tuner_init(nranks, nnodes, ctx));
+	return core_to_nccl(core_tuner_init(nranks, nnodes, ctx));
 }
 
 /*
@@ -346,7 +346,7 @@ static ncclResult_t tuner_init(size_t nranks, size_t nnodes,
  * leaves as it is.  The table is NCCL's float[nalgo][nproto]; what NCCL
  * cannot or may not run (NCCL_ALGO) costs -1.
  */
-static enum mesh_algo nccl_algo(float **cost_table, int nalgo, int nproto)
+static enum core_algo nccl_algo(float **cost_table, int nalgo, int nproto)
 {
 	const float *cost = (const float *)cost_table;
 	int best = -1;
@@ -355,14 +355,14 @@ static enum mesh_algo nccl_algo(float **cost_table, int nalgo, int nproto)
 		if (cost[i] >= 0 && (best < 0 || cost[i] < cost[best]))
 			best = i;
 	if (best < 0)
-		return MESH_ALGO_ANY;
+		return CORE_ALGO_ANY;
 	switch (best / nproto) {
 	case NCCL_ALGO_TREE:
-		return MESH_ALGO_TREE;
+		return CORE_ALGO_TREE;
 	case NCCL_ALGO_RING:
-		return MESH_ALGO_RING;
+		return CORE_ALGO_RING;
 	default:
-		return MESH_ALGO_ANY;
+		return CORE_ALGO_ANY;
 	}
 }
 
@@ -396,9 +396,9 @@ static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 	int n;
 
 	(void)coll, (void)npipe_ops, (void)reg_buff;
-	if (mesh_tuner_simple_only(ctx, nbytes))
+	if (core_tuner_simple_only(ctx, nbytes))
 		simple_only(cost_table, nalgo, nproto);
-	n = mesh_tuner_channels(ctx, nbytes,
+	n = core_tuner_channels(ctx, nbytes,
 				nccl_algo(cost_table, nalgo, nproto));
 	if (n)
 		*nchannels = n;
@@ -407,12 +407,12 @@ static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 
 static ncclResult_t tuner_destroy(void *ctx)
 {
-	mesh_tuner_destroy(ctx);
+	core_tuner_destroy(ctx);
 	return ncclSuccess;
 }
 
 PLUGIN_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
-	.name = MESH_NCCL_NET_NAME,
+	.name = CORE_NCCL_NET_NAME,
 	.init = tuner_init,
 	.getCollInfo = tuner_coll_info,
 	.destroy = tuner_destroy,

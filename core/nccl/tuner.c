@@ -29,7 +29,7 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 
 	buf[0] = '\0';
 	for (int i = 0; i < r->n && used < len; i++) {
-		const char *algo = mesh_algo_name(r->rule[i].algo);
+		const char *algo = core_algo_name(r->rule[i].algo);
 		char size[32], count[16];
 
 		param_size_text((long long)r->rule[i].max_bytes, size,
@@ -42,7 +42,7 @@ static void rules_text(const struct core_channel_rules *r, char *buf,
 	}
 }
 
-int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
+int core_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 {
 	struct core_tuning *t = calloc(1, sizeof(*t));
 	char rules[512], ll[96] = "", ll_max[32];
@@ -50,9 +50,9 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 	*ctx = t;
 	if (!t)
 		return -ENOMEM;
-	if (nnodes < 2 || !mesh_nccl_net_is_ours())
+	if (nnodes < 2 || !core_nccl_net_is_ours())
 		return 0;	/* NVLink, shared memory or another network */
-	mesh_tuning(t);
+	core_net_tuning(t);
 	if (!t->channels.n && !t->ll_max)
 		return 0;
 	rules_text(&t->channels, rules, sizeof(rules));
@@ -67,22 +67,22 @@ int mesh_tuner_init(size_t nranks, size_t nnodes, void **ctx)
 	return 0;
 }
 
-bool mesh_tuner_simple_only(const void *ctx, uint64_t bytes)
+bool core_tuner_simple_only(const void *ctx, uint64_t bytes)
 {
 	uint64_t ll_max = ((const struct core_tuning *)ctx)->ll_max;
 
 	return ll_max && bytes > ll_max;
 }
 
-int mesh_tuner_channels(const void *ctx, uint64_t bytes,
-			enum mesh_algo algo)
+int core_tuner_channels(const void *ctx, uint64_t bytes,
+			enum core_algo algo)
 {
 	const struct core_channel_rules *r =
 		&((const struct core_tuning *)ctx)->channels;
-	enum mesh_algo use = MESH_ALGO_ANY;
+	enum core_algo use = CORE_ALGO_ANY;
 
 	for (int i = 0; i < r->n; i++)
-		if (algo != MESH_ALGO_ANY && r->rule[i].algo == algo)
+		if (algo != CORE_ALGO_ANY && r->rule[i].algo == algo)
 			use = algo;
 	for (int i = 0; i < r->n; i++)
 		if (r->rule[i].algo == use && bytes <= r->rule[i].max_bytes)
@@ -90,7 +90,7 @@ int mesh_tuner_channels(const void *ctx, uint64_t bytes,
 	return 0;
 }
 
-void mesh_tuner_destroy(void *ctx)
+void core_tuner_destroy(void *ctx)
 {
 	free(ctx);
 }

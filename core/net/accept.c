@@ -20,10 +20,10 @@ static const struct core_member *member_by_tag(const struct core_rail *rail,
 
 /* A connection a layered module set up (a relay's last leg): its accept
  * gets the rail as its device. */
-static const struct core_member *layered_by_tag(struct mesh_listen *ml,
+static const struct core_member *layered_by_tag(struct core_listen *ml,
 						uint16_t tag)
 {
-	struct core_module *layer = core_layer_module(mesh_current_state());
+	struct core_module *layer = core_layer_module(core_current_state());
 
 	if (!layer || core_module_tag(layer->name) != tag)
 		return NULL;
@@ -32,14 +32,14 @@ static const struct core_member *layered_by_tag(struct mesh_listen *ml,
 	return &ml->layered;
 }
 
-int mesh_accept(void *listen_comm, void **recv_comm)
+int core_net_accept(void *listen_comm, void **recv_comm)
 {
-	struct mesh_listen *ml = listen_comm;
+	struct core_listen *ml = listen_comm;
 	int err;
 
 	*recv_comm = NULL;
 	if (!ml->conn) {
-		err = core_ctrl_accept(ml->lc, mesh_current_state()->connect_timeout_ms,
+		err = core_ctrl_accept(ml->lc, core_current_state()->connect_timeout_ms,
 				       &ml->conn);
 		if (err)
 			return err == -EAGAIN ? 0 : err;

@@ -26,7 +26,7 @@ static struct core_comm_path direct_path(const struct core_rail *rail,
 		 * dialing */
 		.path_class = m->module->has_route ? "relayed" :
 			core_path_class_name(core_path_class(
-				mine, theirs, mesh_current_state()->max_rails)),
+				mine, theirs, core_current_state()->max_rails)),
 		.direct = 1, .local = c->local, .remote = c->remote,
 		.fabric_id = mine, .peer_fabric_id = theirs };
 }
@@ -35,12 +35,12 @@ static void log_connection(const char *dir, const struct core_rail *rail,
 			   const struct core_comm *comm)
 {
 	const struct core_comm_path *p = &comm->path;
-	char local[MESH_ADDR_STRLEN], remote[MESH_ADDR_STRLEN];
+	char local[UTIL_ADDR_STRLEN], remote[UTIL_ADDR_STRLEN];
 
 	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
 		  rail->name, p->module,
-		  mesh_addr_str(&p->local, local, sizeof(local)),
-		  mesh_addr_str(&p->remote, remote, sizeof(remote)),
+		  util_addr_str(&p->local, local, sizeof(local)),
+		  util_addr_str(&p->remote, remote, sizeof(remote)),
 		  p->path_class, (unsigned long long)p->fabric_id,
 		  (unsigned long long)p->peer_fabric_id);
 }
@@ -58,7 +58,7 @@ struct core_comm *core_comm_new(const struct mesh_module *d, void *mcomm,
 	return c;
 }
 
-int mesh_conn_info(void *comm, struct mesh_conn_info *info)
+int core_net_conn_info(void *comm, struct mesh_conn_info *info)
 {
 	const struct core_comm *c = comm;
 	const struct core_comm_path *p;
@@ -71,8 +71,8 @@ int mesh_conn_info(void *comm, struct mesh_conn_info *info)
 	snprintf(info->path_class, sizeof(info->path_class), "%s",
 		 p->path_class);
 	if (p->direct) {
-		mesh_addr_str(&p->local, info->local, sizeof(info->local));
-		mesh_addr_str(&p->remote, info->remote, sizeof(info->remote));
+		util_addr_str(&p->local, info->local, sizeof(info->local));
+		util_addr_str(&p->remote, info->remote, sizeof(info->remote));
 		info->fabric_id = p->fabric_id;
 		info->peer_fabric_id = p->peer_fabric_id;
 	}
@@ -130,7 +130,7 @@ int core_module_step(const char *dir, const struct core_rail *rail,
 	} else if (!err && core_now_ns() > c->deadline_ns) {
 		CORE_WARN("%s %s with %s: module %s did not finish its setup "
 			  "within %d ms", dir, rail->name, c->peer_text,
-			  m->module->name, mesh_current_state()->connect_timeout_ms);
+			  m->module->name, core_current_state()->connect_timeout_ms);
 		err = -ETIMEDOUT;
 	}
 	if (*comm)
@@ -139,7 +139,7 @@ int core_module_step(const char *dir, const struct core_rail *rail,
 }
 
 
-int mesh_close_comm(void *comm, int send)
+int core_net_close_comm(void *comm, int send)
 {
 	struct core_comm *c = comm;
 	int err;

@@ -17,9 +17,9 @@
 /* No member of the rail reaches the peer: the layered module (relay) may
  * still carry the connection, else this is the one line that says why. */
 static int connect_unreached(const struct core_rail *rail,
-			     struct mesh_connecting *cs)
+			     struct core_connecting *cs)
 {
-	cs->layer = core_layer_module(mesh_current_state());
+	cs->layer = core_layer_module(core_current_state());
 	if (cs->layer) {
 		CORE_INFO("connect %s: %s; %s carries it", rail->name,
 			  cs->unreached, cs->layer->name);
@@ -31,9 +31,9 @@ static int connect_unreached(const struct core_rail *rail,
 }
 
 static int connect_start(const struct core_rail *rail, const uint8_t *handle,
-			 struct mesh_connecting **out)
+			 struct core_connecting **out)
 {
-	struct mesh_connecting *cs;
+	struct core_connecting *cs;
 	struct core_handle h;
 	const char *why;
 	int err = core_handle_decode(handle, &h, &why);
@@ -46,14 +46,14 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return -ENOMEM;
-	cs->layer = core_layer_module(mesh_current_state());
+	cs->layer = core_layer_module(core_current_state());
 	if (cs->layer && cs->layer->desc->routes_to(cs->layer->mctx,
 						    rail->rail, handle))
 		snprintf(cs->unreached, sizeof(cs->unreached),
 			 "the config routes the peer through %s",
 			 cs->layer->name);
 	else
-		cs->member = core_pick_member(mesh_current_state(), rail, &h,
+		cs->member = core_pick_member(core_current_state(), rail, &h,
 					      cs->unreached,
 					      sizeof(cs->unreached));
 	if (!cs->member) {
@@ -63,7 +63,7 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 		err = core_ctrl_dial(&h, rail->props.addrs, rail->props.naddrs,
 				     core_module_tag(cs->member->module->name),
 				     rail->fabric_id,
-				     mesh_current_state()->connect_timeout_ms, &cs->conn);
+				     core_current_state()->connect_timeout_ms, &cs->conn);
 	}
 	if (err) {
 		free(cs);
@@ -75,7 +75,7 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 
 /* The layered module's route: it logs its own errors and the route. */
 static int route_step(const struct core_rail *rail,
-		      struct mesh_connecting *cs, const void *handle,
+		      struct core_connecting *cs, const void *handle,
 		      void **send_comm)
 {
 	const struct mesh_module *d = cs->layer->desc;
@@ -100,7 +100,7 @@ static int route_step(const struct core_rail *rail,
 }
 
 static int connect_step(const struct core_rail *rail,
-			struct mesh_connecting *cs, const void *handle,
+			struct core_connecting *cs, const void *handle,
 			void **send_comm)
 {
 	int err;
@@ -116,7 +116,7 @@ static int connect_step(const struct core_rail *rail,
 		if (err == -ETIMEDOUT)
 			CORE_WARN("connect %s: cannot reach the peer within "
 				  "%d ms: tried %s", rail->name,
-				  mesh_current_state()->connect_timeout_ms,
+				  core_current_state()->connect_timeout_ms,
 				  core_conn_tried(cs->conn));
 		else if (err)
 			CORE_WARN("connect %s: setup with the peer failed (%s): "
@@ -130,12 +130,12 @@ static int connect_step(const struct core_rail *rail,
 			   send_comm);
 }
 
-int mesh_connect(void *ctx, int dev, void *handle, void **send_comm)
+int core_net_connect(void *ctx, int dev, void *handle, void **send_comm)
 {
-	const struct core_rail *rail = mesh_rail(dev);
+	const struct core_rail *rail = core_net_rail(dev);
 	uint8_t *slot = (uint8_t *)handle + CORE_HANDLE_STATE_OFFSET;
 	struct connect_entry *e = NULL;
-	struct mesh_connecting *cs;
+	struct core_connecting *cs;
 	bool done;
 	int err;
 

@@ -11,7 +11,7 @@
 #include "core_log.h"
 #include "net_priv.h"
 
-void core_connecting_free(struct mesh_connecting *cs)
+void core_connecting_free(struct core_connecting *cs)
 {
 	if (cs->layer) {
 		if (cs->route_state)
@@ -34,7 +34,7 @@ void core_connecting_free(struct mesh_connecting *cs)
  * context, device and handle bytes it was started for.  A slot that names
  * no entry is not ours: a fresh connect starts and overwrites it.
  *
- * The table is the process's, beside mesh_state: a finalize frees the
+ * The table is the process's, beside net_state: a finalize frees the
  * entries of its context (connects NCCL gave up on), the last one (or the
  * library's unload) all of them, while their modules are still loaded.
  * NCCL connects from more than one thread for different comms; connect is
@@ -94,7 +94,7 @@ int core_connects_claim(const void *ctx, int dev, const uint8_t *handle,
 
 /* Files a connect just started, busy, under a fresh key. */
 int core_connects_add(const void *ctx, int dev, const uint8_t *handle,
-			struct mesh_connecting *cs, struct connect_entry **out)
+			struct core_connecting *cs, struct connect_entry **out)
 {
 	struct connect_entry *e = calloc(1, sizeof(*e));
 	struct connect_entry **b;

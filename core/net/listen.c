@@ -27,7 +27,7 @@ static void add_local_addrs(const struct core_rail *rail, uint16_t port,
 			    struct core_handle *h)
 {
 	const struct mesh_dev_props *p = &rail->props;
-	struct mesh_netif *ifs = NULL;
+	struct util_netif *ifs = NULL;
 	int nifs, before = h->naddrs;
 
 	for (int pass = 0; pass < 2; pass++)
@@ -36,7 +36,7 @@ static void add_local_addrs(const struct core_rail *rail, uint16_t port,
 				add_addr(h, &p->addrs[i], port);
 	if (h->naddrs > before)
 		return;
-	nifs = mesh_netif_list("", &ifs);
+	nifs = util_netif_list("", &ifs);
 	for (int i = 0; i < nifs; i++)
 		for (int a = 0; a < ifs[i].naddrs; a++)
 			add_addr(h, &ifs[i].addrs[a], port);
@@ -46,7 +46,7 @@ static void add_local_addrs(const struct core_rail *rail, uint16_t port,
 static int handle_addresses(const struct core_rail *rail, uint16_t port,
 			    struct core_handle *h)
 {
-	const struct core_advertise *adv = &mesh_current_state()->advertise;
+	const struct core_advertise *adv = &core_current_state()->advertise;
 	int ext = core_advertise_port(adv, port);
 
 	if (adv->naddrs && (ext < 1 || ext > 65535)) {
@@ -62,10 +62,10 @@ static int handle_addresses(const struct core_rail *rail, uint16_t port,
 	return 0;
 }
 
-int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
+int core_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-	const struct core_rail *rail = mesh_rail(dev);
-	struct mesh_listen *ml;
+	const struct core_rail *rail = core_net_rail(dev);
+	struct core_listen *ml;
 	struct core_handle h = { 0 };
 	uint16_t port;
 	int err;
@@ -82,8 +82,8 @@ int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
 	for (int i = 0; i < rail->nmembers; i++)
 		h.members[h.nmembers++] =
 			core_module_tag(rail->members[i].module->name);
-	err = core_ctrl_listen(dev, h.nonce, mesh_current_state()->port_low,
-			       mesh_current_state()->port_high, &port, &ml->lc);
+	err = core_ctrl_listen(dev, h.nonce, core_current_state()->port_low,
+			       core_current_state()->port_high, &port, &ml->lc);
 	if (err) {
 		free(ml);
 		return err;
@@ -104,9 +104,9 @@ int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm)
 	return 0;
 }
 
-int mesh_close_listen(void *listen_comm)
+int core_net_close_listen(void *listen_comm)
 {
-	struct mesh_listen *ml = listen_comm;
+	struct core_listen *ml = listen_comm;
 
 	if (!ml)
 		return 0;

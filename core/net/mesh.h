@@ -3,8 +3,8 @@
  * The one implementation behind every exported NCCL ABI version.  Negative
  * errno everywhere; core/plugin.c maps to ncclResult_t.
  */
-#ifndef MESH_CORE_MESH_H
-#define MESH_CORE_MESH_H
+#ifndef CORE_MESH_H
+#define CORE_MESH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,7 +14,7 @@
 #include "fabric.h"
 
 /* The network's name as NCCL knows it (NCCL_NET=Mesh). */
-#define MESH_NCCL_NET_NAME "Mesh"
+#define CORE_NCCL_NET_NAME "Mesh"
 
 /* Where a comm goes, as its INFO line says and tools ask (conn_info.h). */
 struct core_comm_path {
@@ -32,24 +32,24 @@ struct core_comm {
 	struct core_comm_path path;	/* cold: set up, logs and tools */
 };
 
-int mesh_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
-int mesh_finalize(void *ctx);
-int mesh_devices(int *ndev);
-const struct core_rail *mesh_rail(int dev);
+int core_net_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
+int core_net_finalize(void *ctx);
+int core_net_devices(int *ndev);
+const struct core_rail *core_net_rail(int dev);
 /* The state between the first init and the last finalize (meshrelay). */
 struct core_state;
-const struct core_state *mesh_current_state(void);
+const struct core_state *core_current_state(void);
 /* NCCL_NET unset or Mesh: what the plugin tells NCCL applies. */
-bool mesh_nccl_net_is_ours(void);
+bool core_nccl_net_is_ours(void);
 /* A copy of what the tuner tells NCCL; nothing outside init and finalize. */
 struct core_tuning;
-void mesh_tuning(struct core_tuning *tuning);
-int mesh_listen(void *ctx, int dev, void *handle, void **listen_comm);
-int mesh_connect(void *ctx, int dev, void *handle, void **send_comm);
-int mesh_accept(void *listen_comm, void **recv_comm);
-int mesh_close_listen(void *listen_comm);
-int mesh_close_comm(void *comm, int send);
+void core_net_tuning(struct core_tuning *tuning);
+int core_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+int core_net_connect(void *ctx, int dev, void *handle, void **send_comm);
+int core_net_accept(void *listen_comm, void **recv_comm);
+int core_net_close_listen(void *listen_comm);
+int core_net_close_comm(void *comm, int send);
 /* What an open comm runs over (mesh_conn_info_fn). */
-int mesh_conn_info(void *comm, struct mesh_conn_info *info);
+int core_net_conn_info(void *comm, struct mesh_conn_info *info);
 
 #endif

@@ -3,8 +3,8 @@
  * What the files of NCCL's net calls share: the listen and connect state,
  * the connects table (connects.c) and the module exchange (comm.c).
  */
-#ifndef MESH_CORE_NET_PRIV_H
-#define MESH_CORE_NET_PRIV_H
+#ifndef CORE_NET_PRIV_H
+#define CORE_NET_PRIV_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,7 +16,7 @@
 #include "state.h"
 
 /* A listen comm: the control listener, and the dialer being accepted. */
-struct mesh_listen {
+struct core_listen {
 	struct core_listen_comm *lc;
 	const struct core_rail *rail;
 	struct core_conn *conn;
@@ -26,7 +26,7 @@ struct mesh_listen {
 };
 
 /* A connect in progress. */
-struct mesh_connecting {
+struct core_connecting {
 	struct core_conn *conn;
 	const struct core_member *member;
 	void *mcomm;
@@ -38,7 +38,7 @@ struct mesh_connecting {
 };
 
 /* connects.c: frees a connect that will not finish. */
-void core_connecting_free(struct mesh_connecting *cs);
+void core_connecting_free(struct core_connecting *cs);
 
 /* An entry of the connects table (connects.c), claimed by one call at a
  * time. */
@@ -49,7 +49,7 @@ struct connect_entry {
 	int dev;
 	bool busy;		/* a connect call is stepping it */
 	uint8_t handle[CORE_HANDLE_STATE_OFFSET];	/* what it answers to */
-	struct mesh_connecting *cs;
+	struct core_connecting *cs;
 };
 
 /* The connect this handle's slot names, marked busy: 0; -EBUSY while
@@ -58,7 +58,7 @@ int core_connects_claim(const void *ctx, int dev, const uint8_t *handle,
 			struct connect_entry **out);
 /* Files a connect just started, busy, under a fresh key. */
 int core_connects_add(const void *ctx, int dev, const uint8_t *handle,
-		      struct mesh_connecting *cs, struct connect_entry **out);
+		      struct core_connecting *cs, struct connect_entry **out);
 /* The call that claimed e is done with it: kept, or (done) freed. */
 void core_connects_release(struct connect_entry *e, bool done);
 /* Frees the connects of ctx (NULL: every one) NCCL left in progress. */

@@ -30,7 +30,7 @@ enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
 
 	if (!st->nccl_buffsize)
 		return CORE_NCCL_OFFER_OFF;
-	if (!mesh_nccl_net_is_ours())
+	if (!core_nccl_net_is_ours())
 		return CORE_NCCL_OFFER_OTHER_NET;
 	if (set && *set) {
 		CORE_INFO("NCCL_BUFFSIZE=%s from the environment kept "
@@ -51,9 +51,9 @@ enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st)
 
 /* What we tell NCCL (its buffer size, the tuner's channels) is for a job
  * whose network is ours: NCCL_NET unset or Mesh. */
-bool mesh_nccl_net_is_ours(void)
+bool core_nccl_net_is_ours(void)
 {
 	const char *net = getenv("NCCL_NET");
 
-	return !net || !*net || !strcasecmp(net, MESH_NCCL_NET_NAME);
+	return !net || !*net || !strcasecmp(net, CORE_NCCL_NET_NAME);
 }

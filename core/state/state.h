@@ -3,8 +3,8 @@
  * Process-wide state, built once: config, modules, rails.  Both the NCCL
  * plugin and meshinfo build it with the same code.
  */
-#ifndef MESH_CORE_STATE_H
-#define MESH_CORE_STATE_H
+#ifndef CORE_STATE_H
+#define CORE_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,10 +34,10 @@ int core_advertise_port(const struct core_advertise *adv, int port);
 /* The algorithm a channel rule is for (nccl_channels_by_size's prefix).
  * The rules' parser (validate.c) owns the names; the tuner above reads
  * them, so the state never reaches up into the tuner. */
-enum mesh_algo { MESH_ALGO_ANY, MESH_ALGO_TREE, MESH_ALGO_RING, MESH_ALGOS };
+enum core_algo { CORE_ALGO_ANY, CORE_ALGO_TREE, CORE_ALGO_RING, CORE_ALGOS };
 
-/* The prefix naming algo ("tree"); NULL for MESH_ALGO_ANY. */
-const char *mesh_algo_name(enum mesh_algo algo);
+/* The prefix naming algo ("tree"); NULL for CORE_ALGO_ANY. */
+const char *core_algo_name(enum core_algo algo);
 
 /* One entry of nccl_channels_by_size: collectives NCCL runs with `algo`,
  * of more bytes than the entry before for that algorithm and at most
@@ -45,7 +45,7 @@ const char *mesh_algo_name(enum mesh_algo algo);
 struct core_channel_rule {
 	uint64_t max_bytes;
 	int channels;
-	enum mesh_algo algo;
+	enum core_algo algo;
 };
 
 /* The whole list, sizes rising per algorithm. */

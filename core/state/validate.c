@@ -228,7 +228,7 @@ static int take_advertise(struct core_state *st)
 	adv->local = CORE_VALUE(st, CP_ADVERTISE_LOCAL)->num != 0;
 	/* The table's type checked every item already. */
 	for (int i = 0; i < addrs->nitems && i < CORE_HANDLE_ADDRS_MAX; i++)
-		if (!mesh_addr_parse(addrs->items[i], &adv->addrs[adv->naddrs]))
+		if (!util_addr_parse(addrs->items[i], &adv->addrs[adv->naddrs]))
 			adv->naddrs++;
 	adv->ports = calloc((size_t)ports->nitems + 1, sizeof(*adv->ports));
 	if (!adv->ports)
@@ -312,30 +312,30 @@ static int load_key(struct core_state *st)
 	return -EINVAL;
 }
 
-const char *mesh_algo_name(enum mesh_algo algo)
+const char *core_algo_name(enum core_algo algo)
 {
-	static const char *const names[MESH_ALGOS] = {
-		[MESH_ALGO_TREE] = "tree",
-		[MESH_ALGO_RING] = "ring",
+	static const char *const names[CORE_ALGOS] = {
+		[CORE_ALGO_TREE] = "tree",
+		[CORE_ALGO_RING] = "ring",
 	};
 
-	return algo < MESH_ALGOS ? names[algo] : NULL;
+	return algo < CORE_ALGOS ? names[algo] : NULL;
 }
 
 /* An entry's algorithm prefix ("tree:"), stepped over; else ANY. */
-static int take_algo(const char **item, enum mesh_algo *algo)
+static int take_algo(const char **item, enum core_algo *algo)
 {
 	const char *colon = strchr(*item, ':');
 
-	*algo = MESH_ALGO_ANY;
+	*algo = CORE_ALGO_ANY;
 	if (!colon || !isalpha((unsigned char)**item))
 		return 0;
-	for (int a = MESH_ALGO_TREE; a < MESH_ALGOS; a++) {
-		const char *name = mesh_algo_name((enum mesh_algo)a);
+	for (int a = CORE_ALGO_TREE; a < CORE_ALGOS; a++) {
+		const char *name = core_algo_name((enum core_algo)a);
 
 		if ((size_t)(colon - *item) == strlen(name) &&
 		    !strncasecmp(*item, name, strlen(name))) {
-			*algo = (enum mesh_algo)a;
+			*algo = (enum core_algo)a;
 			*item = colon + 1;
 			return 0;
 		}
@@ -365,7 +365,7 @@ static int take_channel_rule(struct core_state *st, int i,
 	memcpy(size, item, (size_t)(colon - item));
 	size[colon - item] = '\0';
 	n = strtol(colon + 1, &end, 10);	/* past LONG_MAX: LONG_MAX */
-	if (mesh_size_parse(size, &rule->max_bytes) ||
+	if (util_size_parse(size, &rule->max_bytes) ||
 	    !isdigit((unsigned char)colon[1]) || *end)
 		goto syntax;
 	if (!rule->max_bytes || n > CORE_NCCL_CHANNELS_MAX) {
@@ -389,7 +389,7 @@ static int take_channel_rules(struct core_state *st)
 {
 	const struct core_value *v = CORE_VALUE(st, CP_NCCL_CHANNELS_BY_SIZE);
 	struct core_channel_rule *rules = st->tuning.channels.rule;
-	int last[MESH_ALGOS] = { -1, -1, -1 };
+	int last[CORE_ALGOS] = { -1, -1, -1 };
 	int err = 0;
 
 	if (v->nitems > CORE_CHANNEL_RULES_MAX) {

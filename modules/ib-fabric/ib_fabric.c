@@ -53,7 +53,7 @@ static int prefs_from_params(const struct mesh_host *host,
 	if (range && *range) {
 		struct mesh_addr a;
 
-		if (mesh_addr_parse(range, &a) || !a.prefix_len) {
+		if (util_addr_parse(range, &a) || !a.prefix_len) {
 			MESH_WARN("addr_range '%s': expected a CIDR range such as 10.0.0.0/8",
 				  range);
 			return -EINVAL;

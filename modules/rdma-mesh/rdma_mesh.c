@@ -37,7 +37,7 @@ struct rdma_mesh {
 	struct vl_dev *end_dev[MESH_DEV_ADDRS_MAX];
 	int nends;
 	int speed_mbps;
-	struct mesh_netif *ifs;		/* this namespace's, at init */
+	struct util_netif *ifs;		/* this namespace's, at init */
 	int nifs;
 };
 
@@ -54,8 +54,8 @@ static const struct mesh_addr *netdev_ipv4(const struct rdma_mesh *m,
 			const struct mesh_addr *ad = &m->ifs[i].addrs[a];
 
 			if (ad->family == AF_INET && ad->prefix_len &&
-			    !mesh_addr_is_loopback(ad) &&
-			    !mesh_addr_is_link_local(ad))
+			    !util_addr_is_loopback(ad) &&
+			    !util_addr_is_link_local(ad))
 				return ad;
 		}
 	}
@@ -123,7 +123,7 @@ static int rdma_mesh_init(const struct mesh_host *host, void **mctx)
 	vl_host = host;
 	if (!m)
 		return -ENOMEM;
-	m->nifs = mesh_netif_list("", &m->ifs);
+	m->nifs = util_netif_list("", &m->ifs);
 	if (m->nifs < 0)
 		m->nifs = 0;
 	ret = vl_ctx_open(host, port_is_cable, m, &m->verbs);
@@ -254,7 +254,7 @@ static int cable_end_of(void *arg, const struct mesh_addr *target,
 	char t[64];
 
 	for (int e = 0; e < m->nends; e++)
-		if (mesh_addr_equal_ip(&m->ends[e].addr, target)) {
+		if (util_addr_equal_ip(&m->ends[e].addr, target)) {
 			*dev = m->end_dev[e];
 			return 0;
 		}
@@ -262,7 +262,7 @@ static int cable_end_of(void *arg, const struct mesh_addr *target,
 		snprintf(why, cap, "the connector named no cable end");
 	else
 		snprintf(why, cap, "the connector asked for cable end %s, which is none of this node's",
-			 mesh_addr_str(target, t, sizeof(t)));
+			 util_addr_str(target, t, sizeof(t)));
 	return -ENXIO;
 }
 

@@ -8,8 +8,8 @@
 
 static bool end_reaches(const struct rm_end *e, const struct mesh_addr *peer)
 {
-	return e->addr.prefix_len && !mesh_addr_is_loopback(peer) &&
-	       mesh_addr_same_subnet(&e->addr, peer);
+	return e->addr.prefix_len && !util_addr_is_loopback(peer) &&
+	       util_addr_same_subnet(&e->addr, peer);
 }
 
 int rm_plan(const struct rm_end *ends, int nends, const struct mesh_addr *peer,
@@ -45,7 +45,7 @@ static size_t list_addrs(char *buf, size_t cap, size_t len,
 		char s[64];
 
 		ip.port = 0;
-		mesh_addr_str(&ip, s, sizeof(s));
+		util_addr_str(&ip, s, sizeof(s));
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", s);
 		if (a[i].prefix_len && len < cap)
 			len += (size_t)snprintf(buf + len, cap - len, "/%u",

@@ -126,7 +126,7 @@ static void dest_text(const void *handle, char *buf, size_t cap)
 	int n = relay_host->handle_addrs(relay_host, handle, a, 4);
 
 	if (n > 0)
-		mesh_addr_str(&a[0], buf, cap);
+		util_addr_str(&a[0], buf, cap);
 	else
 		snprintf(buf, cap, "?");
 }
@@ -177,7 +177,7 @@ static int relay_route(void *mctx, int rail, const void *handle,
 {
 	struct relay_ctx *x = mctx;
 	struct relay_hop *h = *state;
-	char dest[MESH_ADDR_STRLEN], route[RELAY_ROUTE_MAX + 8];
+	char dest[UTIL_ADDR_STRLEN], route[RELAY_ROUTE_MAX + 8];
 	struct relay_comm *c;
 	int err;
 

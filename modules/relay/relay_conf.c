@@ -72,7 +72,7 @@ static int parse_peer(const char *item, int port, struct relay_peer *p,
 			*why = "lists more than 8 addresses";
 			return -EINVAL;
 		}
-		if (mesh_addr_parse(w, &a) || a.prefix_len) {
+		if (util_addr_parse(w, &a) || a.prefix_len) {
 			*why = "has an item that is no ADDR or ADDR:PORT";
 			return -EINVAL;
 		}
@@ -94,7 +94,7 @@ static int parse_route(const char *item, struct relay_route *r,
 	char w[128];
 
 	memset(r, 0, sizeof(*r));
-	if (!word(&item, w, sizeof(w)) || mesh_addr_parse(w, &r->prefix) ||
+	if (!word(&item, w, sizeof(w)) || util_addr_parse(w, &r->prefix) ||
 	    r->prefix.port) {
 		*why = "must start with a destination ADDR or ADDR/PREFIX";
 		return -EINVAL;
@@ -205,7 +205,7 @@ static int read_members(const struct mesh_host *host, struct relay_conf *c,
 	for (int i = 0; i < n; i++) {
 		struct mesh_addr *a = &c->members[c->nmembers];
 
-		if (mesh_addr_parse(items[i], a) || a->port) {
+		if (util_addr_parse(items[i], a) || a->port) {
 			bad(report, host, "members",
 			    "item %d ('%s') is no ADDR or ADDR/PREFIX", i + 1,
 			    items[i]);
@@ -270,7 +270,7 @@ const struct relay_peer *relay_conf_peer(const struct relay_conf *c,
 
 static bool inside(const struct mesh_addr *prefix, const struct mesh_addr *a)
 {
-	return prefix->family == a->family && mesh_addr_same_subnet(prefix, a);
+	return prefix->family == a->family && util_addr_same_subnet(prefix, a);
 }
 
 const struct relay_route *relay_conf_route(const struct relay_conf *c,

@@ -187,7 +187,7 @@ static int send_first(struct relay_hop *h)
 static int take_answer(struct relay_hop *h)
 {
 	uint8_t buf[RELAY_MSG_MAX];
-	char addr[MESH_ADDR_STRLEN];
+	char addr[UTIL_ADDR_STRLEN];
 	struct relay_msg m;
 	const char *bad;
 	int n = h->ctrl->recv(h->ctrl, buf, sizeof(buf));
@@ -211,7 +211,7 @@ static int take_answer(struct relay_hop *h)
 		return -m.status;
 	}
 	h->flags = m.flags;
-	mesh_addr_str(h->ctrl->remote, addr, sizeof(addr));
+	util_addr_str(h->ctrl->remote, addr, sizeof(addr));
 	if (h->direct)
 		snprintf(h->route, sizeof(h->route), "destination (%s %s)",
 			 h->leg.module->name, addr);
@@ -277,10 +277,10 @@ int relay_hop_step(struct relay_hop *h)
 	while (h->stage != HOP_DONE) {
 		err = stage_step(h);
 		if (err == -EAGAIN && relay_now_ns() > h->deadline_ns) {
-			char a[MESH_ADDR_STRLEN] = "";
+			char a[UTIL_ADDR_STRLEN] = "";
 
 			if (h->peer)
-				mesh_addr_str(&h->peer->addrs[0], a, sizeof(a));
+				util_addr_str(&h->peer->addrs[0], a, sizeof(a));
 			note(h, "%s%s%s: no answer within %d ms", target(h),
 			     a[0] ? " at " : "", a, h->x->conf.timeout_ms);
 			err = -ETIMEDOUT;

@@ -28,7 +28,7 @@ struct relay_setup {
 	bool hop_live;
 	struct mesh_leg up_leg;
 	void *up_comm;
-	char from[MESH_ADDR_STRLEN];
+	char from[UTIL_ADDR_STRLEN];
 	struct mesh_addr src;		/* who sent it, port cleared */
 	int64_t accepted_ns, deadline_ns;
 	int64_t next_read_ns;		/* S_READ: no look before then */
@@ -340,7 +340,7 @@ static void bound_unread(struct relay_ctx *x, struct relay_setup *s)
 			continue;
 		n++;
 		oldest = o;
-		if (mesh_addr_same_source(&o->src, &s->src)) {
+		if (util_addr_same_source(&o->src, &s->src)) {
 			nsrc++;
 			oldest_src = o;
 		}
@@ -357,7 +357,7 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 {
 	const struct relay_conf *c = &x->conf;
 	struct mesh_addr dest[16];
-	char why[256], a[MESH_ADDR_STRLEN];
+	char why[256], a[UTIL_ADDR_STRLEN];
 	const struct mesh_addr *out;
 	uint8_t buf[RELAY_MSG_MAX];
 	const char *bad;
@@ -395,7 +395,7 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 	} else if (out) {
 		snprintf(why, sizeof(why), "destination %s is outside the "
 			 "cluster (relay.members)",
-			 mesh_addr_str(out, a, sizeof(a)));
+			 util_addr_str(out, a, sizeof(a)));
 		refuse(x, s, -EACCES, why);
 	} else if (s->req.nvisited >= RELAY_HOPS_MAX ||
 		   s->req.hops_left < 0) {
@@ -514,7 +514,7 @@ static void accept_new(struct relay_ctx *x)
 			return;
 		}
 		s->up = ctrl;
-		mesh_addr_str(ctrl->remote, s->from, sizeof(s->from));
+		util_addr_str(ctrl->remote, s->from, sizeof(s->from));
 		s->src = *ctrl->remote;
 		s->src.port = 0;
 		s->accepted_ns = relay_now_ns();
@@ -666,7 +666,7 @@ static size_t report_routes(struct relay_ctx *x, char *buf, size_t cap)
 	for (int i = 0; i < c->npeers; i++) {
 		const struct relay_peer *p = &c->peers[i];
 		struct mesh_leg leg;
-		char why[512], a[MESH_ADDR_STRLEN];
+		char why[512], a[UTIL_ADDR_STRLEN];
 
 		if (!strcmp(p->name, c->name)) {
 			ADD("  via %s: this host\n", p->name);
@@ -679,14 +679,14 @@ static size_t report_routes(struct relay_ctx *x, char *buf, size_t cap)
 		else
 			ADD("  via %s: %s on rail %d, dialing %s%s\n", p->name,
 			    leg.module->name, leg.rail,
-			    mesh_addr_str(&p->addrs[0], a, sizeof(a)),
+			    util_addr_str(&p->addrs[0], a, sizeof(a)),
 			    p->naddrs > 1 ? " (and more)" : "");
 	}
 	for (int i = 0; i < c->nroutes; i++) {
 		const struct relay_route *r = &c->routes[i];
-		char a[MESH_ADDR_STRLEN];
+		char a[UTIL_ADDR_STRLEN];
 
-		ADD("  route %s/%u via", mesh_addr_str(&r->prefix, a, sizeof(a)),
+		ADD("  route %s/%u via", util_addr_str(&r->prefix, a, sizeof(a)),
 		    r->prefix.prefix_len);
 		for (int v = 0; v < r->nvia; v++)
 			ADD(" %s", r->via[v]);

@@ -139,7 +139,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	if (!ifname)
 		ifname = "";
 
-	n = mesh_netif_list(ifname, &ctx->devs);
+	n = util_netif_list(ifname, &ctx->devs);
 	if (n < 0) {
 		MESH_WARN("cannot list network interfaces: %s", strerror(-n));
 		pthread_mutex_destroy(&ctx->linger_lock);
@@ -201,7 +201,7 @@ static int tcp_xdc_get_properties(void *mctx, int dev,
 				  struct mesh_dev_props *props)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
-	const struct mesh_netif *nif;
+	const struct util_netif *nif;
 
 	if (dev < 0 || dev >= ctx->ndevs)
 		return -EINVAL;
@@ -238,14 +238,14 @@ static int tcp_xdc_get_properties(void *mctx, int dev,
 static int tcp_xdc_reach(void *mctx, int dev, const struct mesh_addr *peer,
 			 int npeer, char *why, size_t cap)
 {
-	char addr[MESH_ADDR_STRLEN];
+	char addr[UTIL_ADDR_STRLEN];
 	size_t len = 0;
 	int first_err = 0;
 
 	(void)mctx, (void)dev;
 	for (int i = 0; i < npeer; i++) {
 		struct sockaddr_storage ss;
-		socklen_t sl = mesh_addr_to_sockaddr(&peer[i], &ss);
+		socklen_t sl = util_addr_to_sockaddr(&peer[i], &ss);
 		int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		int err = fd < 0 ? errno :
 			  connect(fd, (struct sockaddr *)&ss, sl) ? errno : 0;
@@ -259,7 +259,7 @@ static int tcp_xdc_reach(void *mctx, int dev, const struct mesh_addr *peer,
 		if (len < cap)
 			len += (size_t)snprintf(why + len, cap - len, "%s%s",
 				len ? ", " : "no route to ",
-				mesh_addr_str(&peer[i], addr, sizeof(addr)));
+				util_addr_str(&peer[i], addr, sizeof(addr)));
 	}
 	if (!npeer)
 		return 0;

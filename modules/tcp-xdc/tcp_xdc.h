@@ -35,7 +35,7 @@ struct tcp_xdc_pool;
 
 struct tcp_xdc_ctx {
 	int ndevs;
-	struct mesh_netif *devs;
+	struct util_netif *devs;
 	int streams;
 	int threads;			/* pool size, resolved from the cores */
 	size_t chunk_size;

@@ -21,7 +21,7 @@ static void dev_addrs(struct vl_dev *d)
 	static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					   0xff, 0xff };
 	struct mesh_addr a = { 0 };
-	struct mesh_netif *ifs = NULL;
+	struct util_netif *ifs = NULL;
 	char filter[VL_NAME_MAX + 1];
 	int n;
 
@@ -38,10 +38,10 @@ static void dev_addrs(struct vl_dev *d)
 	 * unknown, which the core treats as "no subnet information". */
 	if (d->pinfo.netdev[0]) {
 		snprintf(filter, sizeof(filter), "=%s", d->pinfo.netdev);
-		n = mesh_netif_list(filter, &ifs);
+		n = util_netif_list(filter, &ifs);
 		for (int i = 0; i < n; i++)
 			for (int j = 0; j < ifs[i].naddrs; j++)
-				if (mesh_addr_equal_ip(&ifs[i].addrs[j], &a))
+				if (util_addr_equal_ip(&ifs[i].addrs[j], &a))
 					a.prefix_len = ifs[i].addrs[j].prefix_len;
 		free(ifs);
 	}

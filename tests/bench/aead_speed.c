@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	uint64_t len;
 	double secs = argc > 2 ? atof(argv[2]) : 1.0;
 
-	if (mesh_size_parse(argc > 1 ? argv[1] : "256K", &len) || !len ||
+	if (util_size_parse(argc > 1 ? argv[1] : "256K", &len) || !len ||
 	    len > (64u << 20) || secs <= 0) {
 		fprintf(stderr, "usage: aead_speed [RECORD] [SECS]\n");
 		return 2;

@@ -123,7 +123,7 @@ static long size_arg(const char *arg)
 {
 	uint64_t v;
 
-	if (mesh_size_parse(arg, &v) || v < 1 || v > (1ULL << 40))
+	if (util_size_parse(arg, &v) || v < 1 || v > (1ULL << 40))
 		return -1;
 	return (long)v;
 }

@@ -49,7 +49,7 @@ static int parse_endpoint(const char *host, const char *port,
 	char text[128];
 
 	snprintf(text, sizeof(text), "%s", host);
-	if (mesh_addr_parse(text, a))
+	if (util_addr_parse(text, a))
 		return -EINVAL;
 	a->port = (uint16_t)atoi(port);
 	return a->port ? 0 : -EINVAL;
@@ -75,11 +75,11 @@ static int knock(const struct mesh_addr *to, const struct mesh_addr *src,
 	if (fd < 0)
 		return -1;
 	if (src) {
-		len = mesh_addr_to_sockaddr(src, &ss);
+		len = util_addr_to_sockaddr(src, &ss);
 		if (bind(fd, (struct sockaddr *)&ss, len))
 			goto fail;
 	}
-	len = mesh_addr_to_sockaddr(to, &ss);
+	len = util_addr_to_sockaddr(to, &ss);
 	ctrl_hello_encode(&h, hello);
 	ctrl_put32(hello + CTRL_HELLO_SIZE, CTRL_ACK_HEARD);
 	if (connect(fd, (struct sockaddr *)&ss, len) ||
@@ -114,7 +114,7 @@ static int idle(int argc, char **argv)
 	seconds = atof(argv[5]);
 	if (count < 1 || count > 100000 || seconds <= 0)
 		return usage();
-	if (argc > 6 && mesh_addr_parse(argv[6], &src))
+	if (argc > 6 && util_addr_parse(argv[6], &src))
 		return usage();
 	p = calloc((size_t)count, sizeof(*p));
 	closed_at = calloc((size_t)count, sizeof(*closed_at));

@@ -38,11 +38,11 @@ static void setup(void)
 {
 	if (conf.nmembers)
 		return;
-	mesh_addr_parse("10.0.0.0", &members[0]);
+	util_addr_parse("10.0.0.0", &members[0]);
 	members[0].prefix_len = 8;
-	mesh_addr_parse("fd00::", &members[1]);
+	util_addr_parse("fd00::", &members[1]);
 	members[1].prefix_len = 64;
-	mesh_addr_parse("10.1.0.0", &routes[0].prefix);
+	util_addr_parse("10.1.0.0", &routes[0].prefix);
 	routes[0].prefix.prefix_len = 16;
 	routes[0].nvia = 1;
 	snprintf(routes[0].via[0], RELAY_NAME_MAX, "g1");
@@ -65,7 +65,7 @@ static size_t template(uint8_t *buf)
 	m.hops_left = 3;
 	m.nvisited = 1;
 	snprintf(m.visited[0], RELAY_NAME_MAX, "a0");
-	mesh_addr_parse("10.1.0.5:40000", &h.addrs[0]);
+	util_addr_parse("10.1.0.5:40000", &h.addrs[0]);
 	core_handle_encode(&h, handle);
 	memcpy(m.handle, handle, RELAY_HANDLE_BYTES);
 	snprintf(m.leg, sizeof(m.leg), "tcp-xdc");

@@ -410,7 +410,7 @@ static void test_embedded_default(void)
 
 	tc_reset_env();
 	if (!access("/etc/nccl-mesh.conf", F_OK) ||
-	    !access(MESH_SYSCONF_PATH, F_OK)) {
+	    !access(CORE_SYSCONF_PATH, F_OK)) {
 		printf("skip: a system config file exists\n");
 		return;
 	}

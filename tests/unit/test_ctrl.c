@@ -15,7 +15,7 @@
 #include "ctrl_wire.h"
 #include "nccl-mesh/nccl_net.h"
 
-ncclResult_t mesh_to_nccl(int err);	/* core/plugin.c */
+ncclResult_t core_to_nccl(int err);	/* core/plugin.c */
 
 static struct core_auth_key key = { .len = 20,
 				    .bytes = "0123456789abcdefghij" };
@@ -150,31 +150,31 @@ static void test_frames(void)
 static void test_error_mapping(void)
 {
 	/* the peer or the network between us */
-	CHECK(mesh_to_nccl(-ECONNRESET) == ncclRemoteError);
-	CHECK(mesh_to_nccl(-ECONNREFUSED) == ncclRemoteError);
-	CHECK(mesh_to_nccl(-EPIPE) == ncclRemoteError);
-	CHECK(mesh_to_nccl(-ETIMEDOUT) == ncclRemoteError);
-	CHECK(mesh_to_nccl(-EPROTO) == ncclRemoteError);
-	CHECK(mesh_to_nccl(-EHOSTUNREACH) == ncclRemoteError);
+	CHECK(core_to_nccl(-ECONNRESET) == ncclRemoteError);
+	CHECK(core_to_nccl(-ECONNREFUSED) == ncclRemoteError);
+	CHECK(core_to_nccl(-EPIPE) == ncclRemoteError);
+	CHECK(core_to_nccl(-ETIMEDOUT) == ncclRemoteError);
+	CHECK(core_to_nccl(-EPROTO) == ncclRemoteError);
+	CHECK(core_to_nccl(-EHOSTUNREACH) == ncclRemoteError);
 	/* misuse: a wrong argument */
-	CHECK(mesh_to_nccl(-EINVAL) == ncclInvalidArgument);
-	CHECK(mesh_to_nccl(-EBADF) == ncclInvalidArgument);
+	CHECK(core_to_nccl(-EINVAL) == ncclInvalidArgument);
+	CHECK(core_to_nccl(-EBADF) == ncclInvalidArgument);
 	/* configuration, or two hosts configured apart */
-	CHECK(mesh_to_nccl(-ENOTSUP) == ncclInvalidUsage);
-	CHECK(mesh_to_nccl(-EACCES) == ncclInvalidUsage);
-	CHECK(mesh_to_nccl(-ENOPROTOOPT) == ncclInvalidUsage);
-	CHECK(mesh_to_nccl(-ENOENT) == ncclInvalidUsage);
-	CHECK(mesh_to_nccl(-EMSGSIZE) == ncclInvalidUsage);
+	CHECK(core_to_nccl(-ENOTSUP) == ncclInvalidUsage);
+	CHECK(core_to_nccl(-EACCES) == ncclInvalidUsage);
+	CHECK(core_to_nccl(-ENOPROTOOPT) == ncclInvalidUsage);
+	CHECK(core_to_nccl(-ENOENT) == ncclInvalidUsage);
+	CHECK(core_to_nccl(-EMSGSIZE) == ncclInvalidUsage);
 	/* this host */
-	CHECK(mesh_to_nccl(-ENOMEM) == ncclSystemError);
-	CHECK(mesh_to_nccl(-EIO) == ncclSystemError);
-	CHECK(mesh_to_nccl(-EMFILE) == ncclSystemError);
+	CHECK(core_to_nccl(-ENOMEM) == ncclSystemError);
+	CHECK(core_to_nccl(-EIO) == ncclSystemError);
+	CHECK(core_to_nccl(-EMFILE) == ncclSystemError);
 	/* a code no layer may return */
-	CHECK(mesh_to_nccl(5) == ncclInternalError);
-	CHECK(mesh_to_nccl(0) == ncclSuccess);
+	CHECK(core_to_nccl(5) == ncclInternalError);
+	CHECK(core_to_nccl(0) == ncclSuccess);
 	/* never a code NCCL 2.28 does not know */
 	for (int e = 0; e < 200; e++)
-		CHECK((int)mesh_to_nccl(-e) >= 0 && (int)mesh_to_nccl(-e) <= 6);
+		CHECK((int)core_to_nccl(-e) >= 0 && (int)core_to_nccl(-e) <= 6);
 }
 
 int main(void)

@@ -19,7 +19,7 @@ static struct mesh_addr addr(const char *text)
 {
 	struct mesh_addr a;
 
-	if (mesh_addr_parse(text, &a)) {
+	if (util_addr_parse(text, &a)) {
 		fprintf(stderr, "bad test address %s\n", text);
 		exit(2);
 	}
@@ -68,9 +68,9 @@ static void test_handle_roundtrip(void)
 	CHECK(back.nmembers == 2);
 	CHECK(back.members[1] == core_module_tag("ib-fabric"));
 	CHECK(back.naddrs == 2);
-	CHECK(mesh_addr_equal_ip(&back.addrs[0], &h.addrs[0]));
+	CHECK(util_addr_equal_ip(&back.addrs[0], &h.addrs[0]));
 	CHECK(back.addrs[0].port == 40000 && back.addrs[0].prefix_len == 24);
-	CHECK(mesh_addr_equal_ip(&back.addrs[1], &h.addrs[1]));
+	CHECK(util_addr_equal_ip(&back.addrs[1], &h.addrs[1]));
 	CHECK(back.addrs[1].port == 40001 && back.addrs[1].prefix_len == 64);
 	CHECK(core_module_tag("tcp-xdc") != core_module_tag("ib-fabric"));
 }
@@ -192,36 +192,36 @@ static void test_subnets(void)
 	struct mesh_addr peer_out = addr("192.168.7.5");
 	struct mesh_addr v6_local = addr("fd00:1::1/64");
 	struct mesh_addr v6_peer = addr("fd00:1::9");
-	char text[MESH_ADDR_STRLEN];
+	char text[UTIL_ADDR_STRLEN];
 
-	CHECK(mesh_addr_same_subnet(&local, &peer_in));
-	CHECK(!mesh_addr_same_subnet(&local, &peer_out));
-	CHECK(mesh_addr_same_subnet(&v6_local, &v6_peer));
-	CHECK(!mesh_addr_same_subnet(&local, &v6_peer));
-	CHECK(mesh_addr_is_link_local(&(struct mesh_addr){ 0 }) == false);
-	CHECK(mesh_addr_is_link_local(&(struct mesh_addr){
+	CHECK(util_addr_same_subnet(&local, &peer_in));
+	CHECK(!util_addr_same_subnet(&local, &peer_out));
+	CHECK(util_addr_same_subnet(&v6_local, &v6_peer));
+	CHECK(!util_addr_same_subnet(&local, &v6_peer));
+	CHECK(util_addr_is_link_local(&(struct mesh_addr){ 0 }) == false);
+	CHECK(util_addr_is_link_local(&(struct mesh_addr){
 		.family = AF_INET, .ip = { 169, 254, 1, 1 } }));
-	CHECK(mesh_addr_is_loopback(&(struct mesh_addr){
+	CHECK(util_addr_is_loopback(&(struct mesh_addr){
 		.family = AF_INET, .ip = { 127, 0, 0, 2 } }));
-	CHECK_STR(mesh_addr_str(&(struct mesh_addr){ .family = AF_INET6,
+	CHECK_STR(util_addr_str(&(struct mesh_addr){ .family = AF_INET6,
 						      .port = 80,
 						      .ip = { [15] = 1 } },
 				text, sizeof(text)),
 		  "[::1]:80");
-	CHECK(mesh_addr_parse("300.1.1.1", &local) == -EINVAL);
-	CHECK(mesh_addr_parse("1.2.3.4:99999", &local) == -EINVAL);
-	CHECK(mesh_addr_parse("1.2.3.4/33", &local) == -EINVAL);
+	CHECK(util_addr_parse("300.1.1.1", &local) == -EINVAL);
+	CHECK(util_addr_parse("1.2.3.4:99999", &local) == -EINVAL);
+	CHECK(util_addr_parse("1.2.3.4/33", &local) == -EINVAL);
 }
 
 static void test_ifname_filter(void)
 {
-	CHECK(mesh_netif_match("eth", "eth0"));
-	CHECK(!mesh_netif_match("=eth", "eth0"));
-	CHECK(mesh_netif_match("=eth0,ib0", "ib0"));
-	CHECK(!mesh_netif_match("^eth", "eth1"));
-	CHECK(mesh_netif_match("^eth", "ib0"));
-	CHECK(mesh_netif_match("^=eth0", "eth00"));
-	CHECK(mesh_netif_match("ib0:1", "ib0"));
+	CHECK(util_netif_match("eth", "eth0"));
+	CHECK(!util_netif_match("=eth", "eth0"));
+	CHECK(util_netif_match("=eth0,ib0", "ib0"));
+	CHECK(!util_netif_match("^eth", "eth1"));
+	CHECK(util_netif_match("^eth", "ib0"));
+	CHECK(util_netif_match("^=eth0", "eth00"));
+	CHECK(util_netif_match("ib0:1", "ib0"));
 }
 
 /* The one size grammar of the config, the tools and the benchmarks. */
@@ -257,7 +257,7 @@ static void test_sizes(void)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t got = 7;
-		int rc = mesh_size_parse(cases[i].text, &got);
+		int rc = util_size_parse(cases[i].text, &got);
 
 		if (rc != cases[i].rc || (!rc && got != cases[i].bytes)) {
 			fprintf(stderr, "%s:%d: \"%s\": rc %d, %llu\n",

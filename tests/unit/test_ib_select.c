@@ -160,7 +160,7 @@ static void set_range(struct vl_gid_prefs *p, const char *text)
 {
 	struct mesh_addr a;
 
-	if (mesh_addr_parse(text, &a)) {
+	if (util_addr_parse(text, &a)) {
 		fprintf(stderr, "bad test range %s\n", text);
 		exit(2);
 	}

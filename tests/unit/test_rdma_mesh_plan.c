@@ -12,7 +12,7 @@ static struct mesh_addr addr(const char *text)
 	struct mesh_addr a;
 
 	memset(&a, 0, sizeof(a));
-	if (mesh_addr_parse(text, &a))
+	if (util_addr_parse(text, &a))
 		fprintf(stderr, "bad test address %s\n", text);
 	return a;
 }
@@ -31,11 +31,11 @@ static void test_triangle(void)
 
 	CHECK(rm_plan(ends, 2, node2, 2, c, 4) == 1);
 	CHECK(c[0].end == 1);
-	CHECK(mesh_addr_equal_ip(&c[0].peer, &node2[0]));
+	CHECK(util_addr_equal_ip(&c[0].peer, &node2[0]));
 	CHECK(c[0].peer.port == 0);
 	CHECK(rm_plan(ends, 2, node3, 2, c, 4) == 1);
 	CHECK(c[0].end == 0);
-	CHECK(mesh_addr_equal_ip(&c[0].peer, &node3[0]));
+	CHECK(util_addr_equal_ip(&c[0].peer, &node3[0]));
 }
 
 /* Two cables to one peer: both used, each peer address once. */
@@ -51,8 +51,8 @@ static void test_two_cables(void)
 	struct rm_cable c[4];
 
 	CHECK(rm_plan(ends, 3, peer, 3, c, 4) == 2);
-	CHECK(c[0].end == 0 && mesh_addr_equal_ip(&c[0].peer, &peer[2]));
-	CHECK(c[1].end == 2 && mesh_addr_equal_ip(&c[1].peer, &peer[0]));
+	CHECK(c[0].end == 0 && util_addr_equal_ip(&c[0].peer, &peer[2]));
+	CHECK(c[1].end == 2 && util_addr_equal_ip(&c[1].peer, &peer[0]));
 	CHECK(rm_plan(ends, 3, peer, 3, c, 1) == 1);
 }
 

@@ -34,7 +34,7 @@ static int parse_size(const char *s, uint64_t *out)
 {
 	uint64_t v;
 
-	if (mesh_size_parse(s, &v) || !v || v > (1ULL << 40))
+	if (util_size_parse(s, &v) || !v || v > (1ULL << 40))
 		return -EINVAL;
 	*out = v;
 	return 0;

@@ -168,9 +168,9 @@ uint64_t meshinfo_column_fabric_id(const struct meshinfo *mi, int col)
 const char *meshinfo_addr_text(const struct mesh_addr *a, char *buf,
 			       size_t len)
 {
-	char ip[MESH_ADDR_STRLEN];
+	char ip[UTIL_ADDR_STRLEN];
 
-	mesh_addr_str(a, ip, sizeof(ip));
+	util_addr_str(a, ip, sizeof(ip));
 	if (a->prefix_len)
 		snprintf(buf, len, "%s/%u", ip, (unsigned)a->prefix_len);
 	else

@@ -16,7 +16,7 @@
 #include "state.h"
 
 /* An address with its prefix: "[ffff:...:ffff]/128". */
-#define MESH_ADDR_TEXT_MAX (MESH_ADDR_STRLEN + 8)
+#define MESH_ADDR_TEXT_MAX (UTIL_ADDR_STRLEN + 8)
 
 /* Path of the config when the core fell back to its embedded copy. */
 #define MESHINFO_EMBEDDED_PREFIX '<'

@@ -281,7 +281,7 @@ static int parse_size_list(const char *list, struct perf_params *p)
 		if (p->nsizes == PERF_MAX_SIZES)
 			rc = -E2BIG;
 		else
-			rc = mesh_size_parse(tok, &p->sizes[p->nsizes++]);
+			rc = util_size_parse(tok, &p->sizes[p->nsizes++]);
 	}
 	free(copy);
 	if (!rc && !p->nsizes)
@@ -441,7 +441,7 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 	case OPT_MEM:
 	case OPT_LAT_MAX:
 	case OPT_RECV_SIZE:
-		if (mesh_size_parse(arg, &v) || (c == OPT_MEM && !v) ||
+		if (util_size_parse(arg, &v) || (c == OPT_MEM && !v) ||
 		    (c == OPT_LAT_MAX && v > INT64_MAX) ||
 		    (c == OPT_RECV_SIZE && v > PERF_MAX_RECV_SIZE))
 			return bad_arg(opt_name(c), arg);

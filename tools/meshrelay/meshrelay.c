@@ -262,7 +262,7 @@ int main(int argc, char **argv)
 	/* A peer that goes away must not kill the relay for all others. */
 	signal(SIGPIPE, SIG_IGN);
 
-	err = mesh_init(&ctx, 0, NULL);
+	err = core_net_init(&ctx, 0, NULL);
 	if (err) {
 		/* -ENOTSUP: the config is not usable (mesh.c). */
 		fprintf(stderr, "meshrelay: init failed: %s (reasons "
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
 			"the configuration is not usable" : strerror(-err));
 		return 1;
 	}
-	st = mesh_current_state();
+	st = core_current_state();
 	m = core_layer_module(st);
 	if (!m) {
 		const struct core_module *r = failed_relay(st);
@@ -292,6 +292,6 @@ int main(int argc, char **argv)
 			  (long)getpid());
 		serve(m, &set, o.every_s);
 	}
-	mesh_finalize(ctx);
+	core_net_finalize(ctx);
 	return status;
 }
