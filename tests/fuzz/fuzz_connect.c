@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for connect() fed with mutated listen handles, through
- * the plugin's own entry (ncclNetPlugin_v11/_v12, core/plugin.c, built in
+ * the plugin's own entry (ncclNetPlugin_v11/_v12, core/nccl/plugin.c, built in
  * with the core so that coverage reaches it) on a real config that loads
  * tcp-xdc on lo with a 100 ms connect timeout.  The handles start from one
  * a real listen() gave, slot included (the last 8 bytes, which connect

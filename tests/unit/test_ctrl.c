@@ -15,7 +15,7 @@
 #include "ctrl_wire.h"
 #include "nccl-mesh/nccl_net.h"
 
-ncclResult_t core_to_nccl(int err);	/* core/plugin.c */
+ncclResult_t core_to_nccl(int err);	/* core/nccl/plugin.c */
 
 static struct core_auth_key key = { .len = 20,
 				    .bytes = "0123456789abcdefghij" };
