@@ -38,8 +38,13 @@ int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
 		   int nlocal, uint16_t module_tag, uint64_t fabric_id,
 		   int timeout_ms, struct core_conn **out)
 {
-	struct ctrl_conn *c = ctrl_conn_new(-1, 1);
+	struct ctrl_conn *c;
 
+	/* the address count drives the dial's rotation (a modulo) and its
+	 * time slices (a division): a handle with none has nothing to dial */
+	if (h->naddrs < 1 || h->naddrs > CORE_HANDLE_ADDRS_MAX)
+		return -EINVAL;
+	c = ctrl_conn_new(-1, 1);
 	if (!c)
 		return -ENOMEM;
 	c->target = *h;
