@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core_log.h"
-#include "mesh.h"
+#include "net.h"
 #include "nccl-mesh/nccl_net.h"
 #include "nccl-mesh/nccl_tuner.h"
 #include "tuner.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "core_log.h"
-#include "mesh.h"
+#include "net.h"
 #include "param_parse.h"
 #include "state.h"
 #include "tuner.h"

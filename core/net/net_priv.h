@@ -12,7 +12,7 @@
 #include "ctrl.h"
 #include "handle.h"
 #include "layer.h"
-#include "mesh.h"
+#include "net.h"
 #include "state.h"
 
 /* A listen comm: the control listener, and the dialer being accepted. */

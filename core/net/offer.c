@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "core_log.h"
-#include "mesh.h"
+#include "net.h"
 #include "state.h"
 
 /*

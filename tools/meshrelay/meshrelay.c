@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "core_log.h"
-#include "mesh.h"
+#include "net.h"
 #include "layer.h"
 #include "state.h"
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The one implementation behind every exported NCCL ABI version.  Negative
- * errno everywhere; core/plugin.c maps to ncclResult_t.
+ * errno everywhere; core/nccl/plugin.c maps to ncclResult_t.
  */
-#ifndef CORE_MESH_H
-#define CORE_MESH_H
+#ifndef CORE_NET_H
+#define CORE_NET_H
 
 #include <stdbool.h>
 #include <stdint.h>
