@@ -17,17 +17,9 @@ set -euo pipefail
 builds=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-5}
 streams=${4:-8}
-work=$(mktemp -d)
 # shellcheck source=tests/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-pids=()
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_scratch
 
 for b in "${builds[@]}"; do
 	[ -x "$b/tools/meshperf/meshperf" ] || { echo "no meshperf in $b: build first" >&2; exit 2; }

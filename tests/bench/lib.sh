@@ -2,6 +2,20 @@
 # shellcheck shell=bash
 # Shared by the benchmark scripts: sourced, never run.
 
+# bench_scratch: a scratch folder in $work and the background processes a
+# script starts in pids, both gone when the script exits, however it ends.
+bench_scratch() {
+	work=$(mktemp -d)
+	pids=()
+	trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+
 # The median of the numbers on stdin, one per line (of an even count, the
 # mean of the middle two).
 bench_median() {

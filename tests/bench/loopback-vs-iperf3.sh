@@ -14,15 +14,9 @@ rounds=${3:-5}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 meshperf=$build/tools/meshperf/meshperf
 plugin=$build/core/libnccl-net-mesh.so
-work=$(mktemp -d)
-pids=()
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_scratch
 
 command -v iperf3 >/dev/null || { echo "iperf3 is not installed" >&2; exit 2; }
 [ -x "$meshperf" ] || { echo "no $meshperf: build first" >&2; exit 2; }

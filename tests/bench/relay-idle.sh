@@ -22,15 +22,9 @@ counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(64 1000)
 here=$(cd "$(dirname "$0")" && pwd)
 knock=$b/tests/functional/relay_knock
-work=$(mktemp -d)
-pids=()
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_scratch
 
 for f in tools/meshrelay/meshrelay modules/relay/mesh-relay.so \
 	 tests/functional/relay_knock; do

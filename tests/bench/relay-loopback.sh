@@ -16,17 +16,9 @@ set -euo pipefail
 b=$(realpath "$1")
 rounds=${2:-5}
 streams=${3:-4}
-work=$(mktemp -d)
 # shellcheck source=tests/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-pids=()
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_scratch
 
 for f in tools/meshperf/meshperf tools/meshrelay/meshrelay \
 	 modules/relay/mesh-relay.so; do
