@@ -2,8 +2,10 @@
 /*
  * Configuration resolver: resolves parameter tables layer by layer
  * (default < file < matching host entries < environment), remembering
- * where every value came from.  Reading the file is config_read.c, the
- * messages config_msg.c, unknown keys config_unknown.c.  Errors and
+ * where every value came from.  Reading the file and mapping its lines is
+ * config_read.c, names and messages config_msg.c, unknown keys
+ * config_unknown.c; only config_unknown.c calls in here (cfg_find_module),
+ * so no two of these files call each other.  Errors and
  * warnings are collected as text; printing them is the caller's call.
  */
 #include <ctype.h>
@@ -22,60 +24,6 @@
 #include "param_parse.h"
 
 #define EMBEDDED_NAME "<embedded default>"
-
-/* ---- names ---- */
-
-static void env_append(char *buf, unsigned len, unsigned *pos, const char *s)
-{
-	for (; *s && *pos + 1 < len; s++)
-		buf[(*pos)++] = *s == '-' ? '_' : toupper((unsigned char)*s);
-	buf[*pos] = '\0';
-}
-
-void core_env_name(const char *module, const char *key, char *buf,
-		   unsigned len)
-{
-	unsigned pos = 0;
-
-	if (!len)
-		return;
-	buf[0] = '\0';
-	env_append(buf, len, &pos, ENV_PREFIX);
-	if (module) {
-		env_append(buf, len, &pos, module);
-		env_append(buf, len, &pos, "_");
-	}
-	env_append(buf, len, &pos, key);
-}
-
-/* "streams" for the core, "tcp-xdc.streams" for a module. */
-void cfg_key_name(const char *module, const char *key, char *buf,
-		     size_t len)
-{
-	if (module)
-		snprintf(buf, len, "%s.%s", module, key);
-	else
-		snprintf(buf, len, "%s", key);
-}
-
-/* libconfig parsed the text with its @include files expanded: its lines
- * map back to theirs. */
-const char *cfg_setting_file(const struct core_config *cfg,
-				const config_setting_t *s)
-{
-	const char *file;
-
-	cfg_map_line(cfg, config_setting_source_line(s), &file);
-	return file;
-}
-
-int cfg_setting_line(const struct core_config *cfg,
-		     const config_setting_t *s)
-{
-	const char *file;
-
-	return cfg_map_line(cfg, config_setting_source_line(s), &file);
-}
 
 /* ---- values ---- */
 

@@ -2,8 +2,9 @@
 /*
  * The config's messages: errors and warnings kept sorted by file and line
  * as they are found, value errors that say where a value came from, and
- * the strings values point at.
+ * the strings values point at; and the names keys and variables take.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -12,6 +13,50 @@
 #include <string.h>
 
 #include "config_priv.h"
+
+/* ---- names: keys, variables, a name in a parameter table ---- */
+
+static void env_append(char *buf, unsigned len, unsigned *pos, const char *s)
+{
+	for (; *s && *pos + 1 < len; s++)
+		buf[(*pos)++] = *s == '-' ? '_' : toupper((unsigned char)*s);
+	buf[*pos] = '\0';
+}
+
+void core_env_name(const char *module, const char *key, char *buf,
+		   unsigned len)
+{
+	unsigned pos = 0;
+
+	if (!len)
+		return;
+	buf[0] = '\0';
+	env_append(buf, len, &pos, ENV_PREFIX);
+	if (module) {
+		env_append(buf, len, &pos, module);
+		env_append(buf, len, &pos, "_");
+	}
+	env_append(buf, len, &pos, key);
+}
+
+/* "streams" for the core, "tcp-xdc.streams" for a module. */
+void cfg_key_name(const char *module, const char *key, char *buf,
+		     size_t len)
+{
+	if (module)
+		snprintf(buf, len, "%s.%s", module, key);
+	else
+		snprintf(buf, len, "%s", key);
+}
+
+/* Whether a table declares the name. */
+bool cfg_in_table(const struct mesh_param *params, const char *name)
+{
+	for (; params && params->name; params++)
+		if (!strcmp(params->name, name))
+			return true;
+	return false;
+}
 
 /* ---- messages and owned strings ---- */
 

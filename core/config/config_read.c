@@ -620,3 +620,22 @@ void cfg_check_version(struct core_config *cfg)
 		  "version %d files)", cfg_setting_file(cfg, s),
 		  cfg_setting_line(cfg, s), CONF_VERSION, got, CONF_VERSION);
 }
+
+/* libconfig parsed the text with its @include files expanded: its lines
+ * map back to theirs. */
+const char *cfg_setting_file(const struct core_config *cfg,
+				const config_setting_t *s)
+{
+	const char *file;
+
+	cfg_map_line(cfg, config_setting_source_line(s), &file);
+	return file;
+}
+
+int cfg_setting_line(const struct core_config *cfg,
+		     const config_setting_t *s)
+{
+	const char *file;
+
+	return cfg_map_line(cfg, config_setting_source_line(s), &file);
+}

@@ -91,14 +91,6 @@ static void hint_text(const char *best, const char *quote, char *buf,
 
 /* ---- unknown keys and variables ---- */
 
-bool cfg_in_table(const struct mesh_param *params, const char *name)
-{
-	for (; params && params->name; params++)
-		if (!strcmp(params->name, name))
-			return true;
-	return false;
-}
-
 static bool listed(const char *name, const char *const *modules, int n)
 {
 	int i;

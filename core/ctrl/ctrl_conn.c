@@ -415,7 +415,7 @@ static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
 		err = stream_connect_side(c, s, index);
 	} else {
 		if (s->fd < 0 && c->lc) {
-			err = ctrl_accept_progress(c->lc);
+			err = c->lc_ops->progress(c->lc);
 			s = &c->streams[index];
 		}
 		if (!err && s->fd < 0)
@@ -457,7 +457,8 @@ void core_conn_free(struct core_conn *pub)
 
 	if (!pub)
 		return;
-	ctrl_listen_forget(c);
+	if (c->lc)
+		c->lc_ops->forget(c);
 	for (int i = 0; i < c->nstreams; i++)
 		if (c->streams[i].fd >= 0)
 			close(c->streams[i].fd);

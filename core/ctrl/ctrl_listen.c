@@ -497,6 +497,13 @@ static void conn_unlist(struct ctrl_conn *c)
 	c->lc = NULL;
 }
 
+static void conn_unlist(struct ctrl_conn *c);
+
+static const struct ctrl_listen_ops listen_ops = {
+	.progress = ctrl_accept_progress,
+	.forget = conn_unlist,
+};
+
 /* Inserts c in accept order, so that accepts take the oldest first. */
 static void conn_list(struct core_listen_comm *lc, struct ctrl_conn *c)
 {
@@ -508,6 +515,7 @@ static void conn_list(struct core_listen_comm *lc, struct ctrl_conn *c)
 	c->lc_next = *pp;
 	*pp = c;
 	c->lc = lc;
+	c->lc_ops = &listen_ops;
 	lc->nconns++;
 }
 
@@ -698,10 +706,4 @@ int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 	c->lc_given = 1;
 	*conn = &c->pub;
 	return 0;
-}
-
-void ctrl_listen_forget(struct ctrl_conn *c)
-{
-	if (c->lc)
-		conn_unlist(c);
 }

@@ -38,6 +38,21 @@ struct core_stream {
 	struct auth_io auth;
 };
 
+/*
+ * What the listen that accepted a connection does for it.  The listener
+ * (ctrl_listen.c) sets it when it lists the connection, so the
+ * connection's own code calls the listener only through it, never by
+ * name: the listener uses the connection, not the other way round.
+ */
+struct ctrl_conn;
+
+struct ctrl_listen_ops {
+	/* routes what reached the listener: a stream the conn waits for */
+	int (*progress)(struct core_listen_comm *lc);
+	/* detaches the conn from its listen before it is freed */
+	void (*forget)(struct ctrl_conn *c);
+};
+
 struct ctrl_conn {
 	struct core_conn pub;		/* first: core_conn * converts */
 	int fd;
@@ -45,6 +60,7 @@ struct ctrl_conn {
 	uint64_t local_fabric_id;
 	/* accepting side: the listen it came through, in arrival order */
 	struct core_listen_comm *lc;
+	const struct ctrl_listen_ops *lc_ops;	/* set with lc */
 	struct ctrl_conn *lc_next;
 	uint64_t lc_seq;		/* the listener's accept order */
 	int lc_given;			/* handed out by an accept */
@@ -101,7 +117,5 @@ int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap);
 int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd);
 /* Routes what reached the listener; for a stream the accepting side waits for. */
 int ctrl_accept_progress(struct core_listen_comm *lc);
-/* Detaches an accepted connection from its listen before it is freed. */
-void ctrl_listen_forget(struct ctrl_conn *c);
 
 #endif
