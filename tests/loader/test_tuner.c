@@ -22,6 +22,7 @@
 #include "nccl-mesh/nccl_tuner.h"
 
 #include "../unit/check.h"
+#include "../unit/plugin_conf.h"
 
 #define NALGO 7
 #define NPROTO 3
@@ -133,28 +134,21 @@ static void *tuner_ctx(size_t nranks, size_t nnodes)
 
 int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/mesh-tuner-XXXXXX", conf[64];
+	struct plugin_conf pc;
 	const ncclNet_v11_t *net;
 	void *lib, *net_ctx = NULL, *t2, *t1, *other;
-	FILE *f;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s PLUGIN MODULE_DIR\n", argv[0]);
 		return 2;
 	}
-	if (!mkdtemp(dir))
+	if (plugin_conf_write(&pc, "tuner",
+			      "version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
+			      "nccl_channels_by_size = [ \"4K:0\", \"64K:2\", \"1M:3\",\n"
+			      "  \"tree:8K:0\", \"tree:16K:5\" ];\n"
+			      "nccl_ll_max = \"8K\";\n"
+			      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n"))
 		return 2;
-	snprintf(conf, sizeof(conf), "%s/nccl-mesh.conf", dir);
-	f = fopen(conf, "w");
-	if (!f)
-		return 2;
-	fputs("version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
-	      "nccl_channels_by_size = [ \"4K:0\", \"64K:2\", \"1M:3\",\n"
-	      "  \"tree:8K:0\", \"tree:16K:5\" ];\n"
-	      "nccl_ll_max = \"8K\";\n"
-	      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n", f);
-	fclose(f);
-	setenv("NCCL_MESH_CONF", conf, 1);
 	setenv("NCCL_MESH_MODULE_PATH", argv[2], 1);
 	unsetenv("NCCL_NET");
 
@@ -213,8 +207,7 @@ int main(int argc, char **argv)
 	CHECK(tuner->destroy(t2) == ncclSuccess);
 
 	dlclose(lib);
-	unlink(conf);
-	rmdir(dir);
+	plugin_conf_remove(&pc);
 	if (failures)
 		fprintf(stderr, "test_tuner: %d check(s) failed\n", failures);
 	return failures ? 1 : 0;

@@ -34,6 +34,7 @@
 #include "nccl-mesh/nccl_net.h"
 
 #include "check.h"
+#include "plugin_conf.h"
 
 #define HANDLE_SIZE 128
 #define SLOT 120		/* CORE_HANDLE_STATE_OFFSET */
@@ -228,26 +229,19 @@ static void abandoned(void)
 
 int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/mesh-slot-XXXXXX", conf[64];
+	struct plugin_conf pc;
 	uint8_t object[64];
 	void *lib;
-	FILE *f;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s PLUGIN MODULE_DIR\n", argv[0]);
 		return 2;
 	}
-	if (!mkdtemp(dir))
+	if (plugin_conf_write(&pc, "slot",
+			      "version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
+			      "connect_timeout_ms = 10000;\n"
+			      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n"))
 		return 2;
-	snprintf(conf, sizeof(conf), "%s/nccl-mesh.conf", dir);
-	f = fopen(conf, "w");
-	if (!f)
-		return 2;
-	fputs("version = 1;\nmodules = [ \"tcp-xdc\" ];\n"
-	      "connect_timeout_ms = 10000;\n"
-	      "tcp-xdc: { ifname = \"lo\"; streams = 1; threads = 1; };\n", f);
-	fclose(f);
-	setenv("NCCL_MESH_CONF", conf, 1);
 	setenv("NCCL_MESH_MODULE_PATH", argv[2], 1);
 
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -284,8 +278,7 @@ int main(int argc, char **argv)
 	CHECK(net->finalize(net_ctx) == ncclSuccess);
 
 	dlclose(lib);
-	unlink(conf);
-	rmdir(dir);
+	plugin_conf_remove(&pc);
 	if (failures)
 		fprintf(stderr, "test_connect_slot: %d check(s) failed\n",
 			failures);
