@@ -15,6 +15,8 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
+#include "buf.h"
+
 /* ---- primitives: OpenSSL's libcrypto, never our own ---- */
 
 int core_sha256(const uint8_t *data, size_t len, uint8_t digest[32])
@@ -425,8 +427,5 @@ int core_auth_feed(struct core_auth *a, const uint8_t *buf, size_t len,
 
 void core_auth_sent(struct core_auth *a, size_t n)
 {
-	if (n > a->out_len)
-		n = a->out_len;
-	memmove(a->out, a->out + n, a->out_len - n);
-	a->out_len -= n;
+	util_buf_drain(a->out, &a->out_len, n);
 }

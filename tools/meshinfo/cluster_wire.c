@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cluster.h"
 
 /* ---- encoding: big-endian integers, strings with a length ---- */
@@ -528,10 +529,7 @@ int cl_greet_verdict(struct cl_greet *g, bool taken)
 
 void cl_greet_sent(struct cl_greet *g, size_t n)
 {
-	if (n > g->out_len)
-		n = g->out_len;
-	memmove(g->out, g->out + n, g->out_len - n);
-	g->out_len -= n;
+	util_buf_drain(g->out, &g->out_len, n);
 }
 
 /* ---- a joining rank ---- */
