@@ -27,6 +27,8 @@
  *      routes_to and report; mesh_ctrl.secret/secret_len,
  *      mesh_host.authenticated.
  * 1.5: mesh_module.describe.
+ * 1.6: resuming: struct mesh_rejoin, struct mesh_stream_new and the
+ *      mesh_host rejoin_* services.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -65,6 +67,15 @@
  * init, meshrelay), never in meshinfo --check.  route and route_abandon
  * come from the threads NCCL connects on, like connect.  report may be
  * called from any thread at any time after start.
+ *
+ * Resuming (1.6).  A module that survives a broken stream keeps its
+ * connection reachable with the host's rejoin_* services: the accepting
+ * side registers a key on the listener its connection came through
+ * (rejoin_listen), the connecting side dials a new socket for stream N
+ * through the same address, port, gate and key (rejoin_dial), and the
+ * accepting side takes it (rejoin_take).  What the two ends then say to
+ * each other to resume exactly is the module's.  From any thread, from
+ * start on; one rejoin is driven by one thread at a time.
  */
 #ifndef NCCL_MESH_MODULE_H
 #define NCCL_MESH_MODULE_H
@@ -77,7 +88,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 5
+#define MESH_MODULE_ABI_MINOR 6
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -166,6 +177,17 @@ struct mesh_param {
 
 struct mesh_ctrl;
 struct mesh_leg;
+struct mesh_rejoin;
+
+/** A new stream of a connection, from rejoin_dial or rejoin_take (1.6). */
+struct mesh_stream_new {
+	int index;		/**< which of the connection's streams */
+	int fd;			/**< non-blocking, TCP_NODELAY; the caller's */
+	/** This socket's own secret from its authentication (fresh for
+	 *  every socket, like mesh_ctrl.secret); secret_len 0 without a key. */
+	uint8_t secret[32];
+	size_t secret_len;
+};
 
 /** Services the core gives a module.  One instance per module. */
 struct mesh_host {
@@ -251,6 +273,48 @@ struct mesh_host {
 	 * (mesh_ctrl.secret); 0 when none is set.
 	 */
 	int (*authenticated)(const struct mesh_host *host);
+	/* ABI 1.6: resuming (see the top of this file). */
+	/**
+	 * Accepting side, from the accept that finished on ctrl: the peer
+	 * may open new streams of this connection later, named by `key`,
+	 * through the listener ctrl came in on, after ctrl and its NCCL
+	 * listen are gone.  The listener stays open while a rejoin is kept.
+	 */
+	int (*rejoin_listen)(const struct mesh_host *host,
+			     struct mesh_ctrl *ctrl, uint64_t key,
+			     struct mesh_rejoin **rj);
+	/**
+	 * Connecting side: where rejoin_dial goes.  From a ctrl that
+	 * dialed an NCCL listen (its address, the handle's nonce) or, with
+	 * ctrl NULL, from an NCCL listen handle (128 bytes; any of its
+	 * addresses at a port where a listener can be), for a module that
+	 * opens streams for another host (a relay).  `key` names the
+	 * rejoin_listen on the other side.
+	 */
+	int (*rejoin_to)(const struct mesh_host *host, struct mesh_ctrl *ctrl,
+			 const void *handle, uint64_t key,
+			 struct mesh_rejoin **rj);
+	/**
+	 * Connecting side: dials stream `index` anew, through the same gate
+	 * and key as the first.  Progress across calls: 0 with *out once the
+	 * peer's listener took it, -EAGAIN before.  Each attempt lasts at
+	 * most a second, so that a path that comes back is found within a
+	 * second; a failed attempt returns its error once and the next call
+	 * starts another: -ECONNREFUSED (the host refused: nothing listens),
+	 * -ESRCH (the listener answered and has no such rejoin: the peer
+	 * closed or failed the connection), -EACCES (a key mismatch), or
+	 * what the network said (-ETIMEDOUT, -ENETUNREACH, ...).
+	 */
+	int (*rejoin_dial)(const struct mesh_host *host, struct mesh_rejoin *rj,
+			   int index, struct mesh_stream_new *out);
+	/** Accepting side: 0 with *out for a stream the peer dialed anew,
+	 *  -EAGAIN when none waits.  Any thread; never blocks. */
+	int (*rejoin_take)(const struct mesh_host *host, struct mesh_rejoin *rj,
+			   struct mesh_stream_new *out);
+	/** Either side; closes what it holds (a dial in progress, streams
+	 *  not taken) and, the last one, the listener it kept open. */
+	void (*rejoin_close)(const struct mesh_host *host,
+			     struct mesh_rejoin *rj);
 };
 
 /**
