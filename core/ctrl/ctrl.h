@@ -62,6 +62,23 @@ const char *core_conn_tried(const struct core_conn *c);
 int core_ctrl_flush(struct core_conn *c);
 void core_conn_free(struct core_conn *c);
 
+/*
+ * Resuming (module.h, 1.6; ctrl_rejoin.c).  The accepting side keeps key
+ * on the listener conn came through; the connecting side dials where
+ * conn went, or to a handle's addresses (first: the one to try first).
+ */
+int core_rejoin_listen(struct core_conn *conn, uint64_t key,
+		       struct mesh_rejoin **out);
+int core_rejoin_to_conn(struct core_conn *conn, uint64_t key,
+			struct mesh_rejoin **out);
+int core_rejoin_to(const struct core_handle *h, const struct mesh_addr *first,
+		   uint16_t module_tag, uint64_t fabric_id, uint64_t key,
+		   struct mesh_rejoin **out);
+int core_rejoin_dial(struct mesh_rejoin *rj, int index,
+		     struct mesh_stream_new *out);
+int core_rejoin_take(struct mesh_rejoin *rj, struct mesh_stream_new *out);
+void core_rejoin_close(struct mesh_rejoin *rj);
+
 /* NULL if buf is a well-formed hello, else what is wrong (for fuzzing). */
 const char *core_ctrl_hello_check(const uint8_t *buf, size_t len);
 

@@ -344,21 +344,14 @@ int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd)
 	return 0;
 }
 
-static int stream_connect_side(struct ctrl_conn *c, struct core_stream *s,
-			       int index)
+int ctrl_stream_dial(struct core_stream *s, const struct ctrl_hello *h,
+		     const struct mesh_addr *to)
 {
 	int err;
 
 	if (s->stage == 0) {
-		struct ctrl_hello h = { .kind = CTRL_HELLO_STREAM,
-					.auth = auth_key != NULL,
-					.module_tag = c->pub.module_tag,
-					.stream_index = (uint32_t)index,
-					.nonce = c->target.nonce,
-					.conn_id = c->conn_id };
-
-		ctrl_hello_encode(&h, s->hello);
-		err = ctrl_dial_addr(&c->pub.remote, &s->fd);
+		ctrl_hello_encode(h, s->hello);
+		err = ctrl_dial_addr(to, &s->fd);
 		if (err)
 			return err;
 		s->stage = 1;
@@ -412,7 +405,14 @@ static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
 	if (s->stage == 4)
 		return -EINVAL;	/* already handed out */
 	if (c->pub.connector) {
-		err = stream_connect_side(c, s, index);
+		struct ctrl_hello h = { .kind = CTRL_HELLO_STREAM,
+					.auth = auth_key != NULL,
+					.module_tag = c->pub.module_tag,
+					.stream_index = (uint32_t)index,
+					.nonce = c->target.nonce,
+					.conn_id = c->conn_id };
+
+		err = ctrl_stream_dial(s, &h, &c->pub.remote);
 	} else {
 		if (s->fd < 0 && c->lc) {
 			err = c->lc_ops->progress(c->lc);

@@ -32,6 +32,8 @@ static const char *const refusal_text[CTRL_REFUSE_COUNT] = {
 	[CTRL_REFUSE_CROWDED] = "dropped unaccepted to make room (too many "
 				"control connections waiting for an accept, "
 				"from its source or in all)",
+	[CTRL_REFUSE_NO_REJOIN] = "it resumes a connection not kept here "
+				  "(closed, failed, or another process)",
 };
 
 const char *ctrl_refusal_text(enum ctrl_refusal why)
@@ -126,6 +128,7 @@ uint32_t ctrl_refusal_status(enum ctrl_refusal why)
 	case CTRL_REFUSE_NO_KEY:
 		return CTRL_STATUS_NO_KEY;
 	case CTRL_REFUSE_NO_LISTEN:
+	case CTRL_REFUSE_NO_REJOIN:
 		return CTRL_STATUS_NO_LISTEN;
 	case CTRL_REFUSE_AUTH_FAILED:
 		return CTRL_STATUS_AUTH_FAILED;

@@ -30,6 +30,7 @@ enum ctrl_refusal {
 	CTRL_REFUSE_EVICTED,
 	CTRL_REFUSE_SHUTDOWN,
 	CTRL_REFUSE_CROWDED,		/* made room for a newer one */
+	CTRL_REFUSE_NO_REJOIN,		/* resumes no kept connection */
 	CTRL_REFUSE_COUNT
 };
 

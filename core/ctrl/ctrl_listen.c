@@ -47,6 +47,7 @@ struct core_listener {
 	uint64_t next_seq;
 	struct ctrl_refusal_log log;
 	struct core_listen_comm *comms;
+	struct mesh_rejoin *rejoins;	/* each holds a reference */
 	struct core_listener *next;
 };
 
@@ -275,6 +276,9 @@ void core_ctrl_shutdown(void)
 {
 	pthread_mutex_lock(&listeners_lock);
 	while (listeners) {
+		for (struct mesh_rejoin *rj = listeners->rejoins; rj;
+		     rj = rj->next)
+			rj->l = NULL;
 		while (listeners->comms) {
 			struct core_listen_comm *lc = listeners->comms;
 
@@ -369,12 +373,54 @@ static struct core_listen_comm *comm_by_nonce(struct core_listener *l,
 	return lc;
 }
 
+/*
+ * A socket dialed anew for a kept connection: queued for its module,
+ * which takes it with ctrl_rejoin_poll, and acknowledged (the dialer
+ * tells "taken" from "no such connection" by the status).  A newer one
+ * for the same stream replaces a queued one: its dialer gave up on that.
+ */
+static int route_rejoin(struct core_listener *l, struct incoming *in)
+{
+	const struct ctrl_hello *h = &in->gate.h;
+	struct mesh_rejoin *rj;
+	struct mesh_stream_new *slot = NULL;
+	uint8_t frame[4 + CTRL_ACK_SIZE];
+
+	for (rj = l->rejoins; rj; rj = rj->next)
+		if (rj->nonce == h->nonce && rj->key == h->conn_id &&
+		    rj->module_tag == h->module_tag)
+			break;
+	if (!rj)
+		return 1 + CTRL_REFUSE_NO_REJOIN;
+	for (int i = 0; i < rj->nq && !slot; i++)
+		if (rj->q[i].index == (int)h->stream_index) {
+			slot = &rj->q[i];
+			close(slot->fd);
+		}
+	if (!slot && rj->nq == REJOIN_QUEUE_MAX)
+		return 1 + CTRL_REFUSE_CROWDED;
+	if (!slot)
+		slot = &rj->q[rj->nq++];
+	*slot = (struct mesh_stream_new){ .index = (int)h->stream_index,
+					  .fd = in->fd,
+					  .secret_len = in->gate.auth.secret_len };
+	memcpy(slot->secret, in->gate.auth.secret, slot->secret_len);
+	ctrl_put32(frame, CTRL_ACK_SIZE);
+	ctrl_ack_encode(frame + 4, 0);
+	/* a fresh socket has room for 12 bytes; a dialer that misses them
+	 * gives up and dials again */
+	(void)!send(in->fd, frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+	return 0;
+}
+
 /* 0 once handed to the listen its hello names, else the refusal. */
 static int route(struct core_listener *l, struct incoming *in)
 {
 	struct core_listen_comm *lc = comm_by_nonce(l, in->gate.h.nonce);
 	struct routed *grown, *r;
 
+	if (in->gate.h.kind == CTRL_HELLO_REJOIN)
+		return route_rejoin(l, in);
 	if (!lc)
 		return 1 + CTRL_REFUSE_NO_LISTEN;
 	grown = realloc(lc->q, (size_t)(lc->nq + 1) * sizeof(*grown));
@@ -706,4 +752,58 @@ int core_ctrl_accept(struct core_listen_comm *lc, int timeout_ms,
 	c->lc_given = 1;
 	*conn = &c->pub;
 	return 0;
+}
+
+int ctrl_rejoin_register(struct ctrl_conn *c, struct mesh_rejoin *rj)
+{
+	int err = -ENOTCONN;
+
+	pthread_mutex_lock(&listeners_lock);
+	if (c->lc && c->lc->l) {
+		rj->l = c->lc->l;
+		rj->nonce = c->lc->nonce;
+		rj->l->refs++;
+		rj->next = rj->l->rejoins;
+		rj->l->rejoins = rj;
+		err = 0;
+	}
+	pthread_mutex_unlock(&listeners_lock);
+	return err;
+}
+
+void ctrl_rejoin_unregister(struct mesh_rejoin *rj)
+{
+	struct core_listener *l;
+
+	pthread_mutex_lock(&listeners_lock);
+	l = rj->l;
+	if (l) {
+		struct mesh_rejoin **pp;
+
+		for (pp = &l->rejoins; *pp != rj; pp = &(*pp)->next)
+			;
+		*pp = rj->next;
+		if (--l->refs == 0)
+			listener_free(l);
+	}
+	for (int i = 0; i < rj->nq; i++)
+		close(rj->q[i].fd);
+	rj->nq = 0;
+	pthread_mutex_unlock(&listeners_lock);
+}
+
+int ctrl_rejoin_poll(struct mesh_rejoin *rj, struct mesh_stream_new *out)
+{
+	int err = -EAGAIN;
+
+	pthread_mutex_lock(&listeners_lock);
+	if (rj->l)
+		listener_progress(rj->l);
+	if (rj->nq) {
+		*out = rj->q[0];
+		rj->q[0] = rj->q[--rj->nq];
+		err = 0;
+	}
+	pthread_mutex_unlock(&listeners_lock);
+	return err;
 }

@@ -82,6 +82,41 @@ struct ctrl_conn {
 	int nstreams;
 };
 
+/*
+ * A connection kept for resuming (module.h, 1.6).  The accepting side's
+ * sits on the listener its connection came through (ctrl_listen.c), which
+ * queues the sockets dialed anew for it; the connecting side's dials them
+ * (ctrl_rejoin.c).
+ */
+#define REJOIN_QUEUE_MAX 64
+
+struct rejoin_dial;
+struct core_listener;
+
+struct mesh_rejoin {
+	int connector;
+	uint64_t nonce;			/* the NCCL listen's */
+	uint64_t key;			/* the module's name for it */
+	uint16_t module_tag;
+	/* accepting side */
+	struct core_listener *l;	/* NULL once the listener closed */
+	struct mesh_rejoin *next;	/* on its listener */
+	struct mesh_stream_new q[REJOIN_QUEUE_MAX];
+	int nq;
+	/* connecting side: the address that worked first */
+	uint64_t fabric_id;
+	struct mesh_addr addrs[CORE_HANDLE_ADDRS_MAX];
+	int naddrs;
+	struct rejoin_dial *dials;	/* by stream index */
+	int ndials;
+};
+
+/* ctrl_listen.c: the accepting side's rejoin on c's listener. */
+int ctrl_rejoin_register(struct ctrl_conn *c, struct mesh_rejoin *rj);
+void ctrl_rejoin_unregister(struct mesh_rejoin *rj);
+/* Moves the listener on; 0 with *out for a queued socket, or -EAGAIN. */
+int ctrl_rejoin_poll(struct mesh_rejoin *rj, struct mesh_stream_new *out);
+
 static inline struct ctrl_conn *ctrl_conn_of(struct core_conn *c)
 {
 	return (struct ctrl_conn *)c;
@@ -115,6 +150,14 @@ int ctrl_queue_frame(struct ctrl_conn *c, const void *msg, size_t len);
 int ctrl_queue_heard(struct ctrl_conn *c);
 int ctrl_read_frame(struct ctrl_conn *c, void *buf, size_t cap);
 int ctrl_add_stream_fd(struct ctrl_conn *c, uint32_t index, int fd);
+/*
+ * Dials one more socket to `to` that starts with hello h (a stream or a
+ * rejoin), through the key's handshake where one is set: 0 once done
+ * (s->fd is connected; s->auth.a.secret holds its secret), -EAGAIN
+ * before, else the error (the socket is the caller's to close).
+ */
+int ctrl_stream_dial(struct core_stream *s, const struct ctrl_hello *h,
+		     const struct mesh_addr *to);
 /* Routes what reached the listener; for a stream the accepting side waits for. */
 int ctrl_accept_progress(struct core_listen_comm *lc);
 

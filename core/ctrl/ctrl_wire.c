@@ -53,7 +53,8 @@ const char *ctrl_hello_decode(const uint8_t *b, struct ctrl_hello *h)
 	if (b[4] != HELLO_VERSION)
 		return "unsupported protocol version";
 	h->kind = b[5];
-	if (h->kind != CTRL_HELLO_CTRL && h->kind != CTRL_HELLO_STREAM)
+	if (h->kind != CTRL_HELLO_CTRL && h->kind != CTRL_HELLO_STREAM &&
+	    h->kind != CTRL_HELLO_REJOIN)
 		return "bad connection kind";
 	h->module_tag = (uint16_t)(b[6] | b[7] << 8);
 	h->stream_index = ctrl_get32(b + 8);

@@ -42,7 +42,13 @@
  * key from a listener that gave up waiting (then it dials again). */
 #define CTRL_STATUS_AUTH_FAILED 129u
 
-enum ctrl_hello_kind { CTRL_HELLO_CTRL = 1, CTRL_HELLO_STREAM = 2 };
+/* REJOIN: a new socket for stream `stream_index` of a connection kept
+ * for resuming, named by the handle's nonce and the module's key (in
+ * conn_id); the listener answers it with an ack like a control
+ * connection's, status CTRL_STATUS_NO_LISTEN when no such rejoin is kept. */
+enum ctrl_hello_kind {
+	CTRL_HELLO_CTRL = 1, CTRL_HELLO_STREAM = 2, CTRL_HELLO_REJOIN = 3
+};
 
 struct ctrl_hello {
 	uint8_t kind;

@@ -368,6 +368,55 @@ static int serve_accept(const struct mesh_host *host, struct mesh_ctrl **ctrl)
 	return err;
 }
 
+static int rejoin_listen(const struct mesh_host *host, struct mesh_ctrl *ctrl,
+			 uint64_t key, struct mesh_rejoin **rj)
+{
+	(void)host;
+	return core_rejoin_listen((struct core_conn *)ctrl, key, rj);
+}
+
+static int rejoin_to(const struct mesh_host *host, struct mesh_ctrl *ctrl,
+		     const void *handle, uint64_t key, struct mesh_rejoin **rj)
+{
+	struct core_handle h;
+	const char *bad;
+
+	if (ctrl)
+		return core_rejoin_to_conn((struct core_conn *)ctrl, key, rj);
+	if (!handle || core_handle_decode(handle, &h, &bad)) {
+		host->log(host, MESH_LOG_WARN, __FILE__, __LINE__,
+			  "rejoin: not a handle: %s", handle ? bad : "none");
+		return -EINVAL;
+	}
+	WITH_STATE(st, {
+		err_ = keep_listener_ports(st, &h);
+		if (!err_)
+			err_ = core_rejoin_to(&h, NULL,
+					      core_module_tag(host->module),
+					      st->dc * st->max_rails, key, rj);
+	});
+}
+
+static int rejoin_dial(const struct mesh_host *host, struct mesh_rejoin *rj,
+		       int index, struct mesh_stream_new *out)
+{
+	(void)host;
+	return core_rejoin_dial(rj, index, out);
+}
+
+static int rejoin_take(const struct mesh_host *host, struct mesh_rejoin *rj,
+		       struct mesh_stream_new *out)
+{
+	(void)host;
+	return core_rejoin_take(rj, out);
+}
+
+static void rejoin_close(const struct mesh_host *host, struct mesh_rejoin *rj)
+{
+	(void)host;
+	core_rejoin_close(rj);
+}
+
 void core_layer_host(struct mesh_host *host)
 {
 	host->leg_to_addrs = leg_to_addrs;
@@ -380,4 +429,9 @@ void core_layer_host(struct mesh_host *host)
 	host->ctrl_close = ctrl_close;
 	host->serve = serve;
 	host->serve_accept = serve_accept;
+	host->rejoin_listen = rejoin_listen;
+	host->rejoin_to = rejoin_to;
+	host->rejoin_dial = rejoin_dial;
+	host->rejoin_take = rejoin_take;
+	host->rejoin_close = rejoin_close;
 }
