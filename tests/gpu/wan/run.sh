@@ -455,6 +455,8 @@ for v in "${variant_list[@]}"; do
 		env_words+=(NCCL_SOCKET_IFNAME==lan0)
 	else
 		env_words+=(NCCL_SOCKET_IFNAME==mg0)
+		# every outage the plugin rode out is one INFO line
+		[ ${#plan[@]} -eq 0 ] || expect+=${expect:+,}resumed
 	fi
 	echo "==== $v: $net, $mode WAN"
 	wan_mode "$mode"

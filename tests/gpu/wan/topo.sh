@@ -324,6 +324,9 @@ wan_rb_rules() {
 	echo '  iifname "br0" oifname "br0" accept'
 	case $1 in
 	nat)
+		# what conntrack no longer tracks (strict, after a flush)
+		# would leave un-NATed, with its private address
+		echo '  ct state invalid drop'
 		echo '  ct state established,related accept'
 		echo '  iifname "br0" oifname "wan" accept'
 		echo '  iifname "wan" ct status dnat accept' ;;

@@ -63,6 +63,7 @@ STREAMS_RE = re.compile(r"streams on \d+ data threads")
 SEALED = "encrypted (AES-256-GCM"
 RELAY_SEND_RE = re.compile(r"NET/Mesh/relay: send comm \d+ to \S+: via (\S+)")
 WARN_RE = re.compile(r"NCCL WARN")
+RESUMED_RE = re.compile(r"INFO NET/Mesh.*resumed")
 
 
 def host_of(addr):
@@ -234,8 +235,20 @@ def check_encrypted(host, lines, _ext_b):
     return []
 
 
+def check_resumed(host, lines, _ext_b):
+    """After faults: the plugin logged each recovery, one INFO line per
+    outage ("... out for 61234 ms (...), resumed; ...")."""
+    resumed = [l for l in lines if RESUMED_RE.search(l)]
+    if not resumed:
+        return ["%s: no INFO line says a connection resumed" % host]
+    log("%s: %d connections resumed, e.g. %s" %
+        (host, len(resumed), resumed[0].split("NET/Mesh/", 1)[-1]))
+    return []
+
+
 CHECKS = {"nat": check_nat, "routed": check_routed,
-          "gateway": check_gateway, "encrypt": check_encrypted}
+          "gateway": check_gateway, "encrypt": check_encrypted,
+          "resumed": check_resumed}
 
 
 def check_paths(args, hosts, logs):
