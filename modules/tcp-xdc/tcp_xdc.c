@@ -44,6 +44,8 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Unanswered keepalive probes before a stream counts as dead." },
 	{ "timeout_ms", MESH_PARAM_INT, "30000", 0, 3600000,
 	  "A stream whose peer acknowledges nothing for this long fails (the sender: no write and no acknowledgement; the receiver: TCP_USER_TIMEOUT and its pings); 0 turns it off." },
+	{ "outage_ms", MESH_PARAM_INT, "300000", 0, 86400000,
+	  "How long a connection whose path stops answering or whose streams are reset holds its requests and dials its streams again before it fails; 0: the first such fault fails it." },
 	{ "encrypt", MESH_PARAM_BOOL, "false", 0, 0,
 	  "Every data stream carries AES-256-GCM records keyed per connection from the authentication handshake; needs auth_key_file, and the same setting on both sides." },
 	{ "record_size", MESH_PARAM_SIZE, "256K", TCP_XDC_RECORD_MIN,
@@ -125,6 +127,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 		(int)host->param_int(host, "keepalive_interval_s");
 	ctx->keepalive_count = (int)host->param_int(host, "keepalive_count");
 	ctx->timeout_ms = (int)host->param_int(host, "timeout_ms");
+	ctx->outage_ms = (int)host->param_int(host, "outage_ms");
 	ctx->spin_us = (int)host->param_int(host, "spin_us");
 	ctx->encrypt = host->param_int(host, "encrypt") != 0;
 	ctx->record_size = (size_t)host->param_int(host, "record_size");

@@ -47,6 +47,7 @@ struct tcp_xdc_ctx {
 	int keepalive_interval_s;
 	int keepalive_count;
 	int timeout_ms;
+	int outage_ms;			/* 0: no resuming */
 	int spin_us;
 	size_t inline_max;
 	bool encrypt;
@@ -57,6 +58,8 @@ struct tcp_xdc_ctx {
 	struct tcp_xdc_pool *pool;	/* the data-path threads */
 	pthread_mutex_t linger_lock;	/* guards starting either */
 	bool finished;			/* fini ran with comms still open */
+	_Atomic uint64_t outages;	/* resumed, for report */
+	_Atomic uint64_t resumed_streams;
 };
 
 /* ---- data path ---- */
@@ -100,7 +103,27 @@ enum tcp_xdc_stream_state {
 	TCP_XDC_PAYLOAD,	/* moving a chunk's payload */
 	TCP_XDC_ENDED,		/* recv: the peer ended it between chunks */
 	TCP_XDC_DEAD,
+	/* resuming (tcp_xdc_resume.c) */
+	TCP_XDC_BROKEN,		/* no socket: send dials, recv waits */
+	TCP_XDC_RESUMING,	/* a new socket: the two ends agree where
+				 * to go on */
 };
+
+/*
+ * Send side, resuming: a chunk this stream took, kept until the peer's
+ * kernel acknowledged all of it (then it is in the receiver's socket and
+ * survives a break), so that it can be written again on a new socket.
+ */
+struct tcp_xdc_sent {
+	struct tcp_xdc_req *req;
+	uint64_t seq, total, offset;
+	uint32_t len;
+	int32_t tag;
+	uint64_t end;			/* tx_bytes after its last byte; 0:
+					 * not written whole on this socket */
+};
+
+#define TCP_XDC_SENT_MAX 128		/* chunks a stream keeps at most */
 
 struct tcp_xdc_stream {
 	int fd;
@@ -134,6 +157,23 @@ struct tcp_xdc_stream {
 	atomic_bool proxy_reads;	/* recv: test() watches it for now */
 	short revents;			/* pool thread only: last poll result */
 	struct tcp_xdc_lane *lane;	/* the pool thread's share it is in */
+	/* resuming, both sides: chunks of this stream in all its sockets */
+	uint64_t chunks;		/* recv: finished; send: taken */
+	uint64_t broken_ns;		/* when the socket broke; 0: fine */
+	uint64_t refused_ns;		/* send: first refusal of a dial in a
+					 * row; 0: none */
+	char cause[96];			/* what broke it */
+	uint8_t resume[16];		/* the message of a new socket */
+	size_t resume_done;
+	/* send: the chunks kept, by number: [head, tail) kept, next the
+	 * one to write (< tail: written again after a break) */
+	struct tcp_xdc_sent *sent;
+	uint64_t sent_head, sent_next;
+	_Atomic uint64_t sent_tail;
+	/* recv: a socket dialed anew, taken before this one was drained */
+	atomic_int next_fd;
+	uint8_t next_secret[32];
+	size_t next_secret_len;
 };
 
 /* The streams of one comm that one pool thread serves. */
@@ -185,6 +225,19 @@ struct tcp_xdc_comm {
 	atomic_int ended_reset;		/* recv: of those, ended by a reset */
 	atomic_int fail_state;		/* enum tcp_xdc_fail_state */
 	char errmsg[384];
+	/* resuming: NULL when not (outage_ms 0, or the peer does not) */
+	struct mesh_rejoin *rejoin;
+	pthread_mutex_t rejoin_lock;	/* its dials; a taken socket's handoff */
+	int outage_ms;
+	uint64_t stall_ms;		/* send: a blocked stream with no word
+					 * for this long is dialed anew */
+	uint32_t record_size;		/* of a new socket's records */
+	atomic_int broken;		/* streams out now */
+	_Atomic uint64_t outage_ns;	/* when the outage began */
+	_Atomic uint64_t resent_chunks, resent_bytes;	/* in this outage */
+	atomic_int cause_set;
+	char outage_cause[128];		/* the first break's */
+	uint64_t next_take_ns;		/* recv: next look for new sockets */
 };
 
 /* tcp_xdc_conn.c */
@@ -196,10 +249,15 @@ void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
 
 /* tcp_xdc_data.c */
 /* secret: the control connection's; record_size 0: streams in clear. */
+/* rejoin: kept for resuming (NULL: none), the comm's from here on. */
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
 		       const uint8_t *secret, size_t secret_len,
-		       uint32_t record_size, struct tcp_xdc_comm **comm_out);
+		       uint32_t record_size, struct mesh_rejoin *rejoin,
+		       struct tcp_xdc_comm **comm_out);
+/* tcp_xdc_conn.c: options of a data stream, also of one dialed anew. */
+void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
+			  const char *peer, bool is_send);
 int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 		  void *mhandle, void **request);
 int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ struct tcp_xdc_pending {
 	size_t chunk_size;
 	uint32_t record_size;		/* 0: streams in clear */
 	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
+	uint64_t rejoin_key;		/* 0: no resuming */
 	int nfds;
 	int fds[TCP_XDC_MAX_STREAMS];
 };
@@ -74,9 +76,11 @@ static void set_opt(int fd, int level, int name, int value, const char *what,
 			  strerror(errno));
 }
 
+#define RESUME_KEEPALIVE_S 3
+
 /* Options are tuning: a refusal is worth a note, not a failed connection. */
-static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
-			 const char *peer, bool is_send)
+void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
+			  const char *peer, bool is_send)
 {
 	if (ctx->sndbuf)
 		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
@@ -87,10 +91,18 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 	set_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", peer);
 	/* Keeps NAT and firewall state of a quiet stream alive. */
 	set_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, ctx->keepalive_idle_s,
+	/*
+	 * Resuming, a sender probes an idle stream within seconds: a
+	 * receiver whose socket gave up during an outage waits for this
+	 * stream to be dialed anew, and only the probe's reset (or its
+	 * silence) tells a sender with nothing to write.
+	 */
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, is_send && ctx->outage_ms &&
+		ctx->keepalive_idle_s > RESUME_KEEPALIVE_S ?
+		RESUME_KEEPALIVE_S : ctx->keepalive_idle_s,
 		"TCP_KEEPIDLE", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, ctx->keepalive_interval_s,
-		"TCP_KEEPINTVL", peer);
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, is_send && ctx->outage_ms ?
+		1 : ctx->keepalive_interval_s, "TCP_KEEPINTVL", peer);
 	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, ctx->keepalive_count,
 		"TCP_KEEPCNT", peer);
 	/*
@@ -110,11 +122,12 @@ static void stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 	 * small segment.  Bulk streams get quick ones (NCCL's large messages
 	 * moved a few percent less with delayed ones on every stream), also
 	 * where the stream's authentication, the receiver writing at setup,
-	 * has put the kernel into its interactive mode.
+	 * has put the kernel into its interactive mode.  Resuming, stream 0
+	 * gets quick ones too: a send completes only once acknowledged.
 	 */
 	if (!is_send)
-		set_opt(fd, IPPROTO_TCP, TCP_QUICKACK, index ? 1 : 0,
-			"TCP_QUICKACK", peer);
+		set_opt(fd, IPPROTO_TCP, TCP_QUICKACK,
+			index || ctx->outage_ms ? 1 : 0, "TCP_QUICKACK", peer);
 }
 
 /* Returns 1 when all streams are there, 0 to come back later, or -errno. */
@@ -133,10 +146,36 @@ static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 				  strerror(-ret));
 			return ret;
 		}
-		stream_setup(ctx, fd, p->nfds, ctrl->peer, is_send);
+		tcp_xdc_stream_setup(ctx, fd, p->nfds, ctrl->peer, is_send);
 		p->fds[p->nfds++] = fd;
 	}
 	return 1;
+}
+
+/*
+ * Keeps the connection reachable for streams dialed anew, when both ends
+ * resume: the connector sent a key, the acceptor has an outage budget.
+ * Without it the connection works as before, failing at the first fault.
+ */
+static struct mesh_rejoin *rejoin_keep(struct tcp_xdc_ctx *ctx,
+				       struct mesh_ctrl *ctrl,
+				       uint64_t key, bool is_send)
+{
+	const struct mesh_host *host = tcp_xdc_host;
+	struct mesh_rejoin *rj = NULL;
+	int ret;
+
+	if (!key || !ctx->outage_ms || !MESH_HOST_HAS(host, rejoin_close) ||
+	    !host->rejoin_close)
+		return NULL;
+	ret = is_send ? host->rejoin_to(host, ctrl, NULL, key, &rj) :
+			host->rejoin_listen(host, ctrl, key, &rj);
+	if (ret) {
+		MESH_WARN("peer %s: cannot keep the connection for resuming (%s): it fails at the first fault",
+			  ctrl->peer, strerror(-ret));
+		return NULL;
+	}
+	return rj;
 }
 
 /* The comm owns the fds from here on, whatever the outcome. */
@@ -148,7 +187,9 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 
 	ret = tcp_xdc_comm_start(ctx, is_send, ctrl->peer, p->chunk_size,
 				 p->nstreams, p->fds, ctrl->secret,
-				 ctrl->secret_len, p->record_size, &comm);
+				 ctrl->secret_len, p->record_size,
+				 rejoin_keep(ctx, ctrl, p->rejoin_key, is_send),
+				 &comm);
 	p->nfds = 0;
 	pending_free(ctrl);
 	if (ret)
@@ -185,14 +226,27 @@ static int encrypt_needs_key(const struct tcp_xdc_ctx *ctx,
 	return -EINVAL;
 }
 
-static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl)
+static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+		      uint64_t rejoin_key)
 {
 	struct tcp_xdc_hello h;
 
 	tcp_xdc_hello_encode(&h, ctx->streams, (uint32_t)ctx->chunk_size);
 	tcp_xdc_hello_set_record_size(&h, ctx->encrypt ?
 				      (uint32_t)ctx->record_size : 0);
+	tcp_xdc_hello_set_rejoin_key(&h, rejoin_key);
 	return ctrl->send(ctrl, &h, sizeof(h));
+}
+
+/* A fresh key for a connection that resumes; 0 (none) without a budget. */
+static uint64_t rejoin_key_new(const struct tcp_xdc_ctx *ctx)
+{
+	uint64_t key = 0;
+
+	while (ctx->outage_ms && !key)
+		if (getrandom(&key, sizeof(key), 0) != sizeof(key))
+			return 0;
+	return key;
 }
 
 static int reply_check(struct mesh_ctrl *ctrl, const struct tcp_xdc_reply *r,
@@ -233,7 +287,9 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		ret = encrypt_needs_key(ctx, ctrl);
 		if (ret)
 			goto err;
-		ret = hello_send(ctx, ctrl);
+		if (!p->rejoin_key)
+			p->rejoin_key = rejoin_key_new(ctx);
+		ret = hello_send(ctx, ctrl, p->rejoin_key);
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret < 0) {
@@ -318,6 +374,7 @@ static void hello_answer(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	status = tcp_xdc_hello_parse(h, (size_t)len, &p->nstreams, &chunk,
 				     reason, sizeof(reason));
 	p->record_size = tcp_xdc_hello_record_size(h, (size_t)len);
+	p->rejoin_key = tcp_xdc_hello_rejoin_key(h, (size_t)len);
 	if (!status)
 		status = encrypt_agree(ctx, ctrl, p->record_size, reason,
 				       sizeof(reason));

@@ -27,6 +27,7 @@
 
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
+#include "tcp_xdc_resume.h"
 
 const char *xdc_comm_kind(const struct tcp_xdc_comm *comm)
 {
@@ -114,24 +115,29 @@ int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
 
 	switch (err) {
 	case EPIPE:
-		return xdc_stream_fail(comm, s, -err, "connection closed by peer");
+		snprintf(what, sizeof(what), "connection closed by peer");
+		break;
 	case ECONNRESET:
-		return xdc_stream_fail(comm, s, -err, "connection reset by peer");
+		snprintf(what, sizeof(what), "connection reset by peer");
+		break;
 	case ETIMEDOUT:
 		snprintf(what, sizeof(what),
 			 "timed out after %d ms without an acknowledgement (link down or peer gone)",
 			 comm->timeout_ms);
-		return xdc_stream_fail(comm, s, -err, what);
+		break;
 	case EHOSTUNREACH:
 	case ENETUNREACH:
 	case EHOSTDOWN:
 	case ENETDOWN:
 		snprintf(what, sizeof(what), "%s, gave up after %d ms",
 			 strerror(err), comm->timeout_ms);
-		return xdc_stream_fail(comm, s, -err, what);
+		break;
 	default:
-		return xdc_stream_fail(comm, s, -err, strerror(err));
+		snprintf(what, sizeof(what), "%s", strerror(err));
+		break;
 	}
+	/* resuming: a fault of the path is an outage, not a failure */
+	return xdc_stream_break(comm, s, err, what);
 }
 
 /* The pending error of a socket that poll flagged with POLLERR. */
@@ -227,6 +233,9 @@ static int req_test(void *request, int *done, int *sizes)
 	*done = 0;
 	if (comm->recv_inline && !req_finished(req, &size))
 		xdc_recv_inline(comm);
+	/* resuming, a send is done once the peer's kernel has it all */
+	if (comm->is_send && comm->rejoin && !req_finished(req, &size))
+		xdc_send_reap_all(comm);
 	for (;;) {
 		if (req_finished(req, &size)) {
 			if (!comm->is_send)
@@ -379,12 +388,20 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 	for (int i = 0; i < comm->nlanes; i++)
 		free(comm->lanes[i].streams);
 	for (int i = 0; i < comm->nstreams; i++) {
-		if (comm->streams[i].fd >= 0)
-			close(comm->streams[i].fd);
-		if (comm->streams[i].crypt)
-			tcp_xdc_crypt_fini(comm->streams[i].crypt);
-		free(comm->streams[i].crypt);
+		struct tcp_xdc_stream *s = &comm->streams[i];
+
+		if (s->fd >= 0)
+			close(s->fd);
+		if (atomic_load(&s->next_fd) >= 0)
+			close(atomic_load(&s->next_fd));
+		if (s->crypt)
+			tcp_xdc_crypt_fini(s->crypt);
+		free(s->crypt);
+		free(s->sent);
 	}
+	if (comm->rejoin)
+		tcp_xdc_host->rejoin_close(tcp_xdc_host, comm->rejoin);
+	pthread_mutex_destroy(&comm->rejoin_lock);
 	free(comm->lanes);
 	free(comm->streams);
 	free(comm);
@@ -423,6 +440,9 @@ static void send_close_streams(struct tcp_xdc_comm *comm)
 
 	if (!send_owes_nothing(comm))
 		return;
+	for (int i = 0; i < comm->nstreams; i++)
+		if (comm->streams[i].fd < 0)
+			return;		/* one is out: close them all */
 	for (int i = 0; i < comm->nstreams; i++) {
 		fds[i] = comm->streams[i].fd;
 		shutdown(fds[i], SHUT_WR);
@@ -454,10 +474,12 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
 		return -ENOMEM;
 	}
 	comm->nstreams = nstreams;
+	pthread_mutex_init(&comm->rejoin_lock, NULL);
 	for (int i = 0; i < nstreams; i++) {
 		comm->streams[i].fd = fds[i];
 		comm->streams[i].index = i;
 		comm->streams[i].revents = is_send ? POLLOUT : POLLIN;
+		atomic_init(&comm->streams[i].next_fd, -1);
 	}
 	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
 		comm->reqs[i].base.test = req_test;
@@ -526,23 +548,59 @@ static int crypt_start(struct tcp_xdc_comm *comm, const uint8_t *secret,
 	return 0;
 }
 
+/*
+ * Resuming: a send stream keeps its chunks until they are acknowledged,
+ * and a blocked one with no word from the peer for stall_ms is dialed
+ * anew: long enough for three of a live receiver's pings, so that only a
+ * dead path or peer stays that silent, and no longer than timeout_ms.
+ */
+static int resume_start(struct tcp_xdc_comm *comm, struct mesh_rejoin *rejoin,
+			uint32_t record_size)
+{
+	uint64_t stall = 3 * comm->ping_busy_ns / 1000000;
+
+	comm->rejoin = rejoin;
+	comm->outage_ms = comm->ctx->outage_ms;
+	comm->record_size = record_size;
+	if (stall < 1000)
+		stall = 1000;
+	if (comm->timeout_ms && stall > (uint64_t)comm->timeout_ms)
+		stall = (uint64_t)comm->timeout_ms;
+	comm->stall_ms = stall;
+	for (int i = 0; comm->is_send && i < comm->nstreams; i++) {
+		comm->streams[i].sent = calloc(TCP_XDC_SENT_MAX,
+					       sizeof(struct tcp_xdc_sent));
+		if (!comm->streams[i].sent)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
 		       const uint8_t *secret, size_t secret_len,
-		       uint32_t record_size, struct tcp_xdc_comm **comm_out)
+		       uint32_t record_size, struct mesh_rejoin *rejoin,
+		       struct tcp_xdc_comm **comm_out)
 {
 	struct tcp_xdc_comm *comm = NULL;
 	char sealed[128] = "not encrypted";
+	char resumes[64] = "no resuming";
 	int ret;
 
 	ret = tcp_xdc_pool_start(ctx);
 	if (ret) {
 		for (int i = 0; i < nstreams; i++)
 			close(fds[i]);
+		if (rejoin)
+			tcp_xdc_host->rejoin_close(tcp_xdc_host, rejoin);
 		return ret;
 	}
 	ret = comm_alloc(ctx, is_send, nstreams, fds, &comm);
 	if (ret) {
+		if (rejoin && !comm)
+			tcp_xdc_host->rejoin_close(tcp_xdc_host, rejoin);
+		else if (comm)
+			comm->rejoin = rejoin;
 		MESH_WARN("peer %s: out of memory for a connection", peer);
 		goto err;
 	}
@@ -566,6 +624,16 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 				     500000000ULL;
 	}
 	snprintf(comm->peer, sizeof(comm->peer), "%s", peer ? peer : "?");
+	if (rejoin) {
+		ret = resume_start(comm, rejoin, record_size);
+		if (ret) {
+			MESH_WARN("peer %s: out of memory for a connection",
+				  comm->peer);
+			goto err;
+		}
+		snprintf(resumes, sizeof(resumes), "outages up to %d ms",
+			 comm->outage_ms);
+	}
 	if (record_size) {
 		ret = crypt_start(comm, secret, secret_len, record_size);
 		if (ret) {
@@ -585,11 +653,11 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	ret = xdc_pool_attach(ctx, comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s",
+	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s, %s",
 		  xdc_comm_kind(comm), comm->id, is_send ? "to" : "from",
 		  comm->peer, comm->nstreams, comm->nlanes,
 		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms,
-		  sealed);
+		  resumes, sealed);
 	*comm_out = comm;
 	return 0;
 err:

@@ -10,6 +10,7 @@
 
 #include <poll.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 #include "tcp_xdc.h"
 
@@ -80,6 +81,9 @@ static inline void xdc_stream_release(struct tcp_xdc_stream *s)
 	atomic_store_explicit(&s->held, false, memory_order_release);
 }
 
+/* tcp_xdc_send.c: writes msg in clear or as records; bytes out or -1 with
+ * errno (an encrypted stream counts only records written whole). */
+ssize_t xdc_stream_send(struct tcp_xdc_stream *s, struct msghdr *msg);
 /* tcp_xdc_send.c: one step of a send lane, its poll set in pfd; returns
  * how long its thread may sleep (-1: until woken, 0: not at all). */
 int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd);

@@ -15,6 +15,7 @@
 #include "tcp_xdc_ahead.h"
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
+#include "tcp_xdc_resume.h"
 
 static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
@@ -89,6 +90,7 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 
 	s->req = NULL;
 	s->state = TCP_XDC_IDLE;
+	s->chunks++;
 	atomic_fetch_add_explicit(&req->bytes_done, s->len,
 				  memory_order_release);
 	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
@@ -106,6 +108,10 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		    bool reset)
 {
+	/* resuming, a reset is the path's (a middlebox, a lost NAT
+	 * mapping) or a sender that gave up on this socket: it dials anew */
+	if (reset && comm->rejoin)
+		return xdc_stream_syscall_fail(comm, s, ECONNRESET);
 	if (s->state != TCP_XDC_IDLE || s->hdr_done)
 		return xdc_stream_fail(comm, s, -ECONNRESET, reset ?
 			"connection reset by peer in the middle of a chunk" :
@@ -162,8 +168,12 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 	case -ECONNRESET:
 	case -EPIPE:
 		return recv_eof(comm, s, true);
-	case -EBADMSG:
 	case -ECONNABORTED:
+		/* cut inside a record: resuming, the path broke */
+		if (comm->rejoin)
+			return xdc_stream_syscall_fail(comm, s, ECONNABORTED);
+		/* fall through */
+	case -EBADMSG:
 		if (s->crypt)
 			return xdc_stream_fail(comm, s, (int)n, s->crypt->why);
 		/* fall through */
@@ -258,7 +268,21 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			    !stream_buffered(s))
 				return 0;
 			break;
+		case TCP_XDC_RESUMING:
+			/* the sender's confirmation, through the records */
+			n = stream_read(comm, s, s->resume + s->resume_done,
+					TCP_XDC_RESUME_SIZE - s->resume_done);
+			if (n <= 0)
+				return (int)n;
+			s->resume_done += (size_t)n;
+			if (s->resume_done < TCP_XDC_RESUME_SIZE)
+				break;
+			ret = xdc_recv_confirmed(comm, s);
+			if (ret)
+				return ret;
+			break;
 		case TCP_XDC_ENDED:
+		case TCP_XDC_BROKEN:
 			return 0;
 		case TCP_XDC_DEAD:
 			return -EPIPE;
@@ -295,7 +319,8 @@ static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	char ping = s->state == TCP_XDC_PARKED || (unwatched && !busy) ?
 			    TCP_XDC_PING_PARKED : TCP_XDC_PING;
 
-	if (s->state == TCP_XDC_ENDED || s->peer_done)
+	if (s->state == TCP_XDC_ENDED || s->peer_done ||
+	    s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING)
 		return 0;
 	if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
 		s->rx_seen = s->rx_bytes;
@@ -304,9 +329,11 @@ static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	if (now - s->quiet_since >= period) {
 		s->quiet_since = now;
 		/* A closed or reset peer shows on the read side. */
+		/* resuming, every fault shows there too, after the data
+		 * the socket still holds, which must be read first */
 		if (send(s->fd, &ping, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
 		    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-		    errno != EPIPE && errno != ECONNRESET)
+		    errno != EPIPE && errno != ECONNRESET && !comm->rejoin)
 			return xdc_stream_syscall_fail(comm, s, errno);
 	}
 	if (s->quiet_since + period < *next)
@@ -326,6 +353,11 @@ static int recv_check_parked(struct tcp_xdc_comm *comm,
 	int err = 0;
 	socklen_t len = sizeof(err);
 
+	/* resuming: whatever it is, it shows when the stream is read */
+	if ((revents & POLLERR) && comm->rejoin) {
+		s->peer_done = true;
+		return 0;
+	}
 	if ((revents & POLLERR) &&
 	    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
 	    err && err != ECONNRESET && err != EPIPE)
@@ -347,9 +379,20 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 	 * stream 0 too): only a hangup or an error says the peer is done */
 	if (s->state == TCP_XDC_PARKED && (revents & (POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
+	/* a socket dialed anew waits for the old one to give all it holds */
 	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
-		     stream_buffered(s)))
+		     stream_buffered(s) ||
+		     atomic_load_explicit(&s->next_fd,
+					  memory_order_relaxed) >= 0))
 		ret = recv_progress(comm, s, SIZE_MAX);
+	if (!ret && comm->rejoin) {
+		ret = xdc_recv_resume_step(comm, s, now);
+		if (!ret && s->state == TCP_XDC_RESUMING)
+			ret = recv_progress(comm, s, SIZE_MAX);
+		/* an outage's end is checked now and then */
+		if (s->broken_ns && now + 100000000ULL < *next)
+			*next = now + 100000000ULL;
+	}
 	if (!ret && comm->ping_busy_ns)
 		ret = recv_ping(comm, s, now, busy, next);
 	return ret;
@@ -361,7 +404,7 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 	uint64_t wait = NO_WAIT, next = UINT64_MAX, now = 0;
 	bool busy;
 
-	if (comm->ping_busy_ns)
+	if (comm->ping_busy_ns || comm->rejoin)
 		now = xdc_now_ns();
 	busy = atomic_load_explicit(&comm->posted, memory_order_relaxed) !=
 	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
@@ -376,10 +419,12 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 		/* A parked stream is not read: TCP pushes back.  One that
 		 * ended gets nothing more (poll would flag the hangup over
 		 * and over). */
-		pfd[i].events = s->state == TCP_XDC_PARKED ? 0 : POLLIN;
+		pfd[i].events = s->state == TCP_XDC_PARKED ||
+				s->state == TCP_XDC_BROKEN ? 0 : POLLIN;
 		if (s->state == TCP_XDC_PARKED && s->seq < wait)
 			wait = s->seq;
 		if (!ret && s->state != TCP_XDC_ENDED &&
+		    s->state != TCP_XDC_BROKEN &&
 		    !(s->state == TCP_XDC_PARKED && s->peer_done) &&
 		    !(s->state == TCP_XDC_IDLE &&
 		      atomic_load_explicit(&s->proxy_reads,
@@ -393,6 +438,13 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 	atomic_store(&l->wait_seq, wait);
 	if (wait != NO_WAIT && atomic_load(&comm->posted) > wait)
 		return 0;
+	if (comm->rejoin && l == &comm->lanes[0]) {
+		int ms = next == UINT64_MAX ? -1 :
+			 (int)((next - now) / 1000000) + 1;
+
+		xdc_recv_take(comm, now, &ms);
+		return ms;
+	}
 	if (next == UINT64_MAX)
 		return -1;
 	return (int)((next - now) / 1000000) + 1;
@@ -418,9 +470,11 @@ void xdc_recv_inline(struct tcp_xdc_comm *comm)
 		return;
 	state = s->state;
 	rx = s->rx_bytes;
-	if (s->state != TCP_XDC_ENDED && s->state != TCP_XDC_DEAD)
+	if (s->state == TCP_XDC_IDLE || s->state == TCP_XDC_PARKED ||
+	    s->state == TCP_XDC_PAYLOAD)
 		recv_progress(comm, s, comm->inline_max);
-	left = s->state == TCP_XDC_PARKED || s->state == TCP_XDC_PAYLOAD;
+	left = s->state == TCP_XDC_PARKED || s->state == TCP_XDC_PAYLOAD ||
+	       s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING;
 	was_reading = atomic_load_explicit(&s->proxy_reads,
 					   memory_order_relaxed);
 	if (left == was_reading)

@@ -7,12 +7,14 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
+#include "tcp_xdc_resume.h"
 
 /* The full message number in the cursor; it is never behind by > 2^24. */
 static uint64_t cursor_msg(uint64_t cursor, uint64_t posted)
@@ -57,7 +59,8 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		struct tcp_xdc_req *req;
 		uint64_t size, off, len, next, piece;
 
-		if (msg == posted || (only != NO_WAIT && msg != only))
+		if (msg == posted || (only != NO_WAIT && msg != only) ||
+		    (s->sent && !xdc_sent_room(s)))
 			return false;
 		req = &comm->reqs[msg % TCP_XDC_MAX_REQUESTS];
 		size = __atomic_load_n(&req->size, __ATOMIC_RELAXED);
@@ -84,8 +87,23 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		s->payload_done = 0;
 		s->state = TCP_XDC_PAYLOAD;
 		chunk_hdr_encode(s);
+		if (s->sent)
+			xdc_sent_push(s);
 		return true;
 	}
+}
+
+/* The next chunk for an idle stream: one kept from a broken socket first. */
+static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	if (s->sent && xdc_sent_again(s)) {
+		s->hdr_done = 0;
+		s->payload_done = 0;
+		s->state = TCP_XDC_PAYLOAD;
+		chunk_hdr_encode(s);
+		return true;
+	}
+	return chunk_claim(comm, s, NO_WAIT);
 }
 
 /*
@@ -93,7 +111,7 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
  * (an encrypted stream counts only records written whole, so a chunk is
  * done only once all of it is on the socket), or -1 with errno.
  */
-static ssize_t stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
+ssize_t xdc_stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
 {
 	ssize_t n;
 
@@ -118,10 +136,13 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	for (;;) {
 		struct iovec iov[2];
 		struct msghdr msg = { .msg_iov = iov };
+		struct tcp_xdc_req *req;
 		ssize_t n;
 
+		if (s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING)
+			return 0;	/* its socket went meanwhile */
 		if (s->state == TCP_XDC_IDLE &&
-		    (s->peer_done || !chunk_claim(comm, s, NO_WAIT)))
+		    (s->peer_done || !chunk_next(comm, s)))
 			return 0;
 		if (s->hdr_done < sizeof(s->wire)) {
 			iov[msg.msg_iovlen].iov_base =
@@ -135,10 +156,13 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			iov[msg.msg_iovlen++].iov_len =
 				s->len - s->payload_done;
 		}
-		n = stream_send(s, &msg);
+		n = xdc_stream_send(s, &msg);
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (s->sent)
+					xdc_sent_reap(s);
 				return 1;
+			}
 			if (errno == EINTR)
 				continue;
 			return xdc_stream_syscall_fail(comm, s, errno);
@@ -156,11 +180,18 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->payload_done += (size_t)n;
 		if (s->payload_done < s->len)
 			continue;
-		/* Last touch of the slot: the proxy may recycle it now. */
-		atomic_fetch_add_explicit(&s->req->chunks_done, 1,
-					  memory_order_release);
+		req = s->req;
 		s->req = NULL;
 		s->state = TCP_XDC_IDLE;
+		if (s->sent) {
+			/* done once the peer's kernel has all of it */
+			xdc_sent_written(s);
+			xdc_sent_reap(s);
+			continue;
+		}
+		/* Last touch of the slot: the proxy may recycle it now. */
+		atomic_fetch_add_explicit(&req->chunks_done, 1,
+					  memory_order_release);
 	}
 }
 
@@ -250,26 +281,66 @@ static int stall_round_end(struct tcp_xdc_lane *l, const struct stall_round *r,
 	return (int)((l->next_check_ns - r->now) / 1000000) + 1;
 }
 
+/* Data in flight that a stall check watches: a chunk being written, or
+ * (resuming) chunks written whole that the peer has not acknowledged. */
+static bool send_in_flight(const struct tcp_xdc_stream *s)
+{
+	return s->state == TCP_XDC_PAYLOAD ||
+	       (s->sent && s->state == TCP_XDC_IDLE &&
+		s->sent_head != s->sent_next);
+}
+
 /* One held stream: events, then whatever it can write.  0 or -errno. */
 static int send_stream_step(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s,
-			    const struct stall_round *r)
+			    const struct stall_round *r, int *sleep_ms)
 {
 	short revents = s->revents;
 	int ret = 0;
 
 	s->revents = 0;
+	if (s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING) {
+		ret = xdc_send_resume_step(comm, s, r->now ? r->now :
+					   xdc_now_ns(), sleep_ms);
+		if (ret || s->state != TCP_XDC_IDLE)
+			return ret;
+		revents = 0;
+	}
 	if (revents & ~POLLOUT)
 		ret = send_check_events(comm, s, revents);
 	if (!ret && (s->state == TCP_XDC_IDLE || revents))
 		ret = send_progress(comm, s);
-	if (ret < 0)
+	if (ret < 0 || s->state == TCP_XDC_BROKEN)
 		return ret;
-	if (r->due && s->state == TCP_XDC_PAYLOAD &&
+	/* kept chunks and no room for more: look for acknowledgements soon */
+	if (s->sent && s->state == TCP_XDC_IDLE && !xdc_sent_room(s) &&
+	    *sleep_ms != 0)
+		*sleep_ms = 1;
+	if (r->due && send_in_flight(s) &&
 	    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, r->now,
-				comm->timeout_ms, r->restart))
-		return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
+				comm->rejoin ? (int)comm->stall_ms :
+					       comm->timeout_ms, r->restart)) {
+		char what[96];
+
+		snprintf(what, sizeof(what),
+			 "no acknowledgement and no word from the peer for %d ms",
+			 comm->rejoin ? (int)comm->stall_ms : comm->timeout_ms);
+		return comm->rejoin ? xdc_stream_break(comm, s, ETIMEDOUT, what) :
+				      xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
+	}
 	return 0;
+}
+
+static short send_events(const struct tcp_xdc_stream *s)
+{
+	if (s->state == TCP_XDC_BROKEN)
+		return 0;
+	if (s->state == TCP_XDC_RESUMING)
+		return s->resume_done < TCP_XDC_RESUME_SIZE ? POLLIN : POLLOUT;
+	/* A stream holding a chunk is blocked on its socket; one the peer
+	 * closed has nothing more to read. */
+	return (short)((s->peer_done ? 0 : POLLIN | POLLRDHUP) |
+		       (s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0));
 }
 
 int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
@@ -277,6 +348,7 @@ int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 	struct tcp_xdc_comm *comm = l->comm;
 	struct stall_round r = stall_round_begin(l);
 	bool idle = false, busy = false;
+	int sleep_ms = -1, ms;
 
 	for (int i = 0; i < l->nstreams; i++) {
 		struct tcp_xdc_stream *s = l->streams[i];
@@ -285,14 +357,11 @@ int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 		pfd[i] = (struct pollfd){ .fd = -1 };
 		if (!xdc_stream_hold_or_pass(s))
 			continue;
-		ret = send_stream_step(comm, s, &r);
-		/* A stream holding a chunk is blocked on its socket; one the
-		 * peer closed has nothing more to read. */
-		pfd[i].events = (s->peer_done ? 0 : POLLIN | POLLRDHUP) |
-				(s->state == TCP_XDC_PAYLOAD ? POLLOUT : 0);
+		ret = send_stream_step(comm, s, &r, &sleep_ms);
+		pfd[i].events = send_events(s);
 		pfd[i].fd = pfd[i].events && !ret ? s->fd : -1;
 		idle |= s->state == TCP_XDC_IDLE && !s->peer_done;
-		busy |= s->state == TCP_XDC_PAYLOAD;
+		busy |= send_in_flight(s);
 		xdc_stream_release(s);
 		if (ret)
 			return 0;
@@ -305,7 +374,8 @@ int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 			return 0;
 		}
 	}
-	return stall_round_end(l, &r, busy);
+	ms = stall_round_end(l, &r, busy);
+	return sleep_ms >= 0 && (ms < 0 || sleep_ms < ms) ? sleep_ms : ms;
 }
 
 bool xdc_send_lane_has_work(struct tcp_xdc_lane *l)
@@ -328,7 +398,9 @@ bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req)
 
 	if (!xdc_stream_hold(s))
 		return false;
+	/* kept chunks to write again go first, and are the data thread's */
 	if (s->state == TCP_XDC_IDLE && !s->peer_done &&
+	    (!s->sent || s->sent_next == atomic_load(&s->sent_tail)) &&
 	    chunk_claim(comm, s, req->seq)) {
 		took = true;
 		send_progress(comm, s);

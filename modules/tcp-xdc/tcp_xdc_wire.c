@@ -27,13 +27,11 @@ int tcp_xdc_hello_parse(const void *buf, size_t len, int *nstreams,
 	unsigned int n;
 	uint32_t chunk;
 
-	if (len != sizeof(h)) {
-		snprintf(reason, cap, "malformed tcp-xdc hello (%zu bytes)",
-			 len);
-		return EPROTO;
-	}
-	memcpy(&h, buf, sizeof(h));
-	if (be32toh(h.magic) != TCP_XDC_MAGIC) {
+	/* magic and version first: a peer of another version says so,
+	 * whatever the size of its hello */
+	memset(&h, 0, sizeof(h));
+	memcpy(&h, buf, len < sizeof(h) ? len : sizeof(h));
+	if (len < 8 || be32toh(h.magic) != TCP_XDC_MAGIC) {
 		snprintf(reason, cap, "malformed tcp-xdc hello (bad magic)");
 		return EPROTO;
 	}
@@ -42,6 +40,11 @@ int tcp_xdc_hello_parse(const void *buf, size_t len, int *nstreams,
 			 "tcp-xdc protocol version %u, this side speaks %u",
 			 be16toh(h.version), TCP_XDC_PROTO_VERSION);
 		return EPROTONOSUPPORT;
+	}
+	if (len != sizeof(h)) {
+		snprintf(reason, cap, "malformed tcp-xdc hello (%zu bytes)",
+			 len);
+		return EPROTO;
 	}
 	n = be16toh(h.nstreams);
 	chunk = be32toh(h.chunk_size);
@@ -72,6 +75,46 @@ uint32_t tcp_xdc_hello_record_size(const void *buf, size_t len)
 void tcp_xdc_hello_set_record_size(struct tcp_xdc_hello *h, uint32_t size)
 {
 	h->record_size = htobe32(size);
+}
+
+uint64_t tcp_xdc_hello_rejoin_key(const void *buf, size_t len)
+{
+	struct tcp_xdc_hello h;
+
+	if (len != sizeof(h))
+		return 0;
+	memcpy(&h, buf, sizeof(h));
+	return be64toh(h.rejoin_key);
+}
+
+void tcp_xdc_hello_set_rejoin_key(struct tcp_xdc_hello *h, uint64_t key)
+{
+	h->rejoin_key = htobe64(key);
+}
+
+void tcp_xdc_resume_encode(uint8_t *buf, uint32_t magic, uint64_t chunks)
+{
+	uint32_t m = htobe32(magic), zero = 0;
+	uint64_t c = htobe64(chunks);
+
+	memcpy(buf, &m, 4);
+	memcpy(buf + 4, &zero, 4);
+	memcpy(buf + 8, &c, 8);
+}
+
+int tcp_xdc_resume_parse(const uint8_t *buf, uint32_t magic,
+			 uint64_t *chunks)
+{
+	uint32_t m, zero;
+	uint64_t c;
+
+	memcpy(&m, buf, 4);
+	memcpy(&zero, buf + 4, 4);
+	memcpy(&c, buf + 8, 8);
+	if (be32toh(m) != magic || zero)
+		return -EPROTO;
+	*chunks = be64toh(c);
+	return 0;
 }
 
 void tcp_xdc_reply_encode(struct tcp_xdc_reply *r, int status,

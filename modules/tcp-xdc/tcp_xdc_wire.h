@@ -21,8 +21,10 @@
 /* 2: the receiver may write ping bytes on a data stream, the sender drops
  * them (version 1 senders took any byte from the receiver as a close).
  * 3: the hello carries the record size of encrypted streams (0: clear); a
- * version 2 peer would ignore it and misread the records. */
-#define TCP_XDC_PROTO_VERSION 3
+ * version 2 peer would ignore it and misread the records.
+ * 4: the hello carries the connector's rejoin key (0: it does not resume),
+ * and a stream dialed anew starts with the resume messages below. */
+#define TCP_XDC_PROTO_VERSION 4
 
 /*
  * The receiver's pings on a data stream it has not read from for a while:
@@ -43,6 +45,8 @@ struct tcp_xdc_hello {
 	uint32_t record_size;	/* encrypted records of at most this many
 				 * plaintext bytes (tcp_xdc_crypt.h); 0: the
 				 * streams carry chunks in clear */
+	uint64_t rejoin_key;	/* names the connection when a stream is
+				 * dialed anew; 0: the connector does not */
 };
 
 /* Acceptor -> connector: status 0 accepts, else a positive errno. */
@@ -62,7 +66,7 @@ struct tcp_xdc_chunk_hdr {
 	int32_t tag;
 };
 
-_Static_assert(sizeof(struct tcp_xdc_hello) == 16, "wire hello size");
+_Static_assert(sizeof(struct tcp_xdc_hello) == 24, "wire hello size");
 _Static_assert(sizeof(struct tcp_xdc_reply) == 120, "wire reply size");
 _Static_assert(sizeof(struct tcp_xdc_chunk_hdr) == 32, "wire header size");
 
@@ -97,6 +101,27 @@ void tcp_xdc_reply_encode(struct tcp_xdc_reply *r, int status,
  */
 int tcp_xdc_reply_parse(const void *buf, size_t len, char *reason,
 			size_t cap);
+
+uint64_t tcp_xdc_hello_rejoin_key(const void *buf, size_t len);
+void tcp_xdc_hello_set_rejoin_key(struct tcp_xdc_hello *h, uint64_t key);
+
+/*
+ * A stream dialed anew (after its socket broke) starts with two messages
+ * of 16 bytes: "XRSM" | 0[4] | chunks[8] from the receiver, in clear: how
+ * many chunks of this stream it has whole, over all its sockets; then
+ * "XRSC" | 0[4] | chunks[8] from the sender, through the new socket's
+ * records when encrypted: the same count, confirming where it goes on (a
+ * count changed on the way fails the connection instead of losing or
+ * doubling a chunk).
+ */
+#define TCP_XDC_RESUME_SIZE 16
+#define TCP_XDC_RESUME_ASK 0x5852534du	/* "XRSM" */
+#define TCP_XDC_RESUME_CONFIRM 0x58525343u	/* "XRSC" */
+
+void tcp_xdc_resume_encode(uint8_t *buf, uint32_t magic, uint64_t chunks);
+/* 0 with *chunks for a message of this magic, else -EPROTO. */
+int tcp_xdc_resume_parse(const uint8_t *buf, uint32_t magic,
+			 uint64_t *chunks);
 
 void tcp_xdc_chunk_encode(struct tcp_xdc_chunk_hdr *wire,
 			  const struct tcp_xdc_chunk *c);

@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc resuming: a stream whose socket is reset or stops answering is
+ * an outage, not a failure.  The sender dials the stream anew through the
+ * core (module.h, rejoin_*: the same address, port, gate and key as the
+ * first), the receiver takes the new socket once it has read everything
+ * the old one holds, and the two agree on how many chunks of the stream
+ * the receiver has whole (tcp_xdc_wire.h, the resume messages).  The
+ * sender then writes again what followed.
+ *
+ * What makes that exact: a send completes only once the receiver's kernel
+ * acknowledged all of it, so it lies in the receiver's socket, which
+ * keeps it readable through a reset and which the receiver drains before
+ * it switches.  Until then the chunk is in NCCL's buffer and in the
+ * stream's list of kept chunks (struct tcp_xdc_sent): nothing is copied.
+ *
+ * Dead peers stay apart from outages: a receiver whose process is gone
+ * refuses the dial (nothing listens) or its core says it keeps no such
+ * connection; the first fails after half of timeout_ms of refusals, the
+ * second at once.  A path that does not answer is retried until the
+ * outage has lasted outage_ms.
+ */
+#include <errno.h>
+#include <linux/sockios.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tcp_xdc_crypt.h"
+#include "tcp_xdc_path.h"
+#include "tcp_xdc_resume.h"
+
+/* A broken send stream's dial, and a receiver's look for new sockets,
+ * while streams are out; a receiver also looks this often when none is
+ * (a sender may give up on a stream whose socket still looks fine here). */
+#define RESUME_TICK_MS 5
+#define TAKE_IDLE_NS 50000000ULL
+
+/* Faults of the path, which a new socket may get past. */
+static bool path_fault(int err)
+{
+	switch (err) {
+	case ECONNRESET:
+	case EPIPE:
+	case ETIMEDOUT:
+	case ECONNABORTED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+	case ECONNREFUSED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static unsigned long long ms_since(uint64_t then, uint64_t now)
+{
+	return (unsigned long long)((now - then) / 1000000);
+}
+
+/* A socket we give up: a reset, never a close the peer could read as the
+ * stream's end. */
+static void socket_abort(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+static void outage_begin(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 uint64_t now)
+{
+	int expected = 0;
+
+	s->broken_ns = now;
+	if (atomic_fetch_add(&comm->broken, 1) == 0) {
+		atomic_store(&comm->outage_ns, now);
+		atomic_store(&comm->resent_chunks, 0);
+		atomic_store(&comm->resent_bytes, 0);
+	}
+	if (atomic_compare_exchange_strong(&comm->cause_set, &expected, 1))
+		snprintf(comm->outage_cause, sizeof(comm->outage_cause),
+			 "stream %d/%d: %s", s->index, comm->nstreams,
+			 s->cause);
+}
+
+/* The stream works again: the last one back ends the outage, in one line. */
+static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t now = xdc_now_ns();
+
+	s->broken_ns = 0;
+	atomic_fetch_add(&comm->ctx->resumed_streams, 1);
+	if (atomic_fetch_sub(&comm->broken, 1) != 1)
+		return;
+	atomic_fetch_add(&comm->ctx->outages, 1);
+	if (comm->is_send)
+		MESH_INFO("send comm %u to %s: out for %llu ms (%s), resumed; resent %llu chunks (%llu bytes)",
+			  comm->id, comm->peer,
+			  ms_since(atomic_load(&comm->outage_ns), now),
+			  comm->outage_cause,
+			  (unsigned long long)atomic_load(&comm->resent_chunks),
+			  (unsigned long long)atomic_load(&comm->resent_bytes));
+	else
+		MESH_INFO("recv comm %u from %s: out for %llu ms (%s), resumed",
+			  comm->id, comm->peer,
+			  ms_since(atomic_load(&comm->outage_ns), now),
+			  comm->outage_cause);
+	atomic_store(&comm->cause_set, 0);
+}
+
+int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     int err, const char *what)
+{
+	if (!comm->rejoin || !path_fault(err) || xdc_comm_stopped(comm))
+		return xdc_stream_fail(comm, s, -err, what);
+	if (s->state == TCP_XDC_BROKEN)
+		return 0;
+	snprintf(s->cause, sizeof(s->cause), "%s", what);
+	if (!s->broken_ns)
+		outage_begin(comm, s, xdc_now_ns());
+	socket_abort(s->fd);
+	s->fd = -1;
+	/* a chunk half read or half written counts for nothing: the sender
+	 * writes it again whole */
+	s->req = NULL;
+	s->hdr_done = 0;
+	s->payload_done = 0;
+	s->resume_done = 0;
+	s->peer_done = false;
+	s->state = TCP_XDC_BROKEN;
+	if (comm->is_send)
+		s->sent_next = s->sent_head;
+	return 0;
+}
+
+int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     uint64_t now)
+{
+	uint64_t since = atomic_load(&comm->outage_ns);
+	char what[256];
+
+	/* since may be younger than a now taken before the break */
+	if (!s->broken_ns || !since || now < since ||
+	    now - since < (uint64_t)comm->outage_ms * 1000000ULL)
+		return 0;
+	snprintf(what, sizeof(what),
+		 "out for %llu ms, past outage_ms %d (%s)", ms_since(since, now),
+		 comm->outage_ms, s->cause);
+	return xdc_stream_fail(comm, s, -ETIMEDOUT, what);
+}
+
+/* Keys a new socket's records: fresh from its own handshake. */
+static int rekey(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		 const uint8_t *secret, size_t secret_len)
+{
+	int ret;
+
+	if (!s->crypt)
+		return 0;
+	tcp_xdc_crypt_fini(s->crypt);
+	ret = tcp_xdc_crypt_init(s->crypt, secret, secret_len, comm->is_send,
+				 s->index, comm->record_size,
+				 comm->ctx->aead_lib);
+	if (ret)
+		return xdc_stream_fail(comm, s, ret,
+				       "cannot key a stream dialed anew");
+	return 0;
+}
+
+/* ---- send side ---- */
+
+void xdc_sent_push(struct tcp_xdc_stream *s)
+{
+	uint64_t tail = atomic_load_explicit(&s->sent_tail,
+					     memory_order_relaxed);
+	struct tcp_xdc_sent *e = &s->sent[tail % TCP_XDC_SENT_MAX];
+
+	*e = (struct tcp_xdc_sent){ .req = s->req, .seq = s->seq,
+		.total = s->total, .offset = s->offset, .len = s->len,
+		.tag = s->tag };
+	atomic_store_explicit(&s->sent_tail, tail + 1, memory_order_release);
+	s->sent_next = tail + 1;
+}
+
+bool xdc_sent_room(const struct tcp_xdc_stream *s)
+{
+	return atomic_load_explicit(&s->sent_tail, memory_order_relaxed) -
+	       s->sent_head < TCP_XDC_SENT_MAX;
+}
+
+bool xdc_sent_again(struct tcp_xdc_stream *s)
+{
+	const struct tcp_xdc_sent *e;
+
+	if (s->sent_next == atomic_load_explicit(&s->sent_tail,
+						 memory_order_relaxed))
+		return false;
+	e = &s->sent[s->sent_next++ % TCP_XDC_SENT_MAX];
+	s->req = e->req;
+	s->seq = e->seq;
+	s->total = e->total;
+	s->offset = e->offset;
+	s->len = e->len;
+	s->tag = e->tag;
+	return true;
+}
+
+void xdc_sent_written(struct tcp_xdc_stream *s)
+{
+	s->sent[(s->sent_next - 1) % TCP_XDC_SENT_MAX].end = s->tx_bytes;
+}
+
+/* The kept chunk that finished a request is its last touch of the slot. */
+static void sent_pop(struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_sent *e = &s->sent[s->sent_head++ % TCP_XDC_SENT_MAX];
+
+	atomic_fetch_add_explicit(&e->req->chunks_done, 1,
+				  memory_order_release);
+}
+
+void xdc_sent_reap(struct tcp_xdc_stream *s)
+{
+	int outq = 0;
+	uint64_t acked;
+
+	if (s->sent_head == s->sent_next || s->fd < 0 ||
+	    s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING ||
+	    ioctl(s->fd, SIOCOUTQ, &outq) || outq < 0)
+		return;
+	acked = s->tx_bytes - (uint64_t)outq;
+	while (s->sent_head != s->sent_next) {
+		const struct tcp_xdc_sent *e =
+			&s->sent[s->sent_head % TCP_XDC_SENT_MAX];
+
+		if (!e->end || e->end > acked)
+			break;
+		sent_pop(s);
+	}
+}
+
+bool xdc_sent_unacked(const struct tcp_xdc_stream *s)
+{
+	return s->sent_head != atomic_load_explicit(&s->sent_tail,
+						    memory_order_relaxed);
+}
+
+void xdc_send_reap_all(struct tcp_xdc_comm *comm)
+{
+	for (int i = 0; i < comm->nstreams; i++) {
+		struct tcp_xdc_stream *s = &comm->streams[i];
+
+		if (!xdc_sent_unacked(s) || !xdc_stream_hold(s))
+			continue;
+		xdc_sent_reap(s);
+		xdc_stream_hand_back(s, false);
+	}
+}
+
+static int send_adopt(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		      struct mesh_stream_new *ns)
+{
+	int ret;
+
+	tcp_xdc_stream_setup(comm->ctx, ns->fd, s->index, comm->peer, true);
+	s->fd = ns->fd;
+	ret = rekey(comm, s, ns->secret, ns->secret_len);
+	explicit_bzero(ns->secret, sizeof(ns->secret));
+	if (ret)
+		return ret;
+	s->tx_bytes = 0;
+	s->stall = (struct tcp_xdc_stall){ 0 };
+	s->resume_done = 0;
+	s->refused_ns = 0;
+	s->state = TCP_XDC_RESUMING;
+	for (uint64_t n = s->sent_head; n != s->sent_next; n++)
+		s->sent[n % TCP_XDC_SENT_MAX].end = 0;
+	return 0;
+}
+
+/* A broken send stream: one step of its dial. */
+static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		       uint64_t now)
+{
+	const struct mesh_host *host = tcp_xdc_host;
+	struct mesh_stream_new ns;
+	char what[256];
+	int ret;
+
+	pthread_mutex_lock(&comm->rejoin_lock);
+	ret = host->rejoin_dial(host, comm->rejoin, s->index, &ns);
+	pthread_mutex_unlock(&comm->rejoin_lock);
+	if (!ret)
+		return send_adopt(comm, s, &ns);
+	if (ret == -EAGAIN)
+		return 0;
+	if (ret == -ESRCH || ret == -EACCES) {
+		snprintf(what, sizeof(what), "%s after the stream broke (%s)",
+			 ret == -ESRCH ?
+			 "the peer keeps no such connection any more (it closed or failed it)" :
+			 "the peer refused a stream dialed anew (another key)",
+			 s->cause);
+		return xdc_stream_fail(comm, s, -ECONNRESET, what);
+	}
+	if (ret != -ECONNREFUSED) {
+		s->refused_ns = 0;
+		return 0;
+	}
+	if (!s->refused_ns)
+		s->refused_ns = now;
+	if (now - s->refused_ns < (uint64_t)comm->timeout_ms * 500000ULL)
+		return 0;
+	snprintf(what, sizeof(what),
+		 "the peer's host refused new streams for %llu ms (the peer process is gone) after the stream broke (%s)",
+		 ms_since(s->refused_ns, now), s->cause);
+	return xdc_stream_fail(comm, s, -ECONNREFUSED, what);
+}
+
+/* A new send socket: the receiver's count in, the confirmation out. */
+static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t chunks, tail = atomic_load(&s->sent_tail);
+	char what[160];
+
+	while (s->resume_done < TCP_XDC_RESUME_SIZE) {
+		ssize_t n = recv(s->fd, s->resume + s->resume_done,
+				 TCP_XDC_RESUME_SIZE - s->resume_done,
+				 MSG_DONTWAIT);
+
+		if (n == 0)
+			return xdc_stream_syscall_fail(comm, s, ECONNRESET);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 :
+			       xdc_stream_syscall_fail(comm, s, errno);
+		s->resume_done += (size_t)n;
+	}
+	if (s->resume_done == TCP_XDC_RESUME_SIZE) {
+		if (tcp_xdc_resume_parse(s->resume, TCP_XDC_RESUME_ASK,
+					 &chunks))
+			return xdc_stream_fail(comm, s, -EPROTO,
+					       "malformed resume message");
+		if (chunks < s->sent_head || chunks > tail) {
+			snprintf(what, sizeof(what),
+				 "the peer resumes at chunk %llu, kept are %llu to %llu",
+				 (unsigned long long)chunks,
+				 (unsigned long long)s->sent_head,
+				 (unsigned long long)tail);
+			return xdc_stream_fail(comm, s, -EPROTO, what);
+		}
+		/* what it has whole is done, though not acknowledged here */
+		while (s->sent_head < chunks)
+			sent_pop(s);
+		s->sent_next = chunks;
+		for (uint64_t n = chunks; n != tail; n++) {
+			atomic_fetch_add(&comm->resent_chunks, 1);
+			atomic_fetch_add(&comm->resent_bytes,
+					 s->sent[n % TCP_XDC_SENT_MAX].len);
+		}
+		tcp_xdc_resume_encode(s->resume, TCP_XDC_RESUME_CONFIRM,
+				      chunks);
+	}
+	while (s->resume_done < 2 * TCP_XDC_RESUME_SIZE) {
+		size_t off = s->resume_done - TCP_XDC_RESUME_SIZE;
+		struct iovec iov = { s->resume + off,
+				     TCP_XDC_RESUME_SIZE - off };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n = xdc_stream_send(s, &msg);
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 :
+			       xdc_stream_syscall_fail(comm, s, errno);
+		s->resume_done += (size_t)n;
+	}
+	s->state = TCP_XDC_IDLE;
+	outage_end(comm, s);
+	return 0;
+}
+
+int xdc_send_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 uint64_t now, int *sleep_ms)
+{
+	int ret = 0;
+
+	if (s->state == TCP_XDC_BROKEN)
+		ret = send_redial(comm, s, now);
+	if (!ret && s->state == TCP_XDC_RESUMING)
+		ret = send_resume(comm, s);
+	if (!ret && s->broken_ns)
+		ret = xdc_outage_check(comm, s, now);
+	if (s->state == TCP_XDC_BROKEN && *sleep_ms != 0 &&
+	    (*sleep_ms < 0 || *sleep_ms > RESUME_TICK_MS))
+		*sleep_ms = RESUME_TICK_MS;
+	return ret;
+}
+
+/* ---- receive side ---- */
+
+/* Lane 0 of a receiving comm takes what was dialed anew for its streams. */
+void xdc_recv_take(struct tcp_xdc_comm *comm, uint64_t now, int *sleep_ms)
+{
+	const struct mesh_host *host = tcp_xdc_host;
+	uint64_t period = atomic_load(&comm->broken) ?
+			  RESUME_TICK_MS * 1000000ULL : TAKE_IDLE_NS;
+	struct mesh_stream_new ns;
+	int left;
+
+	if (now >= comm->next_take_ns) {
+		comm->next_take_ns = now + period;
+		while (!host->rejoin_take(host, comm->rejoin, &ns)) {
+			struct tcp_xdc_stream *s;
+			int old;
+
+			if (ns.index < 0 || ns.index >= comm->nstreams) {
+				close(ns.fd);
+				continue;
+			}
+			s = &comm->streams[ns.index];
+			pthread_mutex_lock(&comm->rejoin_lock);
+			old = atomic_exchange(&s->next_fd, -1);
+			memcpy(s->next_secret, ns.secret, sizeof(ns.secret));
+			s->next_secret_len = ns.secret_len;
+			atomic_store(&s->next_fd, ns.fd);
+			pthread_mutex_unlock(&comm->rejoin_lock);
+			explicit_bzero(ns.secret, sizeof(ns.secret));
+			/* the sender gave up on the older one */
+			if (old >= 0)
+				close(old);
+			xdc_lane_wake(s->lane);
+		}
+	}
+	left = (int)((comm->next_take_ns - now) / 1000000) + 1;
+	if (*sleep_ms < 0 || *sleep_ms > left)
+		*sleep_ms = left;
+}
+
+/*
+ * Moves a receive stream onto the socket dialed anew, once the old one
+ * gave all it holds: what the sender's kernel saw acknowledged is there
+ * (also after a reset), and the sender may have completed those sends.
+ * A chunk whose receive is not posted holds the switch back.
+ */
+static int recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint8_t secret[32];
+	size_t secret_len;
+	uint8_t ask[TCP_XDC_RESUME_SIZE];
+	int fd, ret;
+
+	pthread_mutex_lock(&comm->rejoin_lock);
+	fd = atomic_exchange(&s->next_fd, -1);
+	memcpy(secret, s->next_secret, sizeof(secret));
+	secret_len = s->next_secret_len;
+	explicit_bzero(s->next_secret, sizeof(s->next_secret));
+	pthread_mutex_unlock(&comm->rejoin_lock);
+	if (fd < 0)
+		return 0;
+	if (s->state != TCP_XDC_BROKEN) {
+		/* left alone by the sender, which wrote nothing after */
+		if (!s->broken_ns) {
+			snprintf(s->cause, sizeof(s->cause),
+				 "the sender dialed it anew");
+			outage_begin(comm, s, xdc_now_ns());
+		}
+		socket_abort(s->fd);
+	}
+	tcp_xdc_stream_setup(comm->ctx, fd, s->index, comm->peer, false);
+	s->fd = fd;
+	s->req = NULL;
+	s->hdr_done = 0;
+	s->payload_done = 0;
+	s->resume_done = 0;
+	s->peer_done = false;
+	ret = rekey(comm, s, secret, secret_len);
+	explicit_bzero(secret, sizeof(secret));
+	if (ret)
+		return ret;
+	s->state = TCP_XDC_RESUMING;
+	tcp_xdc_resume_encode(ask, TCP_XDC_RESUME_ASK, s->chunks);
+	/* a fresh socket takes 16 bytes */
+	if (send(fd, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(ask))
+		return xdc_stream_syscall_fail(comm, s,
+					       errno ? errno : ECONNRESET);
+	return 0;
+}
+
+int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 uint64_t now)
+{
+	bool drained = s->state == TCP_XDC_BROKEN ||
+		       s->state == TCP_XDC_IDLE || s->state == TCP_XDC_PAYLOAD;
+	int ret = 0;
+
+	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0 &&
+	    drained)
+		ret = recv_switch(comm, s);
+	if (!ret && s->broken_ns)
+		ret = xdc_outage_check(comm, s, now);
+	return ret;
+}
+
+int xdc_recv_confirmed(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t chunks;
+	char what[128];
+
+	if (tcp_xdc_resume_parse(s->resume, TCP_XDC_RESUME_CONFIRM, &chunks) ||
+	    chunks != s->chunks) {
+		snprintf(what, sizeof(what),
+			 "the sender resumes at chunk %llu, asked was %llu",
+			 (unsigned long long)chunks,
+			 (unsigned long long)s->chunks);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	s->state = TCP_XDC_IDLE;
+	s->resume_done = 0;
+	outage_end(comm, s);
+	return 0;
+}

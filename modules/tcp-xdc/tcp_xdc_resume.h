@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc resuming (tcp_xdc_resume.c): streams that break and are dialed
+ * anew, and the chunks a send stream keeps until they are acknowledged.
+ * Every function here runs on the thread that holds the stream, unless it
+ * says otherwise.
+ */
+#ifndef TCP_XDC_RESUME_H
+#define TCP_XDC_RESUME_H
+
+#include "tcp_xdc.h"
+
+/*
+ * A fault of s (positive errno, what: in words): with resuming on and a
+ * fault of the path, the stream is out (its socket reset) and 0 comes
+ * back; else the comm fails as without resuming.
+ */
+int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     int err, const char *what);
+/* Fails the comm once its outage has lasted outage_ms; else 0. */
+int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     uint64_t now);
+
+/* send: the chunk s just took is kept */
+void xdc_sent_push(struct tcp_xdc_stream *s);
+bool xdc_sent_room(const struct tcp_xdc_stream *s);
+/* send: loads the next kept chunk to write again; false when none */
+bool xdc_sent_again(struct tcp_xdc_stream *s);
+/* send: the chunk being written went out whole */
+void xdc_sent_written(struct tcp_xdc_stream *s);
+/* send: drops what the peer's kernel acknowledged, finishing requests */
+void xdc_sent_reap(struct tcp_xdc_stream *s);
+/* any thread: whether s keeps unacknowledged chunks */
+bool xdc_sent_unacked(const struct tcp_xdc_stream *s);
+/* the proxy thread: reaps every stream no data thread holds */
+void xdc_send_reap_all(struct tcp_xdc_comm *comm);
+/* send: a broken or resuming stream's step; lowers *sleep_ms to its tick */
+int xdc_send_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 uint64_t now, int *sleep_ms);
+
+/* recv, lane 0's thread: hands sockets dialed anew to their streams */
+void xdc_recv_take(struct tcp_xdc_comm *comm, uint64_t now, int *sleep_ms);
+/* recv: switches s to a socket dialed anew once the old one is drained */
+int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 uint64_t now);
+/* recv: the sender's confirmation is in s->resume */
+int xdc_recv_confirmed(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s);
+
+#endif
