@@ -11,8 +11,10 @@
 #   kill      the server dies (SIGKILL): the client fails within a few
 #             seconds, naming the peer and the connection.
 #   linkdrop  the server's namespace drops every incoming packet, silently,
-#             as a dead link does: both sides fail within timeout_ms plus
-#             slack, each naming peer, connection, stream and the timeout.
+#             as a dead link does, with outage_ms = 0 (no outage budget:
+#             fail on the first fault): both sides fail within timeout_ms
+#             plus slack, each naming peer, connection, stream and the
+#             timeout.  (wan.sh tests the budget.)
 #
 # and three that must not fail anything, with timeout_ms = 2000:
 #
@@ -40,6 +42,11 @@ fault=$4
 
 TIMEOUT_MS=3000
 case $fault in late* | closeloop) TIMEOUT_MS=2000 ;; esac
+# The outage budget: the default (a connection that loses its streams
+# holds its requests and reconnects), but none for linkdrop, which tests
+# failing on the first fault
+OUTAGE_CONF=""
+[ "$fault" != linkdrop ] || OUTAGE_CONF="outage_ms = 0;"
 LATE_S=${FAULTS_LATE_S:-10}
 # meshperf gives up after this long without progress: more than the delay
 MP_TIMEOUT=60
@@ -116,6 +123,7 @@ tcp-xdc: {
   streams = 4;
   threads = 2;
   timeout_ms = $TIMEOUT_MS;
+  $OUTAGE_CONF
 };
 CONF
 }

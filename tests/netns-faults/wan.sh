@@ -1,0 +1,308 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# WAN faults against tcp-xdc's outage budget (outage_ms), between network
+# namespaces, over verified meshperf transfers (tests/netns-faults/
+# wan-lib.sh).  timeout_ms is 3000 and outage_ms 10000 throughout, so that
+# every case stays within seconds.  Mid-transfer, one fault:
+#
+# must survive (both sides exit 0, every byte verified, no WARN, and each
+# side logs an INFO line with "resumed" for the outage):
+#   linkdown        the WAN link down for 5 s, then up;
+#   linkdown-long   down for 80% of outage_ms;
+#   reset           nftables in the client's router answers every segment
+#                   between the two with a TCP reset, both ways, for 1 s;
+#   conntrack       the two-DC NAT topology (tests/netns/lib.sh): the
+#                   server's router flushes its conntrack table, and, as
+#                   many firewalls, picks up no stream it did not see start,
+#                   so every stream through it is lost (needs `conntrack`);
+#                   the budget comes from the environment here
+#                   (NCCL_MESH_TCP_XDC_OUTAGE_MS);
+#   relay-restart   the relay topology (tests/netns/relay.sh): the client's
+#                   gateway's meshrelay is killed (SIGKILL) and restarted;
+#   relay-failover  the same with a second gateway relay in the client's DC:
+#                   the relay carrying the connection is killed for good and
+#                   the route moves to the other one;
+# must fail:
+#   peer-killed     the server process is killed (SIGKILL): the client fails
+#                   within timeout_ms (+ 2 s), naming the server;
+#   past-budget     the link stays down for longer than outage_ms: both
+#                   fail, saying how long the peer was out ("out for N ms",
+#                   N at least outage_ms), within outage_ms + timeout_ms
+#                   (+ 2 s) of the link going down, while it is still down.
+#
+# usage: wan.sh MESHPERF PLUGIN BUILD_DIR CASE
+# Needs root and network namespaces; exits 77 (skip) without them, and
+# where a case's tool (nft, conntrack) or the relay's build is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+. "$here/../netns/lib.sh"
+# shellcheck source=tests/netns-faults/wan-lib.sh
+. "$here/wan-lib.sh"
+
+[ $# -eq 4 ] || { echo "usage: $0 MESHPERF PLUGIN BUILD_DIR CASE" >&2; exit 2; }
+build=$3
+case_name=$4
+netns_scenario "$1" "$2" "$build/modules/tcp-xdc"
+MESHRELAY=$build/tools/meshrelay/meshrelay
+
+SLACK_MS=2000	# scheduling, RTO granularity, a reconnect's round trips
+BOOT_PORT=47000
+# A verified transfer both ways of about 4 s at WAN_RATE: the fault comes
+# after its first 256 MiB, the rest shows that the data flows again.
+xfer=(--sizes 16M --budget 1G --mem 128M --no-latency --bidir)
+MID_BYTES=$((256 << 20))
+
+# pair_start: the pair topology, its config, the transfer under way.
+pair_start() {
+	wan_pair "$WAN_RATE"
+	wan_pair_conf "$NETNS_TMP/pair.conf"
+	wan_start s c run "$BOOT_PORT" "$NETNS_TMP/pair.conf" "${xfer[@]}"
+	wan_wait_rx s lan "$MID_BYTES" 30 "$WAN_SPID" "$WAN_CPID"
+}
+
+# pair_survived T_BACK: both sides done and well, one outage each.
+pair_survived() {
+	local back=$1 crc src
+
+	wan_end "$WAN_CPID" 90
+	crc=$WAN_RC
+	wan_end "$WAN_SPID" 20
+	src=$WAN_RC
+	wan_check_ok run 1 "$crc" "$src"
+	echo "done $(($(wan_now_ms) - back)) ms after the fault ended"
+}
+
+# linkdown MS: the WAN link down for MS, then up.
+case_linkdown() {
+	local ms=$1 t0 back
+
+	pair_start
+	t0=$(wan_now_ms)
+	wan_down
+	sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+	wan_up
+	back=$(wan_now_ms)
+	echo "link down for $((back - t0)) ms (outage_ms $WAN_OUTAGE_MS, timeout_ms $WAN_TIMEOUT_MS)"
+	pair_survived "$back"
+}
+
+case_reset() {
+	local t0 back
+
+	wan_nft_works
+	pair_start
+	t0=$(wan_now_ms)
+	wan_nft_reset rc || netns_die "cannot load the reset rules"
+	sleep 1
+	wan_nft_clear rc
+	back=$(wan_now_ms)
+	echo "every segment reset for $((back - t0)) ms"
+	pair_survived "$back"
+}
+
+case_conntrack() {
+	local t0 back crc src
+
+	command -v conntrack >/dev/null ||
+		netns_skip "conntrack (package conntrack) is not installed"
+	netns_init
+	# 1 Gb/s: the transfer below lasts about 5 s
+	XDC_RATE=1gbit
+	xdc_topology
+	wan_strict_conntrack ra
+	wan_strict_conntrack rb
+	nsx rb conntrack -L >/dev/null 2>&1 ||
+		netns_skip "the conntrack tool cannot reach the kernel's table here"
+	WAN_ENV=("NCCL_MESH_TCP_XDC_TIMEOUT_MS=$WAN_TIMEOUT_MS"
+		 "NCCL_MESH_TCP_XDC_OUTAGE_MS=$WAN_OUTAGE_MS")
+	wan_start b1 a1 run "$BOOT_PORT" "$here/../netns/nat.conf" \
+		--sizes 16M --budget 256M --mem 128M --no-latency --bidir
+	wan_wait_rx b1 lan-b1 $((64 << 20)) 30 "$WAN_SPID" "$WAN_CPID"
+	t0=$(wan_now_ms)
+	wan_conntrack_flush rb || netns_die "conntrack -F failed in rb"
+	back=$(wan_now_ms)
+	echo "rb's conntrack table flushed in $((back - t0)) ms"
+	wan_end "$WAN_CPID" 90
+	crc=$WAN_RC
+	wan_end "$WAN_SPID" 20
+	src=$WAN_RC
+	wan_check_ok run 1 "$crc" "$src"
+	echo "done $(($(wan_now_ms) - back)) ms after the flush"
+}
+
+# relay_setup CONF: the relay topology, a key, meshrelay on the gateways
+# (g0, g1 and any other named) with the test's budget.
+relay_setup() {
+	local conf=$1 g
+
+	shift
+	[ -f "$build/modules/relay/mesh-relay.so" ] ||
+		netns_skip "mesh-relay.so is not built"
+	[ -x "$MESHRELAY" ] || netns_skip "meshrelay is not built"
+	MODULE_DIR=$build/modules/tcp-xdc:$build/modules/relay
+	CONF=$conf
+	netns_init
+	relay_topology ""
+	umask 077
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
+	XDC_ENV=("NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key"
+		 "NCCL_MESH_TCP_XDC_TIMEOUT_MS=$WAN_TIMEOUT_MS"
+		 "NCCL_MESH_TCP_XDC_OUTAGE_MS=$WAN_OUTAGE_MS")
+	WAN_ENV=("${XDC_ENV[@]}" NCCL_DEBUG=INFO)
+	WAN_SERVER_ENV=(NCCL_MESH_RELAY_NAME=b0)
+	WAN_CLIENT_ENV=(NCCL_MESH_RELAY_NAME=a0)
+	"${@:-true}"
+	for g in g0 g1 ${RELAY_MORE:-}; do
+		relay_meshrelay_start "$g"
+	done
+}
+
+relay_logs() {
+	ls "$NETNS_TMP"/meshrelay-*
+}
+
+# relay_kill G: meshrelay on gateway G (the only process in G) killed.
+relay_kill() {
+	local pid
+
+	for pid in $(ip netns pids "$(ns "$1")"); do
+		kill -KILL "$pid"
+	done
+	# its log stays for the report; the restart writes a new one
+	mv "$NETNS_TMP/meshrelay-$1" "$NETNS_TMP/meshrelay-$1.killed"
+}
+
+# relay_run_check TAG RC_CLIENT RC_SERVER: survived, through the relays.
+relay_run_check() {
+	local logs
+
+	mapfile -t logs < <(relay_logs)
+	wan_check_ok "$1" 1 "$2" "$3" "${logs[@]}"
+}
+
+relay_xfer=(--sizes 16M --budget 1G --mem 128M --no-latency)
+
+case_relay_restart() {
+	local t0 back crc src
+
+	relay_setup "$here/../netns/relay.conf"
+	wan_start b0 a0 run "$BOOT_PORT" "$CONF" "${relay_xfer[@]}"
+	wan_wait_rx b0 lan-b0 "$MID_BYTES" 30 "$WAN_SPID" "$WAN_CPID"
+	t0=$(wan_now_ms)
+	relay_kill g0
+	sleep 1
+	relay_meshrelay_start g0
+	back=$(wan_now_ms)
+	echo "meshrelay on g0 killed and serving again after $((back - t0)) ms"
+	wan_end "$WAN_CPID" 90
+	crc=$WAN_RC
+	wan_end "$WAN_SPID" 20
+	src=$WAN_RC
+	relay_run_check run "$crc" "$src"
+	echo "done $(($(wan_now_ms) - back)) ms after g0 served again"
+}
+
+# A second gateway in DC 0, g2: on g0's LAN bridge as 10.0.0.2, with a
+# link of its own to g1 (192.168.101.0/24), which g1 serves its relay port
+# on directly.  DC 0's hosts lose their default route, so that tcp-xdc
+# claims nothing in DC 1 and relay picks among the relays they reach.
+relay_add_g2() {
+	netns_add g2
+	netns_veth g2 lan-g2 g0 p-g2
+	nsx g0 ip link set p-g2 master br0
+	netns_addr g2 lan-g2 10.0.0.2/24
+	netns_veth g2 ext g1 ext2
+	netns_addr g2 ext 192.168.101.1/24
+	netns_addr g1 ext2 192.168.101.2/24
+	nsx a0 ip route del default
+	nsx a1 ip route del default
+	RELAY_MORE=g2
+}
+
+case_relay_failover() {
+	local t0 via other crc src re
+
+	relay_setup "$here/relay-failover.conf" relay_add_g2
+	wan_start b0 a0 run "$BOOT_PORT" "$CONF" "${relay_xfer[@]}"
+	wan_wait_rx b0 lan-b0 "$MID_BYTES" 30 "$WAN_SPID" "$WAN_CPID"
+	# the gateway the connection took (either: relays take turns)
+	via=$(grep -o 'relay: send comm [0-9]*.*: via g[02] ' \
+		"$NETNS_TMP/run.client" | head -n1 | grep -o 'g[02] $' || true)
+	via=${via% }
+	case $via in
+	g0) other=g2 ;;
+	g2) other=g0 ;;
+	*) wan_fail run "the client's log names no route via g0 or g2" ;;
+	esac
+	t0=$(wan_now_ms)
+	relay_kill "$via"
+	echo "meshrelay on $via killed for good; $other is left"
+	wan_end "$WAN_CPID" 90
+	crc=$WAN_RC
+	wan_end "$WAN_SPID" 20
+	src=$WAN_RC
+	relay_run_check run "$crc" "$src"
+	# the resumed connection names its new route, through the other one
+	re="INFO.*resumed.*via $other "
+	grep -Eq "$re" "$NETNS_TMP/run.client" ||
+		wan_fail run "the client's resumed line names no route via $other" \
+			"$(relay_logs)"
+	echo "done $(($(wan_now_ms) - t0)) ms after $via was killed, via $other"
+}
+
+case_peer_killed() {
+	local t0
+
+	pair_start
+	t0=$(wan_now_ms)
+	kill -KILL "$WAN_SPID"
+	wan_end "$WAN_CPID" 60
+	wan_check_fail run client "$WAN_RC" "$t0" "$WAN_END" \
+		$((WAN_TIMEOUT_MS + SLACK_MS)) \
+		"WARN.*(send comm [0-9]+ to|recv comm [0-9]+ from) (\\[::ffff:)?${WAN_IP[s]//./\\.}\\]?:[0-9]+"
+}
+
+case_past_budget() {
+	local t0 down_ms limit side pid out n
+
+	pair_start
+	down_ms=$((WAN_OUTAGE_MS + WAN_TIMEOUT_MS + 6000))
+	limit=$((WAN_OUTAGE_MS + WAN_TIMEOUT_MS + SLACK_MS))
+	t0=$(wan_now_ms)
+	wan_down
+	for side in client server; do
+		if [ "$side" = client ]; then pid=$WAN_CPID; else pid=$WAN_SPID; fi
+		wan_end "$pid" $(((down_ms + 999) / 1000))
+		wan_check_fail run "$side" "$WAN_RC" "$t0" "$WAN_END" "$limit" \
+			"WARN.*out for [0-9]+ ms"
+		out=$(grep -o 'out for [0-9]* ms' "$NETNS_TMP/run.$side" | head -n1)
+		n=${out//[^0-9]/}
+		[ "$n" -ge "$WAN_OUTAGE_MS" ] ||
+			wan_fail run "the $side says '$out': less than outage_ms $WAN_OUTAGE_MS"
+		[ "$n" -le $((WAN_END - t0 + 1000)) ] ||
+			wan_fail run "the $side says '$out', but the link went down $((WAN_END - t0)) ms before it ended"
+	done
+	[ $(($(wan_now_ms) - t0)) -lt "$down_ms" ] ||
+		netns_die "the link came back before both sides failed"
+	wan_up
+}
+
+case $case_name in
+linkdown | linkdown-long | reset | peer-killed | past-budget)
+	netns_init ;;
+esac
+case $case_name in
+linkdown) case_linkdown 5000 ;;
+linkdown-long) case_linkdown $((WAN_OUTAGE_MS * 8 / 10)) ;;
+reset) case_reset ;;
+conntrack) case_conntrack ;;
+relay-restart) case_relay_restart ;;
+relay-failover) case_relay_failover ;;
+peer-killed) case_peer_killed ;;
+past-budget) case_past_budget ;;
+*) netns_die "unknown case $case_name" ;;
+esac
+echo "PASS: $case_name"
