@@ -165,6 +165,18 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	return 0;
 }
 
+/* What this process lived through, for meshinfo and the log. */
+static int tcp_xdc_report(void *mctx, char *buf, size_t cap)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+	int n = snprintf(buf, cap,
+			 "tcp-xdc: %llu outages resumed, %llu streams dialed anew\n",
+			 (unsigned long long)atomic_load(&ctx->outages),
+			 (unsigned long long)atomic_load(&ctx->resumed_streams));
+
+	return n < 0 ? -EIO : 0;
+}
+
 static void tcp_xdc_fini(void *mctx)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
@@ -172,6 +184,10 @@ static void tcp_xdc_fini(void *mctx)
 
 	if (!ctx)
 		return;
+	if (atomic_load(&ctx->outages))
+		MESH_INFO("%llu outages resumed, %llu streams dialed anew",
+			  (unsigned long long)atomic_load(&ctx->outages),
+			  (unsigned long long)atomic_load(&ctx->resumed_streams));
 	/* No thread of ours outlives the module.  A comm NCCL left open
 	 * still points at the context: it stays, and closing the comm later
 	 * closes its sockets without lingering. */
@@ -316,4 +332,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.check = tcp_xdc_check,
 	.reach = tcp_xdc_reach,
 	.describe = tcp_xdc_describe,
+	.report = tcp_xdc_report,
 };
