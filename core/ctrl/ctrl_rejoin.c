@@ -27,7 +27,13 @@
  * link).
  */
 #define REJOIN_CONNECT_NS 1000000000ll
-#define REJOIN_HANDSHAKE_NS 10000000000ll
+/*
+ * A connection kept for resuming is served within milliseconds (its
+ * module looks for new sockets every 50 ms at most), so a listener that
+ * takes the socket and says nothing for this long serves no such
+ * connection: its process lives but keeps no rejoin there, or is stuck.
+ */
+#define REJOIN_ANSWER_NS 3000000000ll
 
 struct rejoin_dial {
 	struct core_stream s;
@@ -188,10 +194,11 @@ static int dial_step(struct mesh_rejoin *rj, struct rejoin_dial *d, int index)
 	}
 	err = read_ack(d);
 check_time:
-	if (err == -EAGAIN &&
-	    now - d->started_ns > (d->s.stage <= 1 ? REJOIN_CONNECT_NS :
-						      REJOIN_HANDSHAKE_NS))
+	if (err == -EAGAIN && d->s.stage <= 1 &&
+	    now - d->started_ns > REJOIN_CONNECT_NS)
 		err = -ETIMEDOUT;
+	else if (err == -EAGAIN && now - d->started_ns > REJOIN_ANSWER_NS)
+		err = -EREMOTEIO;
 	/* the refusal status of a listener that wants another key */
 	if (err && err != -EAGAIN && d->s.stage == 3 &&
 	    ctrl_auth_refusal(&d->s.auth))

@@ -302,8 +302,10 @@ struct mesh_host {
 	 * second; a failed attempt returns its error once and the next call
 	 * starts another: -ECONNREFUSED (the host refused: nothing listens),
 	 * -ESRCH (the listener answered and has no such rejoin: the peer
-	 * closed or failed the connection), -EACCES (a key mismatch), or
-	 * what the network said (-ETIMEDOUT, -ENETUNREACH, ...).
+	 * closed or failed the connection), -EREMOTEIO (the listener took
+	 * the socket and said nothing for 3 s: nothing there serves it),
+	 * -EACCES (a key mismatch), or what the network said (-ETIMEDOUT,
+	 * -ENETUNREACH, ...).
 	 */
 	int (*rejoin_dial)(const struct mesh_host *host, struct mesh_rejoin *rj,
 			   int index, struct mesh_stream_new *out);

@@ -162,13 +162,15 @@ struct tcp_xdc_stream {
 	uint64_t broken_ns;		/* when the socket broke; 0: fine */
 	uint64_t refused_ns;		/* send: first refusal of a dial in a
 					 * row; 0: none */
+	uint64_t resume_ns;		/* send: when the new socket came */
 	char cause[96];			/* what broke it */
 	uint8_t resume[16];		/* the message of a new socket */
 	size_t resume_done;
 	/* send: the chunks kept, by number: [head, tail) kept, next the
 	 * one to write (< tail: written again after a break) */
 	struct tcp_xdc_sent *sent;
-	uint64_t sent_head, sent_next;
+	_Atomic uint64_t sent_head;	/* written by the holder only */
+	uint64_t sent_next;
 	_Atomic uint64_t sent_tail;
 	/* recv: a socket dialed anew, taken before this one was drained */
 	atomic_int next_fd;

@@ -37,6 +37,9 @@
  * (a sender may give up on a stream whose socket still looks fine here). */
 #define RESUME_TICK_MS 5
 #define TAKE_IDLE_NS 50000000ULL
+/* A receiver answers a socket dialed anew within milliseconds of taking
+ * it (it looks every TAKE_IDLE_NS at most). */
+#define RESUME_ANSWER_NS 3000000000ULL
 
 /* Faults of the path, which a new socket may get past. */
 static bool path_fault(int err)
@@ -279,7 +282,7 @@ static int send_adopt(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	s->tx_bytes = 0;
 	s->stall = (struct tcp_xdc_stall){ 0 };
 	s->resume_done = 0;
-	s->refused_ns = 0;
+	s->resume_ns = xdc_now_ns();
 	s->state = TCP_XDC_RESUMING;
 	for (uint64_t n = s->sent_head; n != s->sent_next; n++)
 		s->sent[n % TCP_XDC_SENT_MAX].end = 0;
@@ -310,7 +313,8 @@ static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 s->cause);
 		return xdc_stream_fail(comm, s, -ECONNRESET, what);
 	}
-	if (ret != -ECONNREFUSED) {
+	/* refused, or taken and never answered: nobody there serves it */
+	if (ret != -ECONNREFUSED && ret != -EREMOTEIO) {
 		s->refused_ns = 0;
 		return 0;
 	}
@@ -319,13 +323,29 @@ static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	if (now - s->refused_ns < (uint64_t)comm->timeout_ms * 500000ULL)
 		return 0;
 	snprintf(what, sizeof(what),
-		 "the peer's host refused new streams for %llu ms (the peer process is gone) after the stream broke (%s)",
+		 "the peer's host refused new streams, or left them unanswered, for %llu ms (the peer process is gone) after the stream broke (%s)",
 		 ms_since(s->refused_ns, now), s->cause);
 	return xdc_stream_fail(comm, s, -ECONNREFUSED, what);
 }
 
+/*
+ * A socket the peer's core took but the receiver never spoke on: its comm
+ * is gone or stuck.  Counts like a refusal.
+ */
+static int send_unanswered(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			   uint64_t now)
+{
+	if (now - s->resume_ns < RESUME_ANSWER_NS)
+		return 0;
+	if (!s->refused_ns)
+		s->refused_ns = s->resume_ns;
+	return xdc_stream_break(comm, s, ECONNRESET,
+				"the peer took a stream dialed anew and never answered");
+}
+
 /* A new send socket: the receiver's count in, the confirmation out. */
-static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		       uint64_t now)
 {
 	uint64_t chunks, tail = atomic_load(&s->sent_tail);
 	char what[160];
@@ -338,7 +358,8 @@ static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		if (n == 0)
 			return xdc_stream_syscall_fail(comm, s, ECONNRESET);
 		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 :
+			return errno == EAGAIN || errno == EINTR ?
+			       send_unanswered(comm, s, now) :
 			       xdc_stream_syscall_fail(comm, s, errno);
 		s->resume_done += (size_t)n;
 	}
@@ -380,6 +401,7 @@ static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->resume_done += (size_t)n;
 	}
 	s->state = TCP_XDC_IDLE;
+	s->refused_ns = 0;
 	outage_end(comm, s);
 	return 0;
 }
@@ -392,10 +414,11 @@ int xdc_send_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	if (s->state == TCP_XDC_BROKEN)
 		ret = send_redial(comm, s, now);
 	if (!ret && s->state == TCP_XDC_RESUMING)
-		ret = send_resume(comm, s);
+		ret = send_resume(comm, s, now);
 	if (!ret && s->broken_ns)
 		ret = xdc_outage_check(comm, s, now);
-	if (s->state == TCP_XDC_BROKEN && *sleep_ms != 0 &&
+	if ((s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING) &&
+	    *sleep_ms != 0 &&
 	    (*sleep_ms < 0 || *sleep_ms > RESUME_TICK_MS))
 		*sleep_ms = RESUME_TICK_MS;
 	return ret;

@@ -352,12 +352,17 @@ int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 
 	for (int i = 0; i < l->nstreams; i++) {
 		struct tcp_xdc_stream *s = l->streams[i];
+		bool was_out;
 		int ret;
 
 		pfd[i] = (struct pollfd){ .fd = -1 };
 		if (!xdc_stream_hold_or_pass(s))
 			continue;
+		was_out = s->state == TCP_XDC_BROKEN;
 		ret = send_stream_step(comm, s, &r, &sleep_ms);
+		/* broken just now: come back to dial it at once */
+		if (!ret && !was_out && s->state == TCP_XDC_BROKEN)
+			sleep_ms = 0;
 		pfd[i].events = send_events(s);
 		pfd[i].fd = pfd[i].events && !ret ? s->fd : -1;
 		idle |= s->state == TCP_XDC_IDLE && !s->peer_done;
