@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "netaddr.h"
@@ -47,7 +48,9 @@ static const struct mesh_param relay_params[] = {
 	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, 1 << 20,
 	  "Messages up to this size travel inside their header (host memory only)." },
 	{ "timeout_ms", MESH_PARAM_INT, "30000", 100, 3600000,
-	  "Time one hop of a route may take to be set up." },
+	  "Time one hop of a route may take to be set up; a destination that refuses this long is gone." },
+	{ "outage_ms", MESH_PARAM_INT, "300000", 0, 86400000,
+	  "How long a connection whose route broke may wait for a new one; 0: it fails at once." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
@@ -115,7 +118,20 @@ static int relay_start(void *mctx)
 
 static int relay_report(void *mctx, char *buf, size_t cap)
 {
-	return relay_serve_report(mctx, buf, cap);
+	struct relay_ctx *x = mctx;
+	size_t len;
+	int err = relay_serve_report(x, buf, cap);
+
+	len = strnlen(buf, cap);
+	if (!err && len < cap)
+		snprintf(buf + len, cap - len, "relay %s: connections here: "
+			 "%llu routes broke, %llu resumed (reroutes), %llu "
+			 "messages (%llu bytes) sent again\n", x->conf.name,
+			 (unsigned long long)atomic_load(&x->outages),
+			 (unsigned long long)atomic_load(&x->resumed),
+			 (unsigned long long)atomic_load(&x->resent_msgs),
+			 (unsigned long long)atomic_load(&x->resent_bytes));
+	return err;
 }
 
 /* ---- the origin ---- */
@@ -143,33 +159,15 @@ static int relay_routes_to(void *mctx, int rail, const void *handle)
 
 static struct relay_hop *route_begin(struct relay_ctx *x, const void *handle)
 {
-	struct relay_hop *h = malloc(sizeof(*h));
-	struct relay_msg *m = calloc(1, sizeof(*m));
-	const struct relay_route *r;
-	struct mesh_addr a[16];
-	int n = relay_host->handle_addrs(relay_host, handle, a, 16);
+	uint64_t key = 0;
 
-	if (!h || !m) {
-		free(h);
-		free(m);
-		return NULL;
-	}
-	m->type = RELAY_MSG_REQ;
-	m->hops_left = x->conf.max_hops;
-	memcpy(m->handle, handle, RELAY_HANDLE_BYTES);
-	snprintf(m->origin, sizeof(m->origin), "%s", x->conf.name);
-	snprintf(m->text, sizeof(m->text), "%s", x->conf.name);
-	snprintf(m->visited[m->nvisited++], RELAY_NAME_MAX, "%s",
-		 x->conf.name);
-	r = n > 0 ? relay_conf_route(&x->conf, a, n) : NULL;
-	for (int i = 0; r && i < r->nvia; i++)
-		snprintf(m->path[m->npath++], RELAY_NAME_MAX, "%s", r->via[i]);
-	relay_hop_init(h, x, m);
-	/* the core asked because no member reaches it, or a route says
-	 * not to: no direct attempt from here */
-	h->direct_tried = true;
-	free(m);
-	return h;
+	/* the destination keeps the route's key: the last leg comes
+	 * through it, and every route after a break */
+	while (!key)
+		if (getrandom(&key, sizeof(key), 0) != sizeof(key))
+			return NULL;
+	return relay_hop_origin(x, handle, key, 0, x->conf.outage_ms ?
+				RELAY_FLAG_RESUMABLE : 0);
 }
 
 static int relay_route(void *mctx, int rail, const void *handle,
@@ -203,13 +201,14 @@ static int relay_route(void *mctx, int rail, const void *handle,
 		return -EHOSTUNREACH;
 	}
 	snprintf(route, sizeof(route), "via %s", h->route);
-	c = relay_comm_new(x, &h->leg, h->comm, true, h->flags, dest, route);
+	c = relay_comm_send(x, h, dest, route, handle);
 	if (!c) {
 		h->leg.module->close_send(h->comm);
 		err = -ENOMEM;
 	} else {
 		MESH_INFO("send comm %u to %s: %s", c->id, dest, route);
 	}
+	relay_hop_free(h);	/* its channel, when the comm did not take it */
 	free(h);
 	*state = NULL;
 	*send_comm = c;
@@ -236,60 +235,25 @@ static int relay_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 /* ---- the destination ---- */
 
 /*
- * The destination's accept runs on the core's channel from the last relay;
- * the leg's module runs its own accept on the same channel, so it gets a
- * proxy whose module_state is its own.
+ * The destination's accept runs on the core's channel from the last
+ * relay, which announces the route (LAST).  The destination keeps the
+ * route's key on its listener and says READY; the last relay then opens
+ * the leg's channel through that key (relay_comm_join), as every later
+ * route of the connection does.
  */
 struct relay_accepting {
-	struct mesh_ctrl proxy;		/* first: the leg module's ctrl */
-	struct mesh_ctrl *outer;
-	bool ready_sent;
 	struct relay_msg last;
-	struct mesh_leg leg;
+	struct relay_comm *c;
 };
 
-static struct relay_accepting *of_proxy(struct mesh_ctrl *p)
-{
-	return (struct relay_accepting *)p;
-}
-
-static int proxy_send(struct mesh_ctrl *p, const void *msg, size_t len)
-{
-	return of_proxy(p)->outer->send(of_proxy(p)->outer, msg, len);
-}
-
-static int proxy_recv(struct mesh_ctrl *p, void *buf, size_t cap)
-{
-	return of_proxy(p)->outer->recv(of_proxy(p)->outer, buf, cap);
-}
-
-static int proxy_stream(struct mesh_ctrl *p, int index, int *fd)
-{
-	return of_proxy(p)->outer->stream(of_proxy(p)->outer, index, fd);
-}
-
-static struct relay_accepting *accepting_new(struct mesh_ctrl *ctrl)
-{
-	struct relay_accepting *a = calloc(1, sizeof(*a));
-
-	if (!a)
-		return NULL;
-	a->proxy = *ctrl;
-	a->proxy.send = proxy_send;
-	a->proxy.recv = proxy_recv;
-	a->proxy.stream = proxy_stream;
-	a->proxy.module_state = NULL;
-	a->outer = ctrl;
-	return a;
-}
-
-/* LAST from the last relay: which module the leg runs on. */
-static int read_last(struct relay_accepting *a, int rail)
+/* LAST from the last relay: the route, its key; the comm to join it. */
+static int read_last(struct relay_ctx *x, struct relay_accepting *a,
+		     struct mesh_ctrl *ctrl, int rail)
 {
 	uint8_t buf[RELAY_MSG_MAX];
 	struct relay_msg ready = { .type = RELAY_MSG_READY };
 	const char *bad;
-	int n = a->outer->recv(a->outer, buf, sizeof(buf));
+	int n = ctrl->recv(ctrl, buf, sizeof(buf));
 
 	if (n == -EAGAIN)
 		return n;
@@ -297,22 +261,17 @@ static int read_last(struct relay_accepting *a, int rail)
 		      relay_msg_decode(buf, (size_t)n, &a->last);
 	if (!bad && a->last.type != RELAY_MSG_LAST)
 		bad = "not the last leg's announcement";
+	if (!bad && a->last.flags & RELAY_FLAG_RESUME)
+		bad = "a route that replaces another came to the NCCL listen";
+	if (!bad && !a->last.key)
+		bad = "an announcement without a key";
 	if (bad) {
-		MESH_WARN("accept from %s: %s", a->outer->peer, bad);
+		MESH_WARN("accept from %s: %s", ctrl->peer, bad);
 		return -EPROTO;
 	}
-	if (relay_host->leg_of_rail(relay_host, rail, a->last.leg, &a->leg)) {
-		MESH_WARN("accept from %s: this rail has no module '%s' for "
-			  "the last leg", a->outer->peer, a->last.leg);
-		return -ENOPROTOOPT;
-	}
-	/* small messages are copied out of the header by the CPU: only
-	 * where NCCL hands us host memory */
-	if (!(a->leg.props->ptr_support & MESH_PTR_CUDA))
-		ready.flags = RELAY_FLAG_INLINE;
-	n = a->outer->send(a->outer, buf, relay_msg_encode(&ready, buf));
+	n = relay_comm_recv(x, ctrl, rail, &a->last, &a->c);
 	if (!n)
-		a->ready_sent = true;
+		n = ctrl->send(ctrl, buf, relay_msg_encode(&ready, buf));
 	return n;
 }
 
@@ -322,32 +281,24 @@ static int relay_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	struct relay_ctx *x = mctx;
 	struct relay_accepting *a = ctrl->module_state;
 	struct relay_comm *c;
-	void *lcomm = NULL;
 	int err;
 
 	*recv_comm = NULL;
 	if (!a) {
-		a = accepting_new(ctrl);
+		a = calloc(1, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		ctrl->module_state = a;
 	}
-	if (!a->ready_sent) {
-		err = read_last(a, dev);
+	if (!a->c) {
+		err = read_last(x, a, ctrl, dev);
 		if (err)
 			return err == -EAGAIN ? 0 : err;
 	}
-	err = a->leg.module->accept(a->leg.mctx, a->leg.dev, &a->proxy,
-				    &lcomm);
-	if (err || !lcomm)
+	err = relay_comm_join(a->c);
+	if (err)
 		return err == -EAGAIN ? 0 : err;
-	c = relay_comm_new(x, &a->leg, lcomm, false,
-			   a->leg.props->ptr_support & MESH_PTR_CUDA ? 0 :
-			   RELAY_FLAG_INLINE, a->last.origin, a->last.text);
-	if (!c) {
-		a->leg.module->close_recv(lcomm);
-		return -ENOMEM;
-	}
+	c = a->c;
 	MESH_INFO("recv comm %u from %s: %s", c->id, a->last.origin,
 		  a->last.text);
 	free(a);
@@ -363,8 +314,8 @@ static void relay_abandon(void *mctx, struct mesh_ctrl *ctrl)
 	(void)mctx;
 	if (!a)
 		return;
-	if (a->ready_sent)
-		a->leg.module->abandon(a->leg.mctx, &a->proxy);
+	if (a->c)
+		relay_comm_free(a->c);
 	free(a);
 	ctrl->module_state = NULL;
 }

@@ -58,6 +58,7 @@ struct relay_conf {
 	size_t chunk, inline_max;
 	int chunks;
 	int timeout_ms;
+	int outage_ms;			/* 0: a broken route fails */
 };
 
 /* relay_conf.c: reads and checks the parameters (the same rules for the
@@ -70,6 +71,10 @@ const struct relay_peer *relay_conf_peer(const struct relay_conf *c,
 /* The explicit route for a destination advertising these addresses. */
 const struct relay_route *relay_conf_route(const struct relay_conf *c,
 					   const struct mesh_addr *a, int n);
+/* Every explicit route for it, the config's order (alternatives): how
+ * many, at most max. */
+int relay_conf_routes(const struct relay_conf *c, const struct mesh_addr *a,
+		      int n, const struct relay_route **out, int max);
 /* NULL when every address is inside the cluster, else the first outside. */
 const struct mesh_addr *relay_conf_outsider(const struct relay_conf *c,
 					    const struct mesh_addr *a, int n);
@@ -92,6 +97,9 @@ struct relay_ctx {
 	/* channels ended before a usable request, and their log's pace */
 	uint64_t unread_dropped, drop_log_count;
 	int64_t drop_log_ns;
+	/* this process's ends: routes that broke, came back, and what
+	 * went again */
+	atomic_uint_fast64_t outages, resumed, resent_msgs, resent_bytes;
 };
 
 extern struct relay_ctx *relay_ctx_of_process;

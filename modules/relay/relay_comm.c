@@ -1,66 +1,139 @@
 /* SPDX-License-Identifier: MIT */
 #include "relay_comm.h"
 
-#include "relay_hop.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* How long a close waits for the leg to take its end marker. */
 #define RELAY_END_WAIT_NS 200000000
+/* An origin that found no route waits this long before the next try. */
+#define RELAY_RETRY_NS 250000000
+/* A destination whose route works looks for a new one this often. */
+#define RELAY_PUMP_NS 10000000
 
 static int relay_test(void *request, int *done, int *sizes);
+
+static const char *side(const struct relay_comm *c)
+{
+	return c->is_send ? "send" : "recv";
+}
+
+static const char *dir(const struct relay_comm *c)
+{
+	return c->is_send ? "to" : "from";
+}
 
 /* The first failure of a comm, logged once: its requests fail from then. */
 static int comm_fail(struct relay_comm *c, int err, const char *what)
 {
 	if (!c->err) {
 		c->err = err ? err : -EIO;
-		MESH_WARN("%s comm %u %s %s: %s (route: %s)",
-			  c->is_send ? "send" : "recv", c->id,
-			  c->is_send ? "to" : "from", c->peer, what, c->route);
+		MESH_WARN("%s comm %u %s %s: %s (route: %s)", side(c), c->id,
+			  dir(c), c->peer, what, c->route);
 	}
 	return c->err;
 }
 
-struct relay_comm *relay_comm_new(struct relay_ctx *x,
-				  const struct mesh_leg *leg, void *lcomm,
-				  bool is_send, uint32_t flags,
-				  const char *peer, const char *route)
+static long long ms_since(int64_t t)
+{
+	return (long long)((relay_now_ns() - t) / 1000000);
+}
+
+static struct relay_comm *comm_new(struct relay_ctx *x, bool is_send,
+				   const char *peer, const char *route)
 {
 	struct relay_comm *c = calloc(1, sizeof(*c));
 	/* send: a header slot per request and one for the end */
-	size_t nslots = is_send ? RELAY_REQS + 1 : RELAY_HDR_SLOTS, len;
+	size_t nslots = is_send ? RELAY_REQS + 1 : RELAY_HDR_SLOTS;
 
 	if (!c)
 		return NULL;
-	c->leg = *leg;
-	c->lcomm = lcomm;
+	c->x = x;
 	c->is_send = is_send;
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	snprintf(c->route, sizeof(c->route), "%s", route);
 	c->chunk = x->conf.chunk;
 	c->inline_max = x->conf.inline_max;
-	c->inline_ok = flags & RELAY_FLAG_INLINE;
 	c->slot_size = (sizeof(struct relay_hdr) + c->inline_max + 63) &
 		       ~(size_t)63;
-	len = (c->slot_size * nslots + 4095) & ~(size_t)4095;
-	c->stage = aligned_alloc(4096, len);
-	if (!c->stage || leg->module->reg_mr(lcomm, c->stage, len,
-					     MESH_PTR_HOST, &c->stage_mh)) {
-		free(c->stage);
+	c->stage_len = (c->slot_size * nslots + 4095) & ~(size_t)4095;
+	c->stage = aligned_alloc(4096, c->stage_len);
+	if (!c->stage) {
 		free(c);
 		return NULL;
 	}
+	pthread_mutex_init(&c->reg_lock, NULL);
 	for (int i = 0; i < RELAY_REQS; i++) {
 		c->reqs[i].base.test = relay_test;
 		c->reqs[i].comm = c;
 	}
 	return c;
 }
+
+/* ---- the leg: NCCL's registrations follow it from route to route ---- */
+
+static int mh_reg(struct relay_comm *c, struct relay_mh *mh)
+{
+	const struct mesh_module *m = c->leg.module;
+
+	return mh->fd < 0 ?
+		m->reg_mr(c->lcomm, mh->data, mh->size, mh->type,
+			  &mh->leg_mh) :
+		m->reg_mr_dmabuf(c->lcomm, mh->data, mh->size, mh->type,
+				 mh->offset, mh->fd, &mh->leg_mh);
+}
+
+/* A new route's leg becomes the comm's: the header slots and every
+ * registration go onto it. */
+static int leg_attach(struct relay_comm *c, const struct mesh_leg *leg,
+		      void *lcomm)
+{
+	int err;
+
+	pthread_mutex_lock(&c->reg_lock);
+	c->leg = *leg;
+	c->lcomm = lcomm;
+	err = leg->module->reg_mr(lcomm, c->stage, c->stage_len,
+				  MESH_PTR_HOST, &c->stage_mh);
+	for (struct relay_mh *mh = c->mhs; mh && !err; mh = mh->next)
+		err = mh_reg(c, mh);
+	pthread_mutex_unlock(&c->reg_lock);
+	return err;
+}
+
+/* The leg goes, with what was registered on it and every request in
+ * flight on it. */
+static void leg_detach(struct relay_comm *c)
+{
+	const struct mesh_module *m = c->leg.module;
+
+	if (!c->lcomm)
+		return;
+	pthread_mutex_lock(&c->reg_lock);
+	for (struct relay_mh *mh = c->mhs; mh; mh = mh->next) {
+		if (mh->leg_mh)
+			m->dereg_mr(c->lcomm, mh->leg_mh);
+		mh->leg_mh = NULL;
+	}
+	if (c->stage_mh)
+		m->dereg_mr(c->lcomm, c->stage_mh);
+	c->stage_mh = NULL;
+	(c->is_send ? m->close_send : m->close_recv)(c->lcomm);
+	c->lcomm = NULL;
+	pthread_mutex_unlock(&c->reg_lock);
+	for (uint64_t i = c->op_head; i < c->op_tail; i++)
+		c->ops[i % RELAY_OPS].leg_req = NULL;
+	c->op_head = c->op_tail;
+	for (int i = 0; i < RELAY_REQS; i++)
+		c->reqs[i].outstanding = 0;
+	c->hdr_posted = false;
+}
+
+/* ---- the requests' ring of leg requests ---- */
 
 static char *slot(struct relay_comm *c, uint64_t i, size_t nslots)
 {
@@ -73,17 +146,18 @@ static bool ops_full(const struct relay_comm *c)
 }
 
 static void op_push(struct relay_comm *c, void *leg_req,
-		    struct relay_req *owner, int slot_no)
+		    struct relay_req *owner, uint64_t mseq)
 {
 	c->ops[c->op_tail++ % RELAY_OPS] = (struct relay_op){
-		leg_req, owner, slot_no };
+		leg_req, owner, mseq };
 	if (owner)
 		owner->outstanding++;
 }
 
 /* Completed leg requests: their owners count down, a header that came is
- * held.  -errno when the leg failed. */
-static int ops_test(struct relay_comm *c)
+ * held.  -errno when the leg failed; *leg_ended when the header receive
+ * found the leg's end. */
+static int ops_test(struct relay_comm *c, bool *leg_ended)
 {
 	for (uint64_t i = c->op_head; i < c->op_tail; i++) {
 		struct relay_op *op = &c->ops[i % RELAY_OPS];
@@ -95,16 +169,15 @@ static int ops_test(struct relay_comm *c)
 								 &done, &size);
 		if (err && !op->owner) {
 			/* the header receive waits for what comes next:
-			 * the leg ending there is the connection's end,
-			 * what came before it is still delivered, and
-			 * recv_progress fails the receive it leaves open */
+			 * the leg ending there is the route's end (or its
+			 * break); what came before it is still delivered */
 			op->leg_req = NULL;
 			c->hdr_posted = false;
-			c->ended = true;
+			*leg_ended = true;
 			continue;
 		}
 		if (err)
-			return comm_fail(c, err, "the leg failed");
+			return err;
 		if (!done)
 			continue;
 		op->leg_req = NULL;
@@ -116,6 +189,128 @@ static int ops_test(struct relay_comm *c)
 	}
 	while (c->op_head < c->op_tail && !c->ops[c->op_head % RELAY_OPS].leg_req)
 		c->op_head++;
+	return 0;
+}
+
+/* ---- the route breaking, and the origin's new one ---- */
+
+/*
+ * The route broke: a connection that does not resume fails; one that
+ * does drops the leg and its channel and starts counting its outage
+ * (one line), the origin to set up a new route, the destination to wait
+ * for it.
+ */
+static int route_lost(struct relay_comm *c, int err, const char *why);
+
+static int outage_fail(struct relay_comm *c, int err, const char *fmt,
+		       long long ms)
+{
+	char what[1400];
+
+	snprintf(what, sizeof(what), fmt, ms);
+	return comm_fail(c, err, what);
+}
+
+static void origin_rewind(struct relay_comm *c, uint64_t pos,
+			  uint64_t *msgs, uint64_t *bytes);
+
+/* A new route is up: the comm sends on it from the first message the
+ * destination does not have. */
+static int origin_resumed(struct relay_comm *c, struct relay_hop *h)
+{
+	uint64_t msgs = 0, bytes = 0;
+	long long ms = ms_since(c->out_since_ns);
+	int err;
+
+	if (h->pos > c->seq) {
+		/* it cannot have what was never sent */
+		h->leg.module->close_send(h->comm);
+		return comm_fail(c, -EPROTO, "the destination said it has "
+				 "messages never sent");
+	}
+	relay_hop_take(h, &c->chan);
+	snprintf(c->route, sizeof(c->route), "via %s", h->route);
+	c->inline_ok = h->flags & RELAY_FLAG_INLINE;
+	err = leg_attach(c, &h->leg, h->comm);
+	if (err) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "%s on the new route",
+			 strerror(-err));
+		return route_lost(c, err, what);
+	}
+	if (h->pos > c->acked)
+		c->acked = h->pos;
+	origin_rewind(c, c->acked, &msgs, &bytes);
+	c->resent_msgs += msgs;
+	c->resent_bytes += bytes;
+	atomic_fetch_add(&c->x->resumed, 1);
+	atomic_fetch_add(&c->x->resent_msgs, msgs);
+	atomic_fetch_add(&c->x->resent_bytes, bytes);
+	MESH_INFO("send comm %u to %s: resumed after %lld ms (%s), resending "
+		  "%llu messages (%llu bytes) from message %llu: %s", c->id,
+		  c->peer, ms, c->cause, (unsigned long long)msgs,
+		  (unsigned long long)bytes, (unsigned long long)c->acked + 1,
+		  c->route);
+	c->out_since_ns = 0;
+	c->far_up = false;
+	return 0;
+}
+
+/* One step of the origin's way back: a new route, or past the budget
+ * the comm's failure. */
+static int origin_reroute(struct relay_comm *c)
+{
+	const struct relay_conf *conf = &c->x->conf;
+	int64_t now = relay_now_ns();
+	long long ms;
+	int err;
+
+	if (!c->rh) {
+		if (now < c->next_try_ns)
+			return 0;
+		/* the same request as the first route's, but for a
+		 * destination reached through its rejoin */
+		c->rh = relay_hop_origin(c->x, c->handle, c->key, ++c->attempt,
+					 RELAY_FLAG_RESUMABLE |
+					 RELAY_FLAG_RESUME);
+		if (!c->rh)
+			return comm_fail(c, -ENOMEM, "no memory for a new route");
+	}
+	err = relay_hop_step(c->rh);
+	if (err == -EAGAIN)
+		return 0;
+	if (!err) {
+		err = origin_resumed(c, c->rh);
+		free(c->rh);
+		c->rh = NULL;
+		return err;
+	}
+	snprintf(c->tried, sizeof(c->tried), "%s", c->rh->tried[0] ?
+		 c->rh->tried : "'relays' lists no relay for it");
+	relay_hop_free(c->rh);
+	free(c->rh);
+	c->rh = NULL;
+	ms = ms_since(c->out_since_ns);
+	if (err == -ESRCH)
+		return outage_fail(c, -ECONNRESET, "the destination has no "
+				   "such connection any more (it closed or "
+				   "failed it), found out of route for %lld ms",
+				   ms);
+	if (err == -ECONNREFUSED && ms >= conf->timeout_ms)
+		return outage_fail(c, -ECONNREFUSED, "the destination refused "
+				   "for timeout_ms: its process is gone; out "
+				   "of route for %lld ms", ms);
+	if (ms >= conf->outage_ms) {
+		char what[1400];
+
+		snprintf(what, sizeof(what), "no route for the connection: "
+			 "out for %lld ms, past outage_ms %d, since %s; "
+			 "relays tried: %s", ms, conf->outage_ms, c->cause,
+			 c->tried);
+		return comm_fail(c, -ETIMEDOUT, what);
+	}
+	c->next_try_ns = now + RELAY_RETRY_NS;
 	return 0;
 }
 
@@ -131,41 +326,103 @@ static int leg_send(struct relay_comm *c, void *data, size_t size,
 		return -EAGAIN;
 	err = c->leg.module->isend(c->lcomm, data, size, RELAY_LEG_TAG, mh,
 				   &req);
-	if (err)
-		return comm_fail(c, err, "the leg refused a send");
+	if (err) {
+		route_lost(c, err, "the leg refused a send");
+		return -ECONNRESET;
+	}
 	if (!req)
 		return -EAGAIN;
-	op_push(c, req, owner, -1);
+	op_push(c, req, owner, owner ? owner->seq : 0);
 	return 0;
 }
 
 static int post_header(struct relay_comm *c, struct relay_req *r)
 {
 	char *s = slot(c, (uint64_t)(r - c->reqs), RELAY_REQS);
-	struct relay_hdr h = {
-		.magic = RELAY_HDR_MAGIC, .tag = r->tag, .size = r->size,
-		.flags = r->inline_data ? RELAY_HDR_INLINE : 0,
-		.seq = c->seq + 1, .chunk = (uint32_t)c->chunk,
-	};
-	size_t len = sizeof(h) + (r->inline_data ? r->size : 0);
+	struct relay_hdr h;
+	size_t len;
 	int err;
 
+	/* data inside the header is copied by the CPU at both ends: host
+	 * memory here, and a destination that said it takes it (this
+	 * route's: a new one may end on another module) */
+	r->inline_data = !r->size ||
+		(c->inline_ok && r->size <= c->inline_max &&
+		 r->mh->type == MESH_PTR_HOST);
+	h = (struct relay_hdr){
+		.magic = RELAY_HDR_MAGIC, .tag = r->tag, .size = r->size,
+		.flags = r->inline_data ? RELAY_HDR_INLINE : 0,
+		.seq = (uint32_t)r->seq, .chunk = (uint32_t)c->chunk,
+	};
+	len = sizeof(h) + (r->inline_data ? r->size : 0);
 	memcpy(s, &h, sizeof(h));
 	if (r->inline_data && r->size)
 		memcpy(s + sizeof(h), r->data, r->size);
 	err = leg_send(c, s, len, c->stage_mh, r);
-	if (!err) {
+	if (!err)
 		r->hdr_posted = true;
-		c->seq++;
-	}
 	return err;
+}
+
+/* The notes from the first relay: acknowledgements, and its UP. */
+static int origin_notes(struct relay_comm *c)
+{
+	struct relay_note n;
+	const char *why;
+	char what[160];
+	int r;
+
+	/* a note is only waited for with a send not yet acknowledged,
+	 * or to find the route broken while nothing is sent */
+	for (int i = 0; i < 64; i++) {
+		r = relay_chan_read(&c->chan, &n, &why);
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			break;
+		if (n.type == RELAY_NOTE_UP) {
+			c->far_up = true;
+		} else if (n.type == RELAY_NOTE_BYE) {
+			c->far_closed = true;
+		} else if (n.type == RELAY_NOTE_ACK && n.seq <= c->seq) {
+			if (n.seq > c->acked)
+				c->acked = n.seq;
+		} else {
+			why = "it sent a note out of place";
+			r = -EPROTO;
+			break;
+		}
+	}
+	if (r > 0)
+		return 0;
+	snprintf(what, sizeof(what), "the channel to the first relay: %s",
+		 why);
+	return route_lost(c, r, what);
 }
 
 /* Hands the leg what it takes, in order: headers, then chunks. */
 static int send_progress(struct relay_comm *c)
 {
+	bool leg_ended = false;
 	int err = 0;
 
+	if (c->err)
+		return c->err;
+	if (!c->lcomm)
+		return origin_reroute(c);
+	if (c->resumable) {
+		err = origin_notes(c);
+		if (err || !c->lcomm)
+			return err;
+	}
+	if (c->far_closed && c->acked < c->seq) {
+		char what[128];
+
+		snprintf(what, sizeof(what), "the destination closed its end "
+			 "before message %llu arrived",
+			 (unsigned long long)c->acked + 1);
+		return comm_fail(c, -ECONNRESET, what);
+	}
 	while (!err && c->req_post < c->req_tail) {
 		struct relay_req *r = &c->reqs[c->req_post % RELAY_REQS];
 
@@ -176,17 +433,45 @@ static int send_progress(struct relay_comm *c)
 
 			if (len > c->chunk)
 				len = c->chunk;
-			err = leg_send(c, r->data + r->posted, len, r->leg_mh,
-				       r);
+			err = leg_send(c, r->data + r->posted, len,
+				       r->mh->leg_mh, r);
 			if (!err)
 				r->posted += len;
 		}
 		if (!err)
 			c->req_post++;
 	}
-	if (err && err != -EAGAIN)
-		return err;
-	return ops_test(c);
+	if (!c->lcomm || (err && err != -EAGAIN))
+		return c->err;
+	err = ops_test(c, &leg_ended);
+	if (err)
+		return route_lost(c, err, "the leg failed");
+	return 0;
+}
+
+/* After a new route came up: everything the destination does not have
+ * goes again, from the first such message on. */
+static void origin_rewind(struct relay_comm *c, uint64_t pos,
+			  uint64_t *msgs, uint64_t *bytes)
+{
+	uint64_t first = c->req_tail;
+
+	for (int i = 0; i < RELAY_REQS; i++) {
+		struct relay_req *r = &c->reqs[i];
+
+		if (!r->in_use || r->failed || r->seq <= pos)
+			continue;
+		if (r->hdr_posted) {
+			(*msgs)++;
+			*bytes += r->inline_data ? r->size : r->posted;
+		}
+		r->hdr_posted = false;
+		r->posted = 0;
+		r->outstanding = 0;
+		if (r->idx < first)
+			first = r->idx;
+	}
+	c->req_post = first;
 }
 
 static struct relay_req *req_alloc(struct relay_comm *c)
@@ -198,7 +483,7 @@ static struct relay_req *req_alloc(struct relay_comm *c)
 	memset((char *)r + sizeof(r->base) + sizeof(r->comm), 0,
 	       sizeof(*r) - sizeof(r->base) - sizeof(r->comm));
 	r->in_use = true;
-	c->req_tail++;
+	r->idx = c->req_tail++;
 	return r;
 }
 
@@ -236,11 +521,8 @@ int relay_isend(void *send_comm, void *data, size_t size, int tag,
 	r->data = data;
 	r->size = size;
 	r->tag = tag;
-	r->leg_mh = mh ? mh->leg_mh : NULL;
-	/* data inside the header is copied by the CPU at both ends: host
-	 * memory here, and a peer that said it takes it */
-	r->inline_data = !size || (c->inline_ok && size <= c->inline_max &&
-				   mh->type == MESH_PTR_HOST);
+	r->mh = mh;
+	r->seq = ++c->seq;
 	send_progress(c);
 	*request = r;
 	return 0;
@@ -248,9 +530,21 @@ int relay_isend(void *send_comm, void *data, size_t size, int tag,
 
 /* ---- receive ---- */
 
-static bool recv_filled(const struct relay_req *r)
+/* Messages 1..this arrived whole: none of theirs is in flight. */
+static uint64_t recv_whole(const struct relay_comm *c)
 {
-	return r->nfilled == r->n;
+	uint64_t whole = c->chunk_req ? c->seq - 1 : c->seq;
+
+	for (uint64_t i = c->op_head; i < c->op_tail; i++) {
+		const struct relay_op *op = &c->ops[i % RELAY_OPS];
+
+		if (op->leg_req && op->owner) {
+			if (op->mseq - 1 < whole)
+				whole = op->mseq - 1;
+			break;	/* posted in order: the oldest is first */
+		}
+	}
+	return whole;
 }
 
 /* Posts the chunk receives of the current message, straight into
@@ -262,6 +556,8 @@ static int post_chunks(struct relay_comm *c)
 	while (c->chunk_off < c->chunk_size) {
 		size_t len = c->chunk_size - c->chunk_off;
 		char *dst = r->bufs[c->chunk_buf] + c->chunk_off;
+		struct relay_mh *mh = r->mhs[c->chunk_buf];
+		void *leg_mh = mh ? mh->leg_mh : NULL;
 		int tag = RELAY_LEG_TAG, err;
 		void *req = NULL;
 
@@ -270,13 +566,14 @@ static int post_chunks(struct relay_comm *c)
 		if (ops_full(c))
 			return -EAGAIN;
 		err = c->leg.module->irecv(c->lcomm, 1, (void **)&dst, &len,
-					   &tag, &r->leg_mhs[c->chunk_buf],
-					   &req);
-		if (err)
-			return comm_fail(c, err, "the leg refused a receive");
+					   &tag, &leg_mh, &req);
+		if (err) {
+			route_lost(c, err, "the leg refused a receive");
+			return -ECONNRESET;
+		}
 		if (!req)
 			return -EAGAIN;
-		op_push(c, req, r, -1);
+		op_push(c, req, r, c->seq);
 		c->chunk_off += len;
 	}
 	r->got[c->chunk_buf] = c->chunk_size;
@@ -303,10 +600,10 @@ static int take_header(struct relay_comm *c, struct relay_req *r)
 	int i;
 
 	memcpy(&h, s, sizeof(h));
-	if (h.magic != RELAY_HDR_MAGIC || h.seq != c->seq + 1 ||
+	if (h.magic != RELAY_HDR_MAGIC || h.seq != (uint32_t)(c->seq + 1) ||
 	    (!(h.flags & (RELAY_HDR_INLINE | RELAY_HDR_END)) && !h.chunk)) {
-		snprintf(what, sizeof(what), "message %u came with a broken "
-			 "header", c->seq + 1);
+		snprintf(what, sizeof(what), "message %llu came with a broken "
+			 "header", (unsigned long long)c->seq + 1);
 		return comm_fail(c, -EPROTO, what);
 	}
 	if (h.flags & RELAY_HDR_END) {
@@ -318,18 +615,21 @@ static int take_header(struct relay_comm *c, struct relay_req *r)
 		if (!r->filled[i] && r->tags[i] == h.tag)
 			break;
 	if (i == r->n) {
-		snprintf(what, sizeof(what), "message %u has tag %d, which no "
-			 "posted buffer has", h.seq, h.tag);
+		snprintf(what, sizeof(what), "message %llu has tag %d, which "
+			 "no posted buffer has", (unsigned long long)c->seq + 1,
+			 h.tag);
 		return comm_fail(c, -EPROTO, what);
 	}
 	if (h.size > r->sizes[i]) {
-		snprintf(what, sizeof(what), "message %u of %llu bytes exceeds "
-			 "the %zu bytes posted", h.seq,
+		snprintf(what, sizeof(what), "message %llu of %llu bytes "
+			 "exceeds the %zu bytes posted",
+			 (unsigned long long)c->seq + 1,
 			 (unsigned long long)h.size, r->sizes[i]);
 		return comm_fail(c, -EMSGSIZE, what);
 	}
 	c->seq++;
 	r->filled[i] = true;
+	r->mseq[i] = c->seq;
 	if (++r->nfilled == r->n)
 		c->recv_head++;
 	if (h.flags & RELAY_HDR_INLINE) {
@@ -359,11 +659,13 @@ static int post_header_recv(struct relay_comm *c)
 		return -EAGAIN;
 	err = c->leg.module->irecv(c->lcomm, 1, (void **)&dst, &len, &tag,
 				   &c->stage_mh, &req);
-	if (err)
-		return comm_fail(c, err, "the leg refused a receive");
+	if (err) {
+		route_lost(c, err, "the leg refused a receive");
+		return -ECONNRESET;
+	}
 	if (!req)
 		return -EAGAIN;
-	op_push(c, req, NULL, (int)(c->hdr_have % RELAY_HDR_SLOTS));
+	op_push(c, req, NULL, 0);
 	c->hdr_posted = true;
 	return 0;
 }
@@ -380,11 +682,249 @@ static bool last_has_chunks(struct relay_comm *c)
 	return !(h.flags & RELAY_HDR_INLINE) && h.size;
 }
 
+/*
+ * The destination drops a broken route: what did not arrive whole goes
+ * back to the receives it was given to, to come again on the next route
+ * (into the same buffers: a message lands where it would have).
+ */
+static void dest_rewind(struct relay_comm *c)
+{
+	uint64_t whole = recv_whole(c), head = c->req_tail;
+
+	leg_detach(c);
+	c->hdr_have = c->hdr_used = 0;
+	c->chunk_req = NULL;
+	for (int i = 0; i < RELAY_REQS; i++) {
+		struct relay_req *r = &c->reqs[i];
+
+		if (!r->in_use || r->failed)
+			continue;
+		for (int k = 0; k < r->n; k++)
+			if (r->filled[k] && r->mseq[k] > whole) {
+				r->filled[k] = false;
+				r->got[k] = 0;
+				r->nfilled--;
+			}
+		if (r->nfilled < r->n && r->idx < head)
+			head = r->idx;
+	}
+	c->recv_head = head;
+	c->seq = whole;
+}
+
+static int route_lost(struct relay_comm *c, int err, const char *why)
+{
+	if (c->far_closed && c->acked == c->seq) {
+		/* the destination closed, and has everything: its route
+		 * ending is no outage (a send after it fails) */
+		leg_detach(c);
+		relay_chan_close(&c->chan);
+		return 0;
+	}
+	if (!c->resumable || c->ended || c->err || c->far_closed)
+		return comm_fail(c, err, why);
+	if (!c->out_since_ns) {
+		c->out_since_ns = relay_now_ns();
+		c->outages++;
+		atomic_fetch_add(&c->x->outages, 1);
+		snprintf(c->cause, sizeof(c->cause), "%s", why);
+		MESH_INFO("%s comm %u %s %s: the route broke (%s); %s within "
+			  "outage_ms %d (route: %s)", side(c), c->id, dir(c),
+			  c->peer, why, c->is_send ? "setting up another" :
+			  "waiting for the origin's new route",
+			  c->x->conf.outage_ms, c->route);
+	}
+	if (c->is_send)
+		leg_detach(c);
+	else
+		dest_rewind(c);
+	relay_chan_close(&c->chan);
+	c->far_up = false;
+	return 0;
+}
+
+/* The notes on the last leg's channel: the origin's END. */
+static int dest_notes(struct relay_comm *c)
+{
+	struct relay_note n;
+	const char *why;
+	char what[160];
+	int r = 1;
+
+	for (int i = 0; i < 64 && r > 0; i++) {
+		r = relay_chan_read(&c->chan, &n, &why);
+		if (r > 0 && n.type == RELAY_NOTE_END) {
+			c->end_known = true;
+			c->end_seq = n.seq;
+		} else if (r > 0) {
+			why = "it sent a note out of place";
+			r = -EPROTO;
+		}
+	}
+	if (r >= 0)
+		return 0;
+	/* without resuming, as before channels were kept: the leg failed */
+	snprintf(what, sizeof(what), c->resumable ? "the last relay's "
+		 "channel: %s" : "the leg failed", why);
+	return route_lost(c, r, what);
+}
+
+/* Drops a route that was joining (a newer one came, or it failed). */
+static void join_drop(struct relay_comm *c)
+{
+	if (c->jv && c->jstage == JOIN_ACCEPT)
+		c->jleg.module->abandon(c->jleg.mctx, relay_vctrl_ctrl(c->jv));
+	relay_vctrl_free(c->jv);
+	c->jv = NULL;
+	c->jstage = JOIN_NONE;
+}
+
+/* LAST on a new route's channel: the destination drops the route it
+ * has (the origin moved on) and says from where the resend starts. */
+static int join_last(struct relay_comm *c)
+{
+	struct mesh_ctrl *jc = relay_vctrl_ctrl(c->jv);
+	struct relay_msg ready = { .type = RELAY_MSG_READY };
+	uint8_t buf[RELAY_MSG_MAX];
+	const char *bad;
+	int n = jc->recv(jc, buf, sizeof(buf));
+
+	if (n == -EAGAIN)
+		return n;
+	bad = n < 0 ? "its channel failed" :
+		      relay_msg_decode(buf, (size_t)n, c->jlast);
+	if (!bad && (c->jlast->type != RELAY_MSG_LAST ||
+		     c->jlast->key != c->key))
+		bad = "it did not announce itself";
+	if (!bad && relay_host->leg_of_rail(relay_host, c->rail, c->jlast->leg,
+					    &c->jleg))
+		bad = "this rail has no module for its leg";
+	if (bad) {
+		MESH_WARN("recv comm %u from %s: a new route: %s", c->id,
+			  c->peer, bad);
+		return -EPROTO;
+	}
+	if (c->lcomm)
+		route_lost(c, -ECONNRESET, "the origin set up a new route");
+	/* small messages are copied out of the header by the CPU: only
+	 * where NCCL hands us host memory */
+	if (!(c->jleg.props->ptr_support & MESH_PTR_CUDA))
+		ready.flags = RELAY_FLAG_INLINE;
+	ready.pos = c->seq;
+	n = jc->send(jc, buf, relay_msg_encode(&ready, buf));
+	if (!n)
+		c->jstage = JOIN_ACCEPT;
+	return n;
+}
+
+int relay_comm_join(struct relay_comm *c)
+{
+	struct mesh_stream_new s0;
+	void *lcomm = NULL;
+	int err;
+
+	err = relay_inbox_pump(&c->inbox);
+	if (err)
+		return comm_fail(c, err, "its rejoin failed");
+	if (relay_inbox_next(&c->inbox, &s0)) {
+		join_drop(c);
+		c->jv = relay_inbox_join(&c->inbox, &s0);
+		c->jstage = c->jv ? JOIN_LAST : JOIN_NONE;
+	}
+	if (c->jstage == JOIN_LAST) {
+		err = join_last(c);
+		if (err && err != -EAGAIN)
+			join_drop(c);
+	}
+	if (c->jstage != JOIN_ACCEPT)
+		return -EAGAIN;
+	err = c->jleg.module->accept(c->jleg.mctx, c->jleg.dev,
+				     relay_vctrl_ctrl(c->jv), &lcomm);
+	if (err && err != -EAGAIN) {
+		MESH_WARN("recv comm %u from %s: a new route: %s did not "
+			  "accept its leg (%s)", c->id, c->peer,
+			  c->jleg.module->name, strerror(-err));
+		join_drop(c);
+	}
+	if (!lcomm)
+		return -EAGAIN;
+	c->chan.v = c->jv;
+	c->jv = NULL;
+	c->jstage = JOIN_NONE;
+	c->inbox.cur = NULL;	/* its streams are all in */
+	c->inline_ok = !(c->jleg.props->ptr_support & MESH_PTR_CUDA);
+	snprintf(c->route, sizeof(c->route), "%.*s",
+		 (int)sizeof(c->route) - 1, c->jlast->text);
+	err = leg_attach(c, &c->jleg, lcomm);
+	if (!err)
+		err = relay_chan_note(&c->chan, RELAY_NOTE_UP, c->seq);
+	if (err) {
+		leg_detach(c);
+		relay_chan_close(&c->chan);
+		return -EAGAIN;
+	}
+	c->acked = c->seq;
+	if (c->out_since_ns) {
+		atomic_fetch_add(&c->x->resumed, 1);
+		MESH_INFO("recv comm %u from %s: resumed after %lld ms (%s), "
+			  "from message %llu: %s", c->id, c->peer,
+			  ms_since(c->out_since_ns), c->cause,
+			  (unsigned long long)c->seq + 1, c->route);
+		c->out_since_ns = 0;
+	}
+	return 0;
+}
+
+/* While the route is out: a new one joining, or past the budget the
+ * comm's failure. */
+static int dest_out(struct relay_comm *c)
+{
+	long long ms;
+
+	if (!relay_comm_join(c))
+		return 0;
+	ms = ms_since(c->out_since_ns);
+	if (!c->err && ms > c->x->conf.outage_ms) {
+		char what[512];
+
+		snprintf(what, sizeof(what), "no route for the connection: "
+			 "out for %lld ms, past outage_ms %d, since %s; the "
+			 "origin set up none", ms, c->x->conf.outage_ms,
+			 c->cause);
+		return comm_fail(c, -ETIMEDOUT, what);
+	}
+	return c->err;
+}
+
 static int recv_progress(struct relay_comm *c)
 {
 	struct relay_req *r;
-	int err = ops_test(c);
+	bool leg_ended = false;
+	int64_t now;
+	int err;
 
+	if (c->err)
+		return c->err;
+	if (!c->lcomm)
+		return dest_out(c);
+	if (c->resumable) {
+		/* a new route may come before this end sees the old one
+		 * break: looked for now and then */
+		now = relay_now_ns();
+		if (now >= c->next_pump_ns) {
+			c->next_pump_ns = now + RELAY_PUMP_NS;
+			relay_comm_join(c);
+			if (!c->lcomm)
+				return c->err;
+		}
+	}
+	err = dest_notes(c);
+	if (!err && c->lcomm)
+		err = ops_test(c, &leg_ended);
+	else if (!err)
+		return c->err;
+	if (err)
+		return route_lost(c, err, "the leg failed");
 	while (!err) {
 		if (c->chunk_req) {
 			err = post_chunks(c);
@@ -395,8 +935,24 @@ static int recv_progress(struct relay_comm *c)
 			break;
 		err = take_header(c, r);
 	}
-	if (err && err != -EAGAIN)
-		return err;
+	if (!c->lcomm || (err && err != -EAGAIN))
+		return c->err;
+	if (c->resumable && recv_whole(c) > c->acked &&
+	    !relay_chan_note(&c->chan, RELAY_NOTE_ACK, recv_whole(c)))
+		c->acked = recv_whole(c);
+	if (c->end_known && (uint32_t)c->seq == (uint32_t)c->end_seq &&
+	    c->hdr_used == c->hdr_have)
+		c->ended = true;
+	if (leg_ended && !c->ended) {
+		/* the last relay's end note may still be on its way */
+		dest_notes(c);
+		if (c->end_known && (uint32_t)c->seq == (uint32_t)c->end_seq)
+			c->ended = true;
+		else if (c->resumable)
+			return route_lost(c, -ECONNRESET, "the leg ended");
+		else
+			c->ended = true;
+	}
 	if (c->ended) {
 		/* an orderly close with nothing owed is no error; a
 		 * receive it leaves open is */
@@ -405,7 +961,8 @@ static int recv_progress(struct relay_comm *c)
 
 			snprintf(what, sizeof(what), "the connection ended "
 				 "(the peer or a relay on the route closed or "
-				 "failed) before message %u came", c->seq + 1);
+				 "failed) before message %llu came",
+				 (unsigned long long)c->seq + 1);
 			return comm_fail(c, -ECONNRESET, what);
 		}
 		return 0;
@@ -416,11 +973,9 @@ static int recv_progress(struct relay_comm *c)
 	 * message the peer never sent (and the leg would log it so). */
 	if (!c->hdr_posted && !c->chunk_req && !last_has_chunks(c) &&
 	    oldest_open(c) && c->hdr_have - c->hdr_used < RELAY_HDR_SLOTS) {
-		err = post_header_recv(c);
-		if (err && err != -EAGAIN)
-			return err;
+		post_header_recv(c);
 	}
-	return 0;
+	return c->err;
 }
 
 int relay_irecv(void *recv_comm, int n, void **data, size_t *sizes,
@@ -444,12 +999,10 @@ int relay_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		return 0;
 	r->n = n;
 	for (int i = 0; i < n; i++) {
-		struct relay_mh *mh = mhandles ? mhandles[i] : NULL;
-
 		r->bufs[i] = data[i];
 		r->sizes[i] = sizes[i];
 		r->tags[i] = tags[i];
-		r->leg_mhs[i] = mh ? mh->leg_mh : NULL;
+		r->mhs[i] = mhandles ? mhandles[i] : NULL;
 	}
 	recv_progress(c);
 	*request = r;
@@ -460,7 +1013,8 @@ static int relay_test(void *request, int *done, int *sizes)
 {
 	struct relay_req *r = request;
 	struct relay_comm *c = r->comm;
-	bool finished;
+	bool finished = false;
+	uint64_t whole;
 
 	*done = 0;
 	if (!r->failed && !c->err)
@@ -469,12 +1023,19 @@ static int relay_test(void *request, int *done, int *sizes)
 		r->in_use = false;
 		return c->err ? c->err : -ECONNRESET;
 	}
-	if (c->is_send)
+	if (c->is_send) {
 		finished = r->hdr_posted && r->outstanding == 0 &&
-			   (r->inline_data || r->posted == r->size);
-	else
-		finished = recv_filled(r) && r->outstanding == 0 &&
-			   c->chunk_req != r;
+			   (r->inline_data || r->posted == r->size) &&
+			   (!c->resumable || c->acked >= r->seq);
+	} else if (r->nfilled == r->n && r->outstanding == 0 &&
+		   c->chunk_req != r) {
+		/* whole, and nothing before it owed: a route that breaks
+		 * never takes back what NCCL was given */
+		whole = recv_whole(c);
+		finished = true;
+		for (int i = 0; i < r->n; i++)
+			finished &= r->mseq[i] <= whole;
+	}
 	if (!finished)
 		return 0;
 	*done = 1;
@@ -490,23 +1051,38 @@ static int relay_test(void *request, int *done, int *sizes)
 
 /* ---- memory, flush, close ---- */
 
-/* Registers with the leg's module (a dma-buf when fd >= 0) and keeps the
- * memory type: only host memory goes inline. */
+/* Registers with the leg's module (a dma-buf when fd >= 0) and keeps
+ * what a new route's leg needs to register it again. */
 int relay_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 			uint64_t offset, int fd, void **mhandle)
 {
 	struct relay_comm *c = comm;
-	const struct mesh_module *m = c->leg.module;
 	struct relay_mh *mh = calloc(1, sizeof(*mh));
-	int err;
+	int err = 0;
 
 	if (!mh)
 		return -ENOMEM;
-	mh->type = type;
-	err = fd < 0 ? m->reg_mr(c->lcomm, data, size, type, &mh->leg_mh) :
-		       m->reg_mr_dmabuf(c->lcomm, data, size, type, offset, fd,
-					&mh->leg_mh);
+	*mh = (struct relay_mh){ .type = type, .data = data, .size = size,
+				 .offset = offset, .fd = -1 };
+	if (fd >= 0) {
+		mh->fd = dup(fd);	/* NCCL may close its own */
+		if (mh->fd < 0) {
+			err = -errno;
+			free(mh);
+			return err;
+		}
+	}
+	pthread_mutex_lock(&c->reg_lock);
+	if (c->lcomm)
+		err = mh_reg(c, mh);
+	if (!err) {
+		mh->next = c->mhs;
+		c->mhs = mh;
+	}
+	pthread_mutex_unlock(&c->reg_lock);
 	if (err) {
+		if (mh->fd >= 0)
+			close(mh->fd);
 		free(mh);
 		return err;
 	}
@@ -523,12 +1099,21 @@ int relay_reg_mr(void *comm, void *data, size_t size, int type,
 int relay_dereg_mr(void *comm, void *mhandle)
 {
 	struct relay_comm *c = comm;
-	struct relay_mh *mh = mhandle;
-	int err;
+	struct relay_mh *mh = mhandle, **pp;
+	int err = 0;
 
 	if (!mh)
 		return 0;
-	err = c->leg.module->dereg_mr(c->lcomm, mh->leg_mh);
+	pthread_mutex_lock(&c->reg_lock);
+	for (pp = &c->mhs; *pp && *pp != mh; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = mh->next;
+	if (mh->leg_mh && c->lcomm)
+		err = c->leg.module->dereg_mr(c->lcomm, mh->leg_mh);
+	pthread_mutex_unlock(&c->reg_lock);
+	if (mh->fd >= 0)
+		close(mh->fd);
 	free(mh);
 	return err;
 }
@@ -542,6 +1127,10 @@ int relay_iflush(void *recv_comm, int n, void **data, int *sizes,
 	*request = NULL;
 	if (n < 1 || n > RELAY_RECVS_MAX)
 		return -EINVAL;
+	/* data that arrived over a leg since dropped was flushed by its
+	 * module when it completed: nothing is left to flush */
+	if (!c->lcomm)
+		return 0;
 	for (int i = 0; i < n; i++)
 		leg_mhs[i] = mhandles && mhandles[i] ?
 			((struct relay_mh *)mhandles[i])->leg_mh : NULL;
@@ -553,49 +1142,94 @@ int relay_iflush(void *recv_comm, int n, void **data, int *sizes,
 /*
  * Tells the far end the connection ends here, behind everything sent:
  * relays then close their legs as orderly, and a receive still open at
- * the end fails there with that reason.  Waits a little for the leg to
- * take it; a close never blocks for long.
+ * the end fails there with that reason.  The first relay hears it on
+ * the channel too, so that the channel's end is no break.  Waits a
+ * little for the leg to take it; a close never blocks for long.
  */
 static void send_end(struct relay_comm *c)
 {
 	char *s = slot(c, RELAY_REQS, RELAY_REQS + 1);
-	struct relay_hdr h = { .magic = RELAY_HDR_MAGIC, .seq = c->seq + 1,
+	struct relay_hdr h = { .magic = RELAY_HDR_MAGIC,
+			       .seq = (uint32_t)(c->seq + 1),
 			       .flags = RELAY_HDR_END };
 	int64_t until = relay_now_ns() + RELAY_END_WAIT_NS;
+	bool leg_ended = false;
 	void *req = NULL;
 	int done = 0, size;
 
+	if (!c->lcomm || c->err)
+		return;
 	memcpy(s, &h, sizeof(h));
-	while (!c->err && !req && relay_now_ns() < until) {
+	while (!req && relay_now_ns() < until) {
 		if (c->leg.module->isend(c->lcomm, s, sizeof(h), RELAY_LEG_TAG,
 					 c->stage_mh, &req))
 			return;
-		if (!req)
-			ops_test(c);
+		if (!req && ops_test(c, &leg_ended))
+			return;
 	}
 	while (req && !done && relay_now_ns() < until)
 		if (((struct mesh_request *)req)->test(req, &done, &size))
 			return;
+	if (c->far_up && !relay_chan_note(&c->chan, RELAY_NOTE_END, c->seq))
+		while (relay_chan_flush(&c->chan) == -EAGAIN &&
+		       relay_now_ns() < until)
+			;
+}
+
+void relay_comm_free(struct relay_comm *c)
+{
+	struct relay_mh *mh, *next;
+
+	if (c->rh) {
+		relay_hop_free(c->rh);
+		free(c->rh);
+	}
+	join_drop(c);
+	free(c->jlast);
+	leg_detach(c);
+	relay_chan_close(&c->chan);
+	relay_inbox_drop(&c->inbox);
+	if (c->inbox.rj)
+		relay_host->rejoin_close(relay_host, c->inbox.rj);
+	/* NCCL deregisters before it closes; what it left goes with us */
+	for (mh = c->mhs; mh; mh = next) {
+		next = mh->next;
+		if (mh->fd >= 0)
+			close(mh->fd);
+		free(mh);
+	}
+	pthread_mutex_destroy(&c->reg_lock);
+	free(c->stage);
+	free(c);
+}
+
+/* The destination says it closed: its route ending is no break, and the
+ * origin learns that what it sends from now on arrives nowhere. */
+static void send_bye(struct relay_comm *c)
+{
+	int64_t until = relay_now_ns() + RELAY_END_WAIT_NS;
+
+	if (!c->lcomm || c->err ||
+	    relay_chan_note(&c->chan, RELAY_NOTE_BYE, c->seq))
+		return;
+	while (relay_chan_flush(&c->chan) == -EAGAIN && relay_now_ns() < until)
+		;
 }
 
 static int comm_close(struct relay_comm *c)
 {
-	int err;
-
 	if (!c)
 		return 0;
 	if (c->is_send)
 		send_end(c);
-	MESH_INFO("%s comm %u %s %s closed after %llu bytes (route: %s)",
-		  c->is_send ? "send" : "recv", c->id,
-		  c->is_send ? "to" : "from", c->peer,
-		  (unsigned long long)c->bytes, c->route);
-	c->leg.module->dereg_mr(c->lcomm, c->stage_mh);
-	err = (c->is_send ? c->leg.module->close_send :
-			    c->leg.module->close_recv)(c->lcomm);
-	free(c->stage);
-	free(c);
-	return err;
+	else
+		send_bye(c);
+	MESH_INFO("%s comm %u %s %s closed after %llu bytes%s (route: %s)",
+		  side(c), c->id, dir(c), c->peer,
+		  (unsigned long long)c->bytes, c->outages ?
+		  ", with outages" : "", c->route);
+	relay_comm_free(c);
+	return 0;
 }
 
 int relay_close_send(void *send_comm)
@@ -618,5 +1252,57 @@ int relay_describe(void *comm, struct mesh_conn_info *info)
 	if (c->is_send && !strncmp(route, "via ", 4))
 		info->nhops = relay_route_hops(route + 4, info->hops,
 					       MESH_CONN_HOPS_MAX);
-	return c->leg.module->describe(c->lcomm, info);
+	return c->lcomm ? c->leg.module->describe(c->lcomm, info) : 0;
+}
+
+/* ---- the ends' constructors ---- */
+
+struct relay_comm *relay_comm_send(struct relay_ctx *x, struct relay_hop *h,
+				   const char *peer, const char *route,
+				   const void *handle)
+{
+	struct relay_comm *c = comm_new(x, true, peer, route);
+
+	if (!c)
+		return NULL;
+	c->resumable = h->req.flags & RELAY_FLAG_RESUMABLE;
+	c->key = h->req.key;
+	memcpy(c->handle, handle, RELAY_HANDLE_BYTES);
+	c->inline_ok = h->flags & RELAY_FLAG_INLINE;
+	if (leg_attach(c, &h->leg, h->comm)) {
+		c->lcomm = NULL;	/* the caller closes the leg */
+		relay_comm_free(c);
+		return NULL;
+	}
+	relay_hop_take(h, &c->chan);
+	return c;
+}
+
+int relay_comm_recv(struct relay_ctx *x, struct mesh_ctrl *ctrl, int rail,
+		    const struct relay_msg *last, struct relay_comm **out)
+{
+	struct relay_comm *c = comm_new(x, false, last->origin, last->text);
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	c->jlast = malloc(sizeof(*c->jlast));
+	if (!c->jlast) {
+		relay_comm_free(c);
+		return -ENOMEM;
+	}
+	c->rail = rail;
+	c->resumable = last->flags & RELAY_FLAG_RESUMABLE;
+	c->key = last->key;
+	c->inbox.peer = c->peer;
+	err = relay_host->rejoin_listen(relay_host, ctrl, last->key,
+					&c->inbox.rj);
+	if (err) {
+		MESH_WARN("accept from %s: cannot keep the connection for its "
+			  "leg (%s)", ctrl->peer, strerror(-err));
+		relay_comm_free(c);
+		return err;
+	}
+	*out = c;
+	return 0;
 }

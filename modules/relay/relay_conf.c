@@ -240,6 +240,7 @@ int relay_conf_read(const struct mesh_host *host, struct relay_conf *c,
 	c->chunks = (int)host->param_int(host, "chunks");
 	c->inline_max = (size_t)host->param_int(host, "inline_max");
 	c->timeout_ms = (int)host->param_int(host, "timeout_ms");
+	c->outage_ms = (int)host->param_int(host, "outage_ms");
 	if (c->inline_max + 64 > c->chunk)
 		bad(report, host, "inline_max", "must leave room for a header "
 		    "in chunk_size (%zu)", c->chunk);
@@ -273,14 +274,26 @@ static bool inside(const struct mesh_addr *prefix, const struct mesh_addr *a)
 	return prefix->family == a->family && util_addr_same_subnet(prefix, a);
 }
 
+int relay_conf_routes(const struct relay_conf *c, const struct mesh_addr *a,
+		      int n, const struct relay_route **out, int max)
+{
+	int got = 0;
+
+	for (int r = 0; r < c->nroutes && got < max; r++)
+		for (int i = 0; i < n; i++)
+			if (inside(&c->routes[r].prefix, &a[i])) {
+				out[got++] = &c->routes[r];
+				break;
+			}
+	return got;
+}
+
 const struct relay_route *relay_conf_route(const struct relay_conf *c,
 					   const struct mesh_addr *a, int n)
 {
-	for (int r = 0; r < c->nroutes; r++)
-		for (int i = 0; i < n; i++)
-			if (inside(&c->routes[r].prefix, &a[i]))
-				return &c->routes[r];
-	return NULL;
+	const struct relay_route *r = NULL;
+
+	return relay_conf_routes(c, a, n, &r, 1) ? r : NULL;
 }
 
 const struct mesh_addr *relay_conf_outsider(const struct relay_conf *c,

@@ -4,12 +4,21 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "netaddr.h"
 
-enum { HOP_PICK, HOP_DIAL, HOP_WAIT, HOP_CONNECT, HOP_FLUSH, HOP_DONE };
+enum {
+	HOP_PICK, HOP_DIAL, HOP_WAIT, HOP_REJOIN, HOP_CONNECT, HOP_FLUSH,
+	HOP_DONE
+};
+
+/* A relay whose port does not answer within this long is passed over
+ * when another could carry the route (the last one gets the timeout):
+ * a relay that is down must not cost the next one its chance. */
+#define RELAY_DIAL_SKIP_MS 2000
 
 int64_t relay_now_ns(void)
 {
@@ -19,6 +28,66 @@ int64_t relay_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* ---- kept channels ---- */
+
+struct mesh_ctrl *relay_chan_ctrl(const struct relay_chan *ch)
+{
+	return ch->v ? relay_vctrl_ctrl(ch->v) : ch->ctrl;
+}
+
+int relay_chan_flush(const struct relay_chan *ch)
+{
+	if (ch->v)
+		return relay_vctrl_flush(ch->v);
+	return ch->ctrl ? relay_host->ctrl_flush(relay_host, ch->ctrl) : 0;
+}
+
+void relay_chan_close(struct relay_chan *ch)
+{
+	if (ch->v)
+		relay_vctrl_free(ch->v);
+	if (ch->ctrl)
+		relay_host->ctrl_close(relay_host, ch->ctrl);
+	ch->v = NULL;
+	ch->ctrl = NULL;
+}
+
+int relay_chan_note(const struct relay_chan *ch, enum relay_note_type type,
+		    uint64_t seq)
+{
+	struct mesh_ctrl *c = relay_chan_ctrl(ch);
+	struct relay_note n = { .type = type, .seq = seq };
+	uint8_t buf[RELAY_NOTE_SIZE];
+
+	if (!c)
+		return -ENOTCONN;
+	return c->send(c, buf, relay_note_encode(&n, buf));
+}
+
+int relay_chan_read(const struct relay_chan *ch, struct relay_note *n,
+		    const char **why)
+{
+	struct mesh_ctrl *c = relay_chan_ctrl(ch);
+	uint8_t buf[RELAY_MSG_MAX];
+	int len;
+
+	*why = "the channel is closed";
+	if (!c)
+		return -ENOTCONN;
+	len = c->recv(c, buf, sizeof(buf));
+	if (len == -EAGAIN)
+		return 0;
+	if (len < 0) {
+		*why = len == -ECONNRESET ? "the channel ended" :
+					    "the channel failed";
+		return len;
+	}
+	*why = relay_note_decode(buf, (size_t)len, n);
+	return *why ? -EPROTO : 1;
+}
+
+/* ---- candidates ---- */
+
 static bool visited(const struct relay_msg *m, const char *name)
 {
 	for (int i = 0; i < m->nvisited; i++)
@@ -27,8 +96,20 @@ static bool visited(const struct relay_msg *m, const char *name)
 	return false;
 }
 
+/* The first relay of alternative a that the request has not passed. */
+static int alt_first(const struct relay_hop *h, int a)
+{
+	const struct relay_route *r = h->alt[a];
+
+	for (int v = 0; v < r->nvia; v++)
+		if (!visited(&h->req, r->via[v]))
+			return v;
+	return -1;
+}
+
 void relay_hop_init(struct relay_hop *h, struct relay_ctx *x,
-		    const struct relay_msg *req)
+		    const struct relay_msg *req,
+		    const struct relay_route *const *alts, int nalt)
 {
 	const struct relay_conf *c = &x->conf;
 
@@ -41,8 +122,26 @@ void relay_hop_init(struct relay_hop *h, struct relay_ctx *x,
 		const struct relay_peer *p = relay_conf_peer(c, req->path[0]);
 
 		h->direct_tried = true;
-		if (p)
+		if (p) {
+			h->cand_alt[h->ncand] = -1;
 			h->cand[h->ncand++] = (int)(p - c->peers);
+		}
+		return;
+	}
+	for (int a = 0; a < nalt && h->nalt < RELAY_ALTS_MAX; a++)
+		h->alt[h->nalt++] = alts[a];
+	for (int a = 0; a < h->nalt && h->ncand < 64; a++) {
+		int v = alt_first(h, a);
+		const struct relay_peer *p = v < 0 ? NULL :
+			relay_conf_peer(c, h->alt[a]->via[v]);
+
+		if (p) {
+			h->cand_alt[h->ncand] = a;
+			h->cand[h->ncand++] = (int)(p - c->peers);
+		}
+	}
+	if (h->ncand) {
+		h->direct_tried = true;	/* explicit routes: no shortcut */
 		return;
 	}
 	/* every other relay: those this host reaches first, starting at a
@@ -67,11 +166,48 @@ void relay_hop_init(struct relay_hop *h, struct relay_ctx *x,
 			reach[nreach++] = i;
 	}
 	start = atomic_fetch_add(&x->next_pick, 1);
-	for (int k = 0; k < nreach; k++)
+	for (int k = 0; k < nreach; k++) {
+		h->cand_alt[h->ncand] = -1;
 		h->cand[h->ncand++] = reach[(start + (unsigned)k) %
 					    (unsigned)nreach];
-	for (int k = 0; k < nfar; k++)
+	}
+	for (int k = 0; k < nfar; k++) {
+		h->cand_alt[h->ncand] = -1;
 		h->cand[h->ncand++] = far[k];
+	}
+}
+
+struct relay_hop *relay_hop_origin(struct relay_ctx *x, const void *handle,
+				   uint64_t key, uint32_t attempt,
+				   uint32_t flags)
+{
+	struct relay_hop *h = malloc(sizeof(*h));
+	struct relay_msg *m = calloc(1, sizeof(*m));
+	const struct relay_route *alts[RELAY_ALTS_MAX];
+	struct mesh_addr a[16];
+	int n = relay_host->handle_addrs(relay_host, handle, a, 16);
+	int nalt = n > 0 ? relay_conf_routes(&x->conf, a, n, alts,
+					     RELAY_ALTS_MAX) : 0;
+
+	if (!h || !m) {
+		free(h);
+		free(m);
+		return NULL;
+	}
+	m->type = RELAY_MSG_REQ;
+	m->hops_left = x->conf.max_hops;
+	m->flags = flags;
+	m->key = key;
+	m->attempt = attempt;
+	memcpy(m->handle, handle, RELAY_HANDLE_BYTES);
+	snprintf(m->origin, sizeof(m->origin), "%s", x->conf.name);
+	snprintf(m->text, sizeof(m->text), "%s", x->conf.name);
+	snprintf(m->visited[m->nvisited++], RELAY_NAME_MAX, "%s",
+		 x->conf.name);
+	relay_hop_init(h, x, m, alts, nalt);
+	h->direct_tried = true;
+	free(m);
+	return h;
 }
 
 __attribute__((format(printf, 2, 3)))
@@ -91,14 +227,32 @@ static void note(struct relay_hop *h, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The channel the leg's module runs on: the rejoin's to a destination,
+ * else the core's. */
+static struct mesh_ctrl *leg_ctrl(struct relay_hop *h)
+{
+	return h->v ? relay_vctrl_ctrl(h->v) : h->ctrl;
+}
+
 static void drop_ctrl(struct relay_hop *h)
 {
-	if (h->ctrl) {
-		if (!h->comm)
-			h->leg.module->abandon(h->leg.mctx, h->ctrl);
+	struct mesh_ctrl *lc = leg_ctrl(h);
+
+	if (lc && !h->comm)
+		h->leg.module->abandon(h->leg.mctx, lc);
+	relay_vctrl_free(h->v);
+	h->v = NULL;
+	if (h->rj)
+		relay_host->rejoin_close(relay_host, h->rj);
+	h->rj = NULL;
+	if (h->ctrl)
 		relay_host->ctrl_close(relay_host, h->ctrl);
-		h->ctrl = NULL;
-	}
+	h->ctrl = NULL;
+}
+
+static bool resuming(const struct relay_hop *h)
+{
+	return h->req.flags & RELAY_FLAG_RESUME;
 }
 
 /* Next target: the destination itself when a module here reaches it,
@@ -116,8 +270,20 @@ static int pick(struct relay_hop *h)
 		if (!err) {
 			h->direct = true;
 			h->peer = NULL;
-			err = relay_host->dial(relay_host, NULL, 0,
-					       h->req.handle, &h->ctrl);
+			h->dial_deadline_ns = relay_now_ns() +
+					      RELAY_DIAL_SKIP_MS * 1000000ll;
+			/* a route that replaces a broken one finds the
+			 * destination through its rejoin: its NCCL listen
+			 * may be closed by now */
+			if (resuming(h)) {
+				err = relay_host->rejoin_to(relay_host, NULL,
+					h->req.handle, h->req.key, &h->rj);
+				if (!err)
+					h->stage = HOP_REJOIN;
+			} else {
+				err = relay_host->dial(relay_host, NULL, 0,
+						       h->req.handle, &h->ctrl);
+			}
 			if (err == -EPERM)
 				note(h, "the destination: its handle names no "
 				     "port where an nccl-mesh listener can be "
@@ -131,8 +297,9 @@ static int pick(struct relay_hop *h)
 	}
 	h->direct = false;
 	while (h->cur < h->ncand) {
-		const struct relay_peer *p = &c->peers[h->cand[h->cur++]];
+		const struct relay_peer *p = &c->peers[h->cand[h->cur]];
 
+		h->cur_alt = h->cand_alt[h->cur++];
 		if (h->req.hops_left < 1) {
 			note(h, "%s: hop limit reached", p->name);
 			continue;
@@ -146,6 +313,8 @@ static int pick(struct relay_hop *h)
 			continue;
 		}
 		h->peer = p;
+		h->dial_deadline_ns = relay_now_ns() +
+				      RELAY_DIAL_SKIP_MS * 1000000ll;
 		return relay_host->dial(relay_host, p->addrs, p->naddrs, NULL,
 					&h->ctrl);
 	}
@@ -157,10 +326,35 @@ static const char *target(const struct relay_hop *h)
 	return h->peer ? h->peer->name : "the destination";
 }
 
+/* The path after the relay dialed: the request's, or the rest of the
+ * alternative route it was picked from (less the relays passed). */
+static void next_path(const struct relay_hop *h, struct relay_msg *m)
+{
+	const struct relay_route *r;
+	int v;
+
+	if (h->cur_alt < 0) {
+		/* the next relay is the path's head: the rest stays */
+		if (m->npath) {
+			memmove(m->path[0], m->path[1],
+				sizeof(m->path[0]) * (size_t)(m->npath - 1));
+			m->npath--;
+		}
+		return;
+	}
+	r = h->alt[h->cur_alt];
+	m->npath = 0;
+	for (v = alt_first(h, h->cur_alt) + 1; v < r->nvia; v++)
+		if (!visited(m, r->via[v]) && m->npath < RELAY_HOPS_MAX)
+			snprintf(m->path[m->npath++], RELAY_NAME_MAX, "%s",
+				 r->via[v]);
+}
+
 /* What goes to the target once the channel is up. */
 static int send_first(struct relay_hop *h)
 {
 	struct relay_msg m = h->req;
+	struct mesh_ctrl *c = leg_ctrl(h);
 	uint8_t buf[RELAY_MSG_MAX];
 
 	snprintf(m.leg, sizeof(m.leg), "%s", h->leg.module->name);
@@ -173,14 +367,17 @@ static int send_first(struct relay_hop *h)
 	} else {
 		m.type = RELAY_MSG_REQ;
 		m.hops_left--;
-		/* the next relay is the path's head: the rest stays */
-		if (m.npath) {
-			memmove(m.path[0], m.path[1],
-				sizeof(m.path[0]) * (size_t)(m.npath - 1));
-			m.npath--;
-		}
+		next_path(h, &m);
 	}
-	return h->ctrl->send(h->ctrl, buf, relay_msg_encode(&m, buf));
+	return c->send(c, buf, relay_msg_encode(&m, buf));
+}
+
+/* The destination itself said no: remembered over the other targets,
+ * since no relay can do better. */
+static void verdict(struct relay_hop *h, int status)
+{
+	if (status == ESRCH || (status == ECONNREFUSED && !h->verdict))
+		h->verdict = status;
 }
 
 /* READY from the destination, RESP from a relay. */
@@ -188,9 +385,10 @@ static int take_answer(struct relay_hop *h)
 {
 	uint8_t buf[RELAY_MSG_MAX];
 	char addr[UTIL_ADDR_STRLEN];
+	struct mesh_ctrl *c = leg_ctrl(h);
 	struct relay_msg m;
 	const char *bad;
-	int n = h->ctrl->recv(h->ctrl, buf, sizeof(buf));
+	int n = c->recv(c, buf, sizeof(buf));
 
 	if (n == -EAGAIN)
 		return -EAGAIN;
@@ -208,10 +406,12 @@ static int take_answer(struct relay_hop *h)
 	}
 	if (m.status) {
 		note(h, "%s: refused: %s", target(h), m.text);
+		verdict(h, m.status);
 		return -m.status;
 	}
 	h->flags = m.flags;
-	util_addr_str(h->ctrl->remote, addr, sizeof(addr));
+	h->pos = m.pos;
+	util_addr_str(c->remote, addr, sizeof(addr));
 	if (h->direct)
 		snprintf(h->route, sizeof(h->route), "destination (%s %s)",
 			 h->leg.module->name, addr);
@@ -220,6 +420,54 @@ static int take_answer(struct relay_hop *h)
 			 h->peer->name, h->leg.module->name, addr,
 			 (int)(sizeof(h->route) / 2), m.text);
 	return 0;
+}
+
+/* Stream 0 of this route through the destination's rejoin: the channel
+ * its leg is set up on.  A refusal or "no such connection" is the
+ * destination's own answer; anything else is the network's, tried again
+ * until the hop's deadline. */
+static int rejoin_step(struct relay_hop *h)
+{
+	struct mesh_stream_new s;
+	struct mesh_addr peers[RELAY_ADDRS_MAX];
+	int err, n;
+
+	if (!h->rj) {
+		err = relay_host->rejoin_to(relay_host, h->ctrl, NULL,
+					    h->req.key, &h->rj);
+		if (err) {
+			note(h, "the destination: cannot rejoin (%s)",
+			     strerror(-err));
+			return err;
+		}
+	}
+	err = relay_host->rejoin_dial(relay_host, h->rj,
+				      relay_stream_index((int)h->req.attempt,
+							 0), &s);
+	if (err == -ESRCH || err == -ECONNREFUSED) {
+		note(h, "the destination: %s", err == -ESRCH ?
+		     "has no such connection (it closed or failed it)" :
+		     "refused (nothing listens there: its process is gone?)");
+		verdict(h, -err);
+		return err;
+	}
+	if (err == -EACCES) {
+		note(h, "the destination: refused the key");
+		return err;
+	}
+	if (err)
+		return -EAGAIN;	/* the network's: another attempt */
+	n = relay_host->handle_addrs(relay_host, h->req.handle, peers,
+				     RELAY_ADDRS_MAX);
+	h->v = relay_vctrl_new(h->rj, true, (int)h->req.attempt, &s,
+			       "the destination", peers, n > 0 ? n : 0);
+	if (!h->v)
+		return -ENOMEM;
+	h->rj = NULL;		/* the channel's now */
+	err = send_first(h);
+	if (!err)
+		h->stage = HOP_WAIT;
+	return err;
 }
 
 /* One stage; -EAGAIN to come back, 0 when the stage moved on. */
@@ -231,7 +479,7 @@ static int stage_step(struct relay_hop *h)
 	switch (h->stage) {
 	case HOP_PICK:
 		err = pick(h);
-		if (!err)
+		if (!err && h->stage == HOP_PICK)
 			h->stage = HOP_DIAL;
 		return err;
 	case HOP_DIAL:
@@ -250,11 +498,16 @@ static int stage_step(struct relay_hop *h)
 	case HOP_WAIT:
 		err = take_answer(h);
 		if (!err)
-			h->stage = HOP_CONNECT;
+			/* the destination keeps the key now: its leg comes
+			 * through the rejoin */
+			h->stage = h->direct && !h->v ? HOP_REJOIN :
+							 HOP_CONNECT;
 		return err;
+	case HOP_REJOIN:
+		return rejoin_step(h);
 	case HOP_CONNECT:
-		err = h->leg.module->connect(h->leg.mctx, h->leg.dev, h->ctrl,
-					     &h->comm);
+		err = h->leg.module->connect(h->leg.mctx, h->leg.dev,
+					     leg_ctrl(h), &h->comm);
 		if (err && err != -EAGAIN)
 			note(h, "%s: %s could not set up the leg (%s)",
 			     target(h), h->leg.module->name, strerror(-err));
@@ -262,7 +515,8 @@ static int stage_step(struct relay_hop *h)
 			h->stage = HOP_FLUSH;
 		return err ? err : (h->comm ? 0 : -EAGAIN);
 	case HOP_FLUSH:
-		err = relay_host->ctrl_flush(relay_host, h->ctrl);
+		err = h->v ? relay_vctrl_flush(h->v) :
+			     relay_host->ctrl_flush(relay_host, h->ctrl);
 		if (!err)
 			h->stage = HOP_DONE;
 		return err;
@@ -275,15 +529,27 @@ int relay_hop_step(struct relay_hop *h)
 	int err = 0;
 
 	while (h->stage != HOP_DONE) {
+		bool picking = h->stage == HOP_PICK;
+
 		err = stage_step(h);
-		if (err == -EAGAIN && relay_now_ns() > h->deadline_ns) {
+		if (err == -EAGAIN) {
+			int64_t now = relay_now_ns();
+			bool skip = h->stage == HOP_DIAL &&
+				    h->cur < h->ncand &&
+				    now > h->dial_deadline_ns;
 			char a[UTIL_ADDR_STRLEN] = "";
 
-			if (h->peer)
-				util_addr_str(&h->peer->addrs[0], a, sizeof(a));
-			note(h, "%s%s%s: no answer within %d ms", target(h),
-			     a[0] ? " at " : "", a, h->x->conf.timeout_ms);
-			err = -ETIMEDOUT;
+			if (now > h->deadline_ns || skip) {
+				if (h->peer)
+					util_addr_str(&h->peer->addrs[0], a,
+						      sizeof(a));
+				note(h, "%s%s%s: no answer within %d ms",
+				     target(h), a[0] ? " at " : "", a,
+				     now > h->deadline_ns ?
+				     h->x->conf.timeout_ms : RELAY_DIAL_SKIP_MS);
+				err = now > h->deadline_ns ? -ETIMEDOUT :
+							     -EHOSTUNREACH;
+			}
 		}
 		if (err == -EAGAIN)
 			return err;
@@ -295,12 +561,27 @@ int relay_hop_step(struct relay_hop *h)
 			h->comm = NULL;
 		}
 		drop_ctrl(h);
-		if (err == -ETIMEDOUT || h->stage == HOP_PICK)
-			return err == -ETIMEDOUT ? err : -EHOSTUNREACH;
+		if (h->verdict == ESRCH)
+			return -ESRCH;	/* no route can do better */
+		if (err == -ETIMEDOUT || picking)
+			return h->verdict ? -h->verdict :
+			       err == -ETIMEDOUT ? err : -EHOSTUNREACH;
 		h->stage = HOP_PICK;
 	}
-	drop_ctrl(h);
+	/* the destination's announcement channel has done its part */
+	if (h->v && h->ctrl) {
+		relay_host->ctrl_close(relay_host, h->ctrl);
+		h->ctrl = NULL;
+	}
 	return 0;
+}
+
+void relay_hop_take(struct relay_hop *h, struct relay_chan *ch)
+{
+	ch->ctrl = h->v ? NULL : h->ctrl;
+	ch->v = h->v;
+	h->ctrl = NULL;
+	h->v = NULL;
 }
 
 void relay_hop_free(struct relay_hop *h)

@@ -4,7 +4,11 @@
  * requests from origins and other relays, sets up the leg onwards
  * (relay_hop.c) before it accepts the leg in, then forwards every leg
  * message from the one to the other through registered bounce buffers,
- * several in flight, in order.
+ * several in flight, in order.  The control channels of both sides stay
+ * open while the pair lives: they carry the notes (acknowledgements
+ * towards the origin, the end of the connection onwards), and either one
+ * ending is the route breaking, which the pair passes on by closing the
+ * other.
  */
 #include "relay.h"
 
@@ -21,7 +25,7 @@
 
 struct relay_setup {
 	struct relay_setup *next;
-	struct mesh_ctrl *up;
+	struct mesh_ctrl *up;		/* NULL once a pair took it */
 	struct relay_msg req;
 	int stage;
 	struct relay_hop hop;
@@ -79,7 +83,24 @@ struct relay_pair {
 	bool in_closed, failed, ended;
 	bool out_direct;		/* the leg out reaches the destination */
 	atomic_uint_fast64_t bytes, msgs;
+	/* the control channels: back towards the origin, on towards the
+	 * destination; notes pass between them */
+	struct relay_chan up, down;
+	bool resumable;			/* the origin resumes: a channel that
+					 * ends is the route breaking */
+	bool down_up;			/* the side onwards said UP */
+	bool down_bye;			/* the destination closed its end */
+	bool up_orderly;		/* the side back said END first */
+	bool ack_due, bye_due, end_noted;
+	uint64_t ack, end_seq;
+	int64_t end_wait_ns;		/* how long an END waits for UP */
+	const char *broke;		/* why the route broke here */
 };
+
+/* How long an orderly end waits for the side onwards to take its note. */
+#define RELAY_END_NOTE_NS 5000000000ll
+/* Notes read from one channel per step, at most. */
+#define RELAY_NOTES_PER_STEP 64
 
 /* ---- forwarding ---- */
 
@@ -93,6 +114,10 @@ static void pair_free(struct relay_pair *p)
 		p->in_leg.module->close_recv(p->in_comm);
 	if (p->out_comm)
 		p->out_leg.module->close_send(p->out_comm);
+	/* the sides see their channel end: the route broke, unless they
+	 * were told the end */
+	relay_chan_close(&p->up);
+	relay_chan_close(&p->down);
 	free(p->buf);
 	free(p->b);
 	free(p);
@@ -113,6 +138,10 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 	p->out_comm = s->hop.comm;
 	p->out_direct = s->hop.direct;
 	s->up_comm = s->hop.comm = NULL;
+	p->up.ctrl = s->up;
+	s->up = NULL;
+	relay_hop_take(&s->hop, &p->down);
+	p->resumable = s->req.flags & RELAY_FLAG_RESUMABLE;
 	p->nb = x->conf.chunks;
 	p->chunk = x->conf.chunk;
 	snprintf(p->desc, sizeof(p->desc), "%s from %s (%s) -> %s",
@@ -130,6 +159,8 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 		pair_free(p);
 		return NULL;
 	}
+	/* notes may come this way from now: the leg's accept is done */
+	relay_chan_note(&p->up, RELAY_NOTE_UP, 0);
 	MESH_INFO("pair %u: forwarding %s", p->id, p->desc);
 	return p;
 }
@@ -165,10 +196,91 @@ static bool frame(struct relay_pair *p, const struct bounce *b,
 		return false;
 	if (h.flags & RELAY_HDR_END) {
 		p->ended = p->in_closed = true;
+		p->end_seq = (uint32_t)(h.seq - 1);
 		return true;
 	}
 	p->chunks_due = relay_hdr_chunks(&h);
 	return false;
+}
+
+/*
+ * The notes: acknowledgements and the destination's BYE from onwards go
+ * back, UP from onwards opens the way for the END note, END from back
+ * says its channel ends in order (as BYE does for the one onwards).
+ * Anything else, or a channel that ends when it should not, is the route
+ * breaking (p->broke).
+ */
+static void pair_notes(struct relay_pair *p)
+{
+	struct relay_note n;
+	const char *why;
+	int r = 1;
+
+	for (int i = 0; i < RELAY_NOTES_PER_STEP && relay_chan_ctrl(&p->down) &&
+			!p->broke && r > 0; i++) {
+		r = relay_chan_read(&p->down, &n, &why);
+		if (r > 0 && n.type == RELAY_NOTE_ACK && n.seq > p->ack) {
+			p->ack = n.seq;
+			p->ack_due = true;
+		} else if (r > 0 && n.type == RELAY_NOTE_UP) {
+			p->down_up = true;
+		} else if (r > 0 && n.type == RELAY_NOTE_BYE) {
+			p->down_bye = p->bye_due = true;
+		} else if (r > 0 && n.type != RELAY_NOTE_ACK) {
+			p->broke = "the way on sent a note out of place";
+		} else if (r < 0) {
+			/* after BYE: the origin's end still comes this way
+			 * (nothing to pass on), and then the pair ends */
+			relay_chan_close(&p->down);
+			if (!p->down_bye)
+				p->broke = "the way on ended";
+		}
+	}
+	r = 1;
+	for (int i = 0; i < RELAY_NOTES_PER_STEP && p->up.ctrl && !p->broke &&
+			r > 0; i++) {
+		r = relay_chan_read(&p->up, &n, &why);
+		if (r > 0 && n.type == RELAY_NOTE_END) {
+			p->up_orderly = true;
+		} else if (r > 0) {
+			p->broke = "the way back sent a note out of place";
+		} else if (r < 0) {
+			/* its leg decides in order: what came before the
+			 * end goes on; a resumable route is over now */
+			relay_chan_close(&p->up);
+			if (p->resumable && !p->up_orderly)
+				p->broke = "the way back ended";
+		}
+	}
+	if (p->ack_due && p->up.ctrl &&
+	    !relay_chan_note(&p->up, RELAY_NOTE_ACK, p->ack))
+		p->ack_due = false;
+	if (p->bye_due && !p->ack_due && p->up.ctrl &&
+	    !relay_chan_note(&p->up, RELAY_NOTE_BYE, 0))
+		p->bye_due = false;
+}
+
+/* Once everything before the origin's end went on: the side onwards is
+ * told, so that its channel ending after this is no break.  1 while
+ * that waits. */
+static int pair_end_note(struct relay_pair *p)
+{
+	int64_t now = relay_now_ns();
+	int err;
+
+	if (!p->ended || !relay_chan_ctrl(&p->down))
+		return 0;
+	if (!p->end_wait_ns)
+		p->end_wait_ns = now + RELAY_END_NOTE_NS;
+	if (!p->end_noted && p->down_up) {
+		err = relay_chan_note(&p->down, RELAY_NOTE_END, p->end_seq);
+		p->end_noted = err != -EAGAIN;
+	}
+	if (now > p->end_wait_ns)
+		return 0;
+	if (!p->end_noted)
+		return 1;
+	return relay_chan_flush(&p->down) == -EAGAIN;
 }
 
 /* Moves what it can; 1 when anything moved, -1 once the pair is over. */
@@ -240,8 +352,11 @@ static int pair_step(struct relay_pair *p)
 		atomic_fetch_add(&p->msgs, 1);
 		p->sdone++;
 	}
-	if (p->failed || (p->in_closed && p->sdone == p->rdone))
+	pair_notes(p);
+	if (p->failed || p->broke)
 		return -1;
+	if (p->in_closed && p->sdone == p->rdone)
+		return pair_end_note(p) ? 0 : -1;
 	return p->rpost + p->rdone + p->spost + p->sdone != before;
 }
 
@@ -251,7 +366,7 @@ static int respond(struct relay_setup *s, int status, uint32_t flags,
 		   const char *text)
 {
 	struct relay_msg m = { .type = RELAY_MSG_RESP, .status = status,
-			       .flags = flags };
+			       .flags = flags, .pos = s->hop.pos };
 	uint8_t buf[RELAY_MSG_MAX];
 
 	snprintf(m.text, sizeof(m.text), "%s", text);
@@ -261,8 +376,16 @@ static int respond(struct relay_setup *s, int status, uint32_t flags,
 static void refuse(struct relay_ctx *x, struct relay_setup *s, int err,
 		   const char *why)
 {
-	MESH_WARN("refused to relay for %s (%s): %s", s->req.origin[0] ?
-		  s->req.origin : "?", s->from, why);
+	/* the destination's own answer to a route that replaces a broken
+	 * one (it closed, or its process is gone) is no refusal of ours */
+	if ((err == -ESRCH || err == -ECONNREFUSED) &&
+	    s->req.flags & RELAY_FLAG_RESUME)
+		MESH_INFO("no new route for %s (%s): %s", s->req.origin,
+			  s->from, why);
+	else
+		MESH_WARN("refused to relay for %s (%s): %s",
+			  s->req.origin[0] ? s->req.origin : "?", s->from,
+			  why);
 	x->refused++;
 	respond(s, -err, 0, why);
 	s->stage = S_REFUSED;
@@ -276,25 +399,6 @@ static int up_leg(struct relay_setup *s)
 					     &s->up_leg))
 			return 0;
 	return -ENOPROTOOPT;
-}
-
-/* A request that names no path takes this relay's own explicit route
- * for the destination (a gateway's "the other DC via its gateway"), less
- * the relays it already passed. */
-static void own_route(const struct relay_conf *c, struct relay_msg *req,
-		      const struct mesh_addr *dest, int nd)
-{
-	const struct relay_route *r = relay_conf_route(c, dest, nd);
-
-	for (int v = 0; r && v < r->nvia && req->npath < RELAY_HOPS_MAX; v++) {
-		bool seen = false;
-
-		for (int i = 0; i < req->nvisited; i++)
-			seen |= !strcmp(req->visited[i], r->via[v]);
-		if (!seen)
-			snprintf(req->path[req->npath++], RELAY_NAME_MAX, "%s",
-				 r->via[v]);
-	}
 }
 
 /*
@@ -359,10 +463,11 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 	struct mesh_addr dest[16];
 	char why[256], a[UTIL_ADDR_STRLEN];
 	const struct mesh_addr *out;
+	const struct relay_route *alts[RELAY_ALTS_MAX];
 	uint8_t buf[RELAY_MSG_MAX];
 	const char *bad;
 	int64_t now = relay_now_ns(), wait;
-	int n, nd;
+	int n, nd, nalt = 0;
 	size_t len;
 
 	if (now < s->next_read_ns)
@@ -412,13 +517,17 @@ static void read_request(struct relay_ctx *x, struct relay_setup *s)
 			}
 		snprintf(s->req.visited[s->req.nvisited++], RELAY_NAME_MAX,
 			 "%s", c->name);
+		/* a request that names no path takes this relay's own
+		 * explicit routes for the destination (a gateway's "the
+		 * other DC via its gateway"), less the relays it passed */
 		if (!s->req.npath)
-			own_route(c, &s->req, dest, nd);
+			nalt = relay_conf_routes(c, dest, nd, alts,
+						 RELAY_ALTS_MAX);
 		/* the route so far, for the destination's log line */
 		len = strlen(s->req.text);
 		snprintf(s->req.text + len, sizeof(s->req.text) - len,
 			 " -(%s)-> %s", s->req.leg, c->name);
-		relay_hop_init(&s->hop, x, &s->req);
+		relay_hop_init(&s->hop, x, &s->req, alts, nalt);
 		s->hop_live = true;
 		s->stage = S_HOP;
 	}
@@ -498,7 +607,8 @@ static void setup_free(struct relay_setup *s)
 		s->up_leg.module->abandon(s->up_leg.mctx, s->up);
 	if (s->hop_live)
 		relay_hop_free(&s->hop);
-	relay_host->ctrl_close(relay_host, s->up);
+	if (s->up)
+		relay_host->ctrl_close(relay_host, s->up);
 	free(s);
 }
 
@@ -561,8 +671,9 @@ static int step_all(struct relay_ctx *x)
 		if (r < 0) {
 			MESH_INFO("pair %u: %s after %llu bytes in %llu "
 				  "messages (%s)", p->id, p->failed ?
-				  "the leg out failed" : p->ended ?
-				  "closed by the origin" : "the leg in ended",
+				  "the leg out failed" : p->broke ? p->broke :
+				  p->ended ? "closed by the origin" :
+				  "the leg in ended",
 				  (unsigned long long)p->bytes,
 				  (unsigned long long)p->msgs, p->desc);
 			pthread_mutex_lock(&x->lock);

@@ -13,6 +13,8 @@ struct wire_head {
 	uint16_t nvisited, npath;
 	int32_t status;
 	uint32_t flags;
+	uint32_t attempt;
+	uint32_t key_hi, key_lo, pos_hi, pos_lo;
 };
 
 static size_t put_str(uint8_t *p, const char *s, size_t field)
@@ -44,6 +46,11 @@ size_t relay_msg_encode(const struct relay_msg *m, uint8_t *buf)
 		.npath = htons((uint16_t)m->npath),
 		.status = (int32_t)htonl((uint32_t)m->status),
 		.flags = htonl(m->flags),
+		.attempt = htonl(m->attempt),
+		.key_hi = htonl((uint32_t)(m->key >> 32)),
+		.key_lo = htonl((uint32_t)m->key),
+		.pos_hi = htonl((uint32_t)(m->pos >> 32)),
+		.pos_lo = htonl((uint32_t)m->pos),
 	};
 	size_t off = sizeof(h);
 
@@ -81,8 +88,13 @@ const char *relay_msg_decode(const uint8_t *buf, size_t len,
 	m->npath = ntohs(h.npath);
 	m->status = (int32_t)ntohl((uint32_t)h.status);
 	m->flags = ntohl(h.flags);
+	m->attempt = ntohl(h.attempt);
+	m->key = (uint64_t)ntohl(h.key_hi) << 32 | ntohl(h.key_lo);
+	m->pos = (uint64_t)ntohl(h.pos_hi) << 32 | ntohl(h.pos_lo);
 	if (m->type < RELAY_MSG_REQ || m->type > RELAY_MSG_READY)
 		return "an unknown message type";
+	if (m->flags & ~RELAY_FLAGS_KNOWN)
+		return "a flag this version does not know";
 	if (m->nvisited > RELAY_HOPS_MAX || m->npath > RELAY_HOPS_MAX ||
 	    m->hops_left > RELAY_HOPS_MAX)
 		return "more hops than a route may have";
@@ -109,6 +121,40 @@ const char *relay_msg_decode(const uint8_t *buf, size_t len,
 		bad = get_str(buf + off, sizeof(m->text), m->text,
 			      "an unterminated text");
 	return bad;
+}
+
+/* magic, type, a zero, seq: all in network byte order */
+size_t relay_note_encode(const struct relay_note *n, uint8_t *buf)
+{
+	uint32_t w[4] = {
+		htonl(RELAY_NOTE_MAGIC), htonl((uint32_t)n->type << 16),
+		htonl((uint32_t)(n->seq >> 32)), htonl((uint32_t)n->seq),
+	};
+
+	memcpy(buf, w, sizeof(w));
+	return RELAY_NOTE_SIZE;
+}
+
+const char *relay_note_decode(const uint8_t *buf, size_t len,
+			      struct relay_note *n)
+{
+	uint32_t w[4];
+	uint32_t type;
+
+	if (len != RELAY_NOTE_SIZE)
+		return "a note of the wrong length";
+	memcpy(w, buf, sizeof(w));
+	if (ntohl(w[0]) != RELAY_NOTE_MAGIC)
+		return "not a relay note";
+	type = ntohl(w[1]);
+	if (type & 0xffff)
+		return "a note with bits set that must be zero";
+	type >>= 16;
+	if (type < RELAY_NOTE_ACK || type > RELAY_NOTE_BYE)
+		return "an unknown note type";
+	n->type = (enum relay_note_type)type;
+	n->seq = (uint64_t)ntohl(w[2]) << 32 | ntohl(w[3]);
+	return NULL;
 }
 
 int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max)

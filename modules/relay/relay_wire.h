@@ -8,6 +8,12 @@
  *   LAST   last relay -> destination: the leg's module, the whole route
  *   READY  destination -> last relay: what it takes (inline data or not)
  *
+ * A resumable connection (the origin's outage_ms > 0) also names its
+ * route key, which the destination registers for rejoining, and every
+ * route that replaces a broken one carries RELAY_FLAG_RESUME; READY and
+ * RESP then bring back where the destination stands (pos).  Once a
+ * route is up, its control channels carry notes (struct relay_note).
+ *
  * Integers travel in network byte order; strings are NUL-terminated
  * inside their fields (a decoder refuses one that is not).
  */
@@ -30,6 +36,13 @@ enum relay_msg_type {
 
 /* The destination takes small messages inside the header (host memory). */
 #define RELAY_FLAG_INLINE 0x1u
+/* REQ, LAST: the origin resumes this connection when its route breaks:
+ * the destination keeps a rejoin for `key` and acknowledges what came. */
+#define RELAY_FLAG_RESUMABLE 0x2u
+/* REQ, LAST: this route replaces a broken one; the destination is
+ * reached through its rejoin, no longer through its NCCL listen. */
+#define RELAY_FLAG_RESUME 0x4u
+#define RELAY_FLAGS_KNOWN 0x7u
 
 struct relay_msg {
 	enum relay_msg_type type;
@@ -45,6 +58,11 @@ struct relay_msg {
 	/* RESP: 0 or a positive errno; READY, RESP: RELAY_FLAG_* */
 	int status;
 	uint32_t flags;
+	/* REQ, LAST: the route's key and which route of the connection
+	 * this is (0 the first); READY, RESP: the messages the destination
+	 * has whole, the first pos of them (the resend starts after) */
+	uint64_t key, pos;
+	uint32_t attempt;
 	/* RESP: the route from the answering relay on, or why not;
 	 * LAST: the whole route */
 	char text[RELAY_ROUTE_MAX + 512];
@@ -64,6 +82,38 @@ const char *relay_msg_decode(const uint8_t *buf, size_t len,
  * the next one's answer): how many whole ones, at most max.
  */
 int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max);
+
+/*
+ * Notes: what the ends of a route tell each other once it is up, on the
+ * control channels every hop keeps.  Each is 16 bytes (magic, type, 0,
+ * seq); a relay forwards ACK towards the origin.
+ *
+ *   ACK  destination -> origin: messages 1..seq arrived whole
+ *   END  last relay -> destination: the origin closed after message seq
+ *   UP   destination -> last relay: its leg is accepted, notes may come
+ *   BYE  destination -> origin: it closed its end; the channels ending
+ *        after this are no break
+ */
+#define RELAY_NOTE_MAGIC 0x524c4e31u	/* "RLN1" */
+#define RELAY_NOTE_SIZE 16
+
+enum relay_note_type {
+	RELAY_NOTE_ACK = 1,
+	RELAY_NOTE_END = 2,
+	RELAY_NOTE_UP = 3,
+	RELAY_NOTE_BYE = 4,
+};
+
+struct relay_note {
+	enum relay_note_type type;
+	uint64_t seq;
+};
+
+/* Encodes n into buf (RELAY_NOTE_SIZE bytes); returns the length. */
+size_t relay_note_encode(const struct relay_note *n, uint8_t *buf);
+/* Decodes; NULL when well-formed, else what is wrong. */
+const char *relay_note_decode(const uint8_t *buf, size_t len,
+			      struct relay_note *n);
 
 #define RELAY_HDR_MAGIC 0x524c4d31u	/* "RLM1" */
 

@@ -164,6 +164,8 @@ case_dead_relay() {
 }
 
 case_relay_dies() {
+	# outage_ms 0: a broken route fails the connection at once
+	local -x NCCL_MESH_RELAY_OUTAGE_MS=0
 	relay r1 "$P1" || return 1
 	local victim=${pids[-1]} t0=$SECONDS
 	( sleep 4; kill -9 "$victim" ) &
