@@ -44,6 +44,25 @@ static void log_line(const char *level, const char *file, int line,
 		fprintf(stderr, "%s %s %s\n", perf_role, level, msg);
 }
 
+/*
+ * Outages the plugin lived through: each module says one ends with one
+ * INFO line "... out for N ms (...), resumed" (docs/config.md, the
+ * outage budget).  Counted whatever the verbosity.
+ */
+static unsigned long outages_resumed;
+
+static void count_outage(ncclDebugLogLevel level, const char *fmt,
+			 va_list ap)
+{
+	char msg[512];
+
+	if (level != NCCL_LOG_INFO)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (strstr(msg, "), resumed"))
+		outages_resumed++;
+}
+
 /* The logger handed to the plugin, in NCCL's signature. */
 static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
 			  const char *file, int line, const char *fmt, ...)
@@ -52,6 +71,9 @@ static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
 	va_list ap;
 
 	(void)flags;
+	va_start(ap, fmt);
+	count_outage(level, fmt, ap);
+	va_end(ap);
 	switch (level) {
 	case NCCL_LOG_WARN:
 		name = "WARN";
@@ -672,16 +694,18 @@ int main(int argc, char **argv)
 	close(fd);
 	if (o.json)
 		printf("{\"event\":\"summary\",\"role\":\"%s\",\"cycles\":%u,\"status\":\"%s\","
-		       "\"threads_max\":%ld,\"fds_max\":%ld,\"peak_rss_kib\":%ld}\n",
+		       "\"threads_max\":%ld,\"fds_max\":%ld,\"peak_rss_kib\":%ld,"
+		       "\"outages_resumed\":%lu}\n",
 		       o.server ? "server" : "client", cycle,
 		       rc ? "fail" : "ok", perf_proc_max.threads,
-		       perf_proc_max.fds, perf_proc_max.peak_rss_kib);
+		       perf_proc_max.fds, perf_proc_max.peak_rss_kib,
+		       outages_resumed);
 	else
-		printf("# %s: %s after %u cycle(s); at most %ld threads and %ld descriptors, peak RSS %ld KiB\n",
+		printf("# %s: %s after %u cycle(s); at most %ld threads and %ld descriptors, peak RSS %ld KiB; %lu outages resumed\n",
 		       perf_role, rc ? "FAILED" :
 		       o.params.unverified ? "all sizes right, bytes not verified" :
 		       "all checks passed", cycle,
 		       perf_proc_max.threads, perf_proc_max.fds,
-		       perf_proc_max.peak_rss_kib);
+		       perf_proc_max.peak_rss_kib, outages_resumed);
 	return rc ? 1 : 0;
 }
