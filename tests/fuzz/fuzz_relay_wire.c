@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for what the relay module reads from its control
- * channels (REQ, RESP, LAST, READY) and the headers of relayed messages.
+ * channels (REQ, RESP, LAST, READY, and the notes of a route that is up:
+ * ACK, END, UP, BYE) and the headers of relayed messages.
  * Any input: no crash, no sanitizer report, and
  *  - an accepted message has a known type, hop counts within the limit, a
- *    status that is an errno, every string NUL-terminated in its field,
- *    and encodes back to bytes that decode to the same message;
+ *    status that is an errno, only flags this version knows, every string
+ *    NUL-terminated in its field, and encodes back to bytes that decode
+ *    to the same message (the route's key, attempt and position too);
+ *  - an accepted note is 16 bytes of a known type and encodes back to
+ *    the same bytes;
  *  - a message header never announces more chunks than its size can fill;
  *  - a route's text (any bytes) splits into at most the hops asked for,
  *    each field NUL-terminated.
@@ -29,6 +33,7 @@ static void check_msg(const uint8_t *data, size_t size)
 	REQUIRE(m.nvisited <= RELAY_HOPS_MAX && m.npath <= RELAY_HOPS_MAX);
 	REQUIRE(m.hops_left <= RELAY_HOPS_MAX);
 	REQUIRE(m.status >= 0 && m.status <= 4095);
+	REQUIRE(!(m.flags & ~RELAY_FLAGS_KNOWN));
 	REQUIRE(memchr(m.leg, '\0', sizeof(m.leg)));
 	REQUIRE(memchr(m.origin, '\0', sizeof(m.origin)));
 	REQUIRE(memchr(m.text, '\0', sizeof(m.text)));
@@ -40,8 +45,25 @@ static void check_msg(const uint8_t *data, size_t size)
 	REQUIRE(!relay_msg_decode(buf, len, &again));
 	REQUIRE(again.type == m.type && again.hops_left == m.hops_left &&
 		again.status == m.status && again.flags == m.flags &&
+		again.key == m.key && again.pos == m.pos &&
+		again.attempt == m.attempt &&
 		!memcmp(again.handle, m.handle, sizeof(m.handle)) &&
 		!strcmp(again.text, m.text) && !strcmp(again.leg, m.leg));
+}
+
+static void check_note(const uint8_t *data, size_t size)
+{
+	uint8_t buf[RELAY_NOTE_SIZE];
+	struct relay_note n, again;
+
+	if (relay_note_decode(data, size, &n))
+		return;
+	REQUIRE(size == RELAY_NOTE_SIZE);
+	REQUIRE(n.type >= RELAY_NOTE_ACK && n.type <= RELAY_NOTE_BYE);
+	REQUIRE(relay_note_encode(&n, buf) == RELAY_NOTE_SIZE);
+	REQUIRE(!memcmp(buf, data, RELAY_NOTE_SIZE));
+	REQUIRE(!relay_note_decode(buf, sizeof(buf), &again) &&
+		again.type == n.type && again.seq == n.seq);
 }
 
 static void check_route(const uint8_t *data, size_t size)
@@ -82,6 +104,7 @@ static void check_hdr(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	check_msg(data, size);
+	check_note(data, size);
 	check_hdr(data, size);
 	check_route(data, size);
 	return 0;
