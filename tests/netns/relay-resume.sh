@@ -18,33 +18,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/netns/relay-lib.sh
+. "$here/relay-lib.sh"
 
-build=$3
-netns_scenario "$1" "$2" "$build/modules/tcp-xdc:$build/modules/relay"
-MESHRELAY=$build/tools/meshrelay/meshrelay
-CONF=$here/relay.conf
-
-[ -f "$build/modules/relay/mesh-relay.so" ] ||
-	netns_skip "mesh-relay.so is not built"
-[ -x "$MESHRELAY" ] || netns_skip "meshrelay is not built"
-netns_init
-relay_topology ""
-
-umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
-XDC_ENV=("NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key"
-	 NCCL_MESH_RELAY_OUTAGE_MS=30000)
-
-fail_with_logs() {
-	local f
-
-	xdc_show_logs "$1"
-	for f in "$NETNS_TMP"/meshrelay-*; do
-		echo "---- $(basename "$f") ----"
-		cat "$f"
-	done
-	netns_die "$2"
-}
+relay_scenario "$@"
+XDC_ENV=("$RELAY_KEY" NCCL_MESH_RELAY_OUTAGE_MS=30000)
 
 # count TAG SIDE REGEX: lines of that run's log that match
 count() {
@@ -56,12 +34,12 @@ finish() {
 	local tag=$1 rc=0 side
 
 	xdc_meshperf_finish "$2" || rc=$?
-	[ "$rc" -eq 0 ] || fail_with_logs "$tag" "$tag: meshperf failed ($rc)"
+	[ "$rc" -eq 0 ] || relay_fail "$tag" "$tag: meshperf failed ($rc)"
 	for side in server client; do
 		xdc_log_has "$tag" "$side" '"event":"summary".*"status":"ok"' ||
-			fail_with_logs "$tag" "$tag: $side summary missing or not ok"
+			relay_fail "$tag" "$tag: $side summary missing or not ok"
 		! xdc_log_has "$tag" "$side" 'WARN NET/Mesh/relay' ||
-			fail_with_logs "$tag" "$tag: the $side's relay warned"
+			relay_fail "$tag" "$tag: the $side's relay warned"
 	done
 }
 
@@ -97,7 +75,7 @@ relay_meshrelay_start g1
 relay_meshperf_start b0 a0 restart 41100 "${data[@]}" --bidir
 # both directions move data through g0
 moving "$g0" "$NETNS_TMP/meshrelay-g0" 2 $((64 << 20)) ||
-	fail_with_logs restart "restart: no data through g0"
+	relay_fail restart "restart: no data through g0"
 t0=$SECONDS
 kill_relay "$g0"
 mv "$NETNS_TMP/meshrelay-g0" "$NETNS_TMP/meshrelay-g0-killed"
@@ -110,8 +88,9 @@ for side in client server; do
 	# and one recovery each
 	broke=$(count restart "$side" 'INFO .*relay: .*the route broke')
 	back=$(count restart "$side" 'INFO .*relay: .*resumed after [0-9]+ ms')
-	[ "$broke" -ge 2 ] && [ "$broke" -eq "$back" ] ||
-		fail_with_logs restart "restart: the $side logged $broke outages and $back recoveries"
+	if [ "$broke" -lt 2 ] || [ "$broke" -ne "$back" ]; then
+		relay_fail restart "restart: the $side logged $broke outages and $back recoveries"
+	fi
 done
 grep -h 'resumed after' "$NETNS_TMP/restart.client" | head -n 2
 echo "PASS restart: g0 killed and back after 2 s, the run completed verified ($((SECONDS - t0)) s after the kill)"
@@ -132,17 +111,17 @@ netns_spawn g0 "$NETNS_TMP/meshrelay-g0b" env NCCL_MESH_HOSTNAME=g0 \
 	NCCL_DEBUG=INFO "${XDC_ENV[@]}" NCCL_MESH_RELAY_NAME=g0b \
 	NCCL_MESH_RELAY_PORT=29401 "$MESHRELAY" --config "$CONF"
 netns_wait_listen g0 29401 15 ||
-	fail_with_logs failover "meshrelay g0b does not serve port 29401"
+	relay_fail failover "meshrelay g0b does not serve port 29401"
 relay_meshperf_start b0 a0 failover 41101 "${data[@]}"
 moving "$g0" "$NETNS_TMP/meshrelay-g0" 1 $((64 << 20)) ||
-	fail_with_logs failover "failover: no data from a0 through g0"
+	relay_fail failover "failover: no data from a0 through g0"
 t0=$SECONDS
 kill_relay "$g0"
 finish failover 90
 xdc_log_has failover client 'INFO .*relay: send comm .*resumed after [0-9]+ ms .*via g0b ' ||
-	fail_with_logs failover "failover: a0's connection did not move to g0b"
+	relay_fail failover "failover: a0's connection did not move to g0b"
 grep -Eq 'pair [0-9]+: forwarding a0 ' "$NETNS_TMP/meshrelay-g0b" ||
-	fail_with_logs failover "failover: g0b logged no pair for a0"
+	relay_fail failover "failover: g0b logged no pair for a0"
 grep -h 'resumed after' "$NETNS_TMP/failover.client" | head -n 1
 echo "PASS failover: g0 killed, the route moved to g0b, the run completed verified ($((SECONDS - t0)) s after the kill)"
 echo "PASS: relayed connections survive their relay"

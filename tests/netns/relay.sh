@@ -19,32 +19,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/netns/relay-lib.sh
+. "$here/relay-lib.sh"
 
-build=$3
-netns_scenario "$1" "$2" "$build/modules/tcp-xdc:$build/modules/relay"
-MESHRELAY=$build/tools/meshrelay/meshrelay
-CONF=$here/relay.conf
-
-[ -f "$build/modules/relay/mesh-relay.so" ] ||
-	netns_skip "mesh-relay.so is not built"
-[ -x "$MESHRELAY" ] || netns_skip "meshrelay is not built"
-netns_init
-relay_topology ""
-
-umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
-key=NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key
-
-fail_with_logs() {
-	local g
-
-	xdc_show_logs "$1"
-	for g in g0 g1; do
-		echo "---- meshrelay $g ----"
-		cat "$NETNS_TMP/meshrelay-$g"
-	done
-	netns_die "$2"
-}
+relay_scenario "$@"
+key=$RELAY_KEY
 
 # ------------------------------------------------------- no way around
 # a0's default route ends at g0, which does not forward
@@ -71,10 +50,10 @@ check_pair() {
 
 	got=$(grep -c '"event":"result"' "$NETNS_TMP/$tag.client" || true)
 	[ "$got" -eq "$nsizes" ] ||
-		fail_with_logs "$tag" "$tag: $got results, expected $nsizes"
+		relay_fail "$tag" "$tag: $got results, expected $nsizes"
 	for side in server client; do
 		xdc_log_has "$tag" "$side" '"event":"summary".*"status":"ok"' ||
-			fail_with_logs "$tag" "$tag: $side summary missing or not ok"
+			relay_fail "$tag" "$tag: $side summary missing or not ok"
 	done
 	# each side sends (the client its data, the server the replies)
 	# through its own gateway, then the other one
@@ -83,7 +62,7 @@ check_pair() {
 		re="INFO .*relay: send comm .*: via $g \\(tcp-xdc [^)]*\\) -> "
 		re+="g$((1 - ${g#g})) \\(tcp-xdc [^)]*:$RELAY_EXT_PORT\\) -> destination"
 		xdc_log_has "$tag" "$side" "$re" ||
-			fail_with_logs "$tag" "$tag: the $side's log names no route via $g and the other gateway"
+			relay_fail "$tag" "$tag: the $side's log names no route via $g and the other gateway"
 	done
 	echo "PASS $tag: $(grep -ho "relay: send comm .*" \
 		"$NETNS_TMP/$tag.client" | head -n1)"
@@ -105,7 +84,7 @@ run_pairs() {
 		IFS=: read -r tag XDC_SPID XDC_CPID <<<"$p"
 		rc=0
 		xdc_meshperf_finish 60 || rc=$?
-		[ "$rc" -eq 0 ] || fail_with_logs "$tag" "$tag: meshperf failed ($rc)"
+		[ "$rc" -eq 0 ] || relay_fail "$tag" "$tag: meshperf failed ($rc)"
 	done
 	for p in "$@"; do
 		check_pair "${p#*:}-${p%:*}" "${p%:*}" "${p#*:}"
@@ -142,14 +121,14 @@ t0=$SECONDS
 rc=0
 relay_meshperf_start b1 a1 nokey 41020 "${short[@]}"
 xdc_meshperf_finish 30 || rc=$?
-[ "$rc" -ne 0 ] || fail_with_logs nokey "a client without the key got through"
+[ "$rc" -ne 0 ] || relay_fail nokey "a client without the key got through"
 netns_clean_failure "$rc" ||
-	fail_with_logs nokey "without the key: hung or crashed ($rc)"
+	relay_fail nokey "without the key: hung or crashed ($rc)"
 [ $((SECONDS - t0)) -le 20 ] ||
-	fail_with_logs nokey "without the key: failing took $((SECONDS - t0)) s"
+	relay_fail nokey "without the key: failing took $((SECONDS - t0)) s"
 after=$(refused_g0)
 [ "$after" -gt "$before" ] ||
-	fail_with_logs nokey "g0 did not log refusing a1"
+	relay_fail nokey "g0 did not log refusing a1"
 grep -h "refused connection from" "$NETNS_TMP/meshrelay-g0" | tail -n1
 grep -h WARN "$NETNS_TMP/nokey.client" | head -n2
 echo "PASS a client without the key is refused by g0"
@@ -167,7 +146,7 @@ for _ in $(seq 70); do
 	sleep 0.1
 done
 [ "$(refused_g0)" -gt "$before" ] ||
-	fail_with_logs nokey "g0 did not log refusing a raw connection"
+	relay_fail nokey "g0 did not log refusing a raw connection"
 echo "PASS garbage to g0's relay port is refused and logged"
 
 # ---------------------------------------------------- outside the cluster
@@ -182,14 +161,14 @@ t0=$SECONDS
 rc=0
 relay_meshperf_start b1 a1 outside 41021 "${short[@]}"
 xdc_meshperf_finish 30 || rc=$?
-[ "$rc" -ne 0 ] || fail_with_logs outside "a destination outside the cluster was relayed"
+[ "$rc" -ne 0 ] || relay_fail outside "a destination outside the cluster was relayed"
 netns_clean_failure "$rc" ||
-	fail_with_logs outside "outside the cluster: hung or crashed ($rc)"
+	relay_fail outside "outside the cluster: hung or crashed ($rc)"
 [ $((SECONDS - t0)) -le 20 ] ||
-	fail_with_logs outside "outside the cluster: failing took $((SECONDS - t0)) s"
+	relay_fail outside "outside the cluster: failing took $((SECONDS - t0)) s"
 re='10\.9\.0\.11.*outside|outside.*10\.9\.0\.11'
 grep -Eq "$re" "$NETNS_TMP/meshrelay-g0" ||
-	fail_with_logs outside "g0 did not log refusing 10.9.0.11 as outside the cluster"
+	relay_fail outside "g0 did not log refusing 10.9.0.11 as outside the cluster"
 grep -Eh "$re" "$NETNS_TMP/meshrelay-g0" | head -n1
 grep -h WARN "$NETNS_TMP/outside.client" | head -n2
 echo "PASS a destination outside the cluster is refused and logged by g0"
