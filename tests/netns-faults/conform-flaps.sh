@@ -49,10 +49,7 @@ netns_tcp_bridge c "$OOB_PORT" s "$OOB_PORT"
 flapper() {
 	while :; do
 		sleep $((FLAP_EVERY_S - FLAP_DOWN_S))
-		wan_down
-		sleep "$FLAP_DOWN_S"
-		wan_up
-		wan_now_ms >>"$NETNS_TMP/flaps"
+		wan_down_for $((FLAP_DOWN_S * 1000)) >>"$NETNS_TMP/flaps"
 	done
 }
 

@@ -63,13 +63,18 @@ wan_pair() {
 }
 
 # wan_down / wan_up: the WAN link goes down at rc (rs sees its carrier
-# go) and comes back, with rc's route through it.
+# go) and comes back, with rc's route through it.  wan_down_for MS: down
+# for MS, then up; prints when it went down and when it was up again.
 wan_down() {
 	wan_link_down rc wan
 }
 
 wan_up() {
 	wan_link_up rc wan "$WAN_ROUTE"
+}
+
+wan_down_for() {
+	wan_flap rc wan "$1" "$WAN_ROUTE"
 }
 
 # wan_pair_conf FILE [LINE...]: a config of tcp-xdc on the pair's link with
@@ -172,21 +177,21 @@ wan_rx() {
 	nsx "$1" cat "/sys/class/net/$2/statistics/rx_bytes"
 }
 
-# wan_wait_rx NS IF BYTES LIMIT_S [PID...]: until IF in NS has received
-# BYTES more than when called (a transfer is under way); fails when it
-# takes longer than LIMIT_S or when one of the PIDs ends first.
+# wan_wait_rx NS IF BYTES LIMIT_S TAG: until IF in NS has received BYTES
+# more than when called (run TAG's transfer is under way); fails when it
+# takes longer than LIMIT_S or when one of its processes (WAN_SPID,
+# WAN_CPID) ends first.
 wan_wait_rx() {
-	local n=$1 dev=$2 want deadline=$((SECONDS + $4)) pid
+	local n=$1 dev=$2 want deadline=$((SECONDS + $4)) tag=$5 pid
 
 	want=$(($(wan_rx "$n" "$dev") + $3))
-	shift 4
 	while [ "$(wan_rx "$n" "$dev")" -lt "$want" ]; do
-		for pid in "$@"; do
+		for pid in "$WAN_SPID" "$WAN_CPID"; do
 			kill -0 "$pid" 2>/dev/null ||
-				netns_die "a meshperf process ended before the fault"
+				wan_fail "$tag" "$tag: a meshperf process ended before the fault"
 		done
 		[ "$SECONDS" -lt "$deadline" ] ||
-			netns_die "$n: $dev received less than $3 bytes in $4 s"
+			wan_fail "$tag" "$tag: $n's $dev received less than $3 bytes in $4 s"
 		sleep 0.02
 	done
 }
@@ -209,6 +214,11 @@ wan_fail() {
 
 # ---------------------------------------------------------------- faults
 
+# wan_secs MS: MS as seconds for sleep (1500 -> 1.500).
+wan_secs() {
+	printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000))
+}
+
 # wan_link_down NS IF / wan_link_up NS IF [ROUTE...]: the link goes down
 # and comes back.  A link that goes down loses the routes through it; each
 # ROUTE ("DEST via GW") is put back when it comes up.
@@ -227,23 +237,64 @@ wan_link_up() {
 	done
 }
 
-# wan_nft_reset NS / wan_nft_clear NS: from wan_nft_reset on, router NS
-# answers every TCP segment it forwards with a reset to its sender, both
-# ways, as a middlebox that kills streams does.  Resets themselves pass (a
-# host's answer to one).  Returns nonzero where nftables cannot.
-wan_nft_reset() {
-	nsx "$1" nft -f - <<NFT
+# wan_flap NS IF MS [ROUTE...]: as wan_link_down, MS later wan_link_up,
+# in one process inside NS, so that the time between is MS and not what
+# starting commands in a namespace costs on a busy host; prints "T_DOWN
+# T_UP", when each took effect (wan_now_ms).
+wan_flap() {
+	local n=$1 dev=$2 ms=$3 out
+
+	shift 3
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	out=$(nsx "$n" sh -c '
+		ip link set dev "$1" down || exit 1
+		date +%s%3N
+		sleep "$2"
+		ip link set dev "$1" up || exit 1
+		shift 2
+		for r in "$@"; do ip route replace $r || exit 1; done
+		date +%s%3N' sh "$dev" "$(wan_secs "$ms")" "$@" | paste -sd ' ')
+	[[ $out =~ ^[0-9]+\ [0-9]+$ ]] || netns_die "$n: cannot flap $dev"
+	echo "$out"
+}
+
+# wan_reset_for NS MS: for MS, router NS answers every TCP segment it
+# forwards with a reset to its sender, both ways, as a middlebox that kills
+# streams does (nftables; resets themselves pass: a host's answer to one).
+# The rule matches while an element of a set lives, which the kernel
+# expires after exactly MS, whatever the host's load makes of the commands
+# around it.  Returns once the time is over and prints "T_ON T_OFF"
+# (wan_now_ms): taken just before the element was added, and MS later.
+wan_reset_for() {
+	local n=$1 ms=$2 t0
+
+	wan_nft_rules
+	nsx "$n" nft list table inet wanfault >/dev/null 2>&1 ||
+		nsx "$n" nft -f "$NETNS_TMP/wanfault.nft" ||
+		netns_die "$n: cannot load the reset rules"
+	t0=$(wan_now_ms)
+	nsx "$n" nft add element inet wanfault on "{ tcp timeout ${ms}ms }" ||
+		netns_die "$n: cannot switch the reset rule on"
+	while [ "$(wan_now_ms)" -lt $((t0 + ms)) ]; do
+		sleep 0.01
+	done
+	echo "$t0 $((t0 + ms))"
+}
+
+# wan_nft_rules: the ruleset of wan_reset_for in $NETNS_TMP/wanfault.nft.
+wan_nft_rules() {
+	cat >"$NETNS_TMP/wanfault.nft" <<NFT
 table inet wanfault {
+	set on {
+		type inet_proto
+		flags timeout
+	}
 	chain fault {
 		type filter hook forward priority 0; policy accept;
-		tcp flags & rst == 0 reject with tcp reset
+		meta l4proto @on tcp flags & rst == 0 reject with tcp reset
 	}
 }
 NFT
-}
-
-wan_nft_clear() {
-	nsx "$1" nft delete table inet wanfault
 }
 
 # wan_nft_works: nft is installed and can load the reset rules (SKIP
@@ -255,16 +306,9 @@ wan_nft_works() {
 	probe=$(ns nftprobe)
 	ip netns add "$probe" || netns_die "cannot create $probe"
 	NETNS_LIST+=("$probe")
-	ip netns exec "$probe" nft -f - >/dev/null 2>&1 <<NFT || {
-table inet wanfault {
-	chain fault {
-		type filter hook forward priority 0; policy accept;
-		tcp flags & rst == 0 reject with tcp reset
-	}
-}
-NFT
+	wan_nft_rules
+	ip netns exec "$probe" nft -f "$NETNS_TMP/wanfault.nft" >/dev/null 2>&1 ||
 		netns_skip "nftables cannot load 'reject with tcp reset' here"
-	}
 }
 
 # wan_strict_conntrack NS: NS's connection tracking stops picking up
