@@ -391,6 +391,9 @@ def rank_env(args, rank, host, logfile):
         "NCCL_NVLS_ENABLE": "0",
         "PYTHONUNBUFFERED": "1",
     })
+    # A rank whose collective failed would otherwise wait a minute for a
+    # debug dump before PyTorch ends it.
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "0")
     return env
 
 
