@@ -123,9 +123,10 @@ static int relay_report(void *mctx, char *buf, size_t cap)
 	int err = relay_serve_report(x, buf, cap);
 
 	len = strnlen(buf, cap);
-	if (!err && len < cap)
-		snprintf(buf + len, cap - len, "relay %s: connections here: "
-			 "%llu routes broke, %llu resumed (reroutes), %llu "
+	/* the ends of this process (a rank's), once a route of theirs broke */
+	if (!err && len < cap && atomic_load(&x->outages))
+		snprintf(buf + len, cap - len, "relay %s: connections of this "
+			 "process: %llu routes broke, %llu resumed, %llu "
 			 "messages (%llu bytes) sent again\n", x->conf.name,
 			 (unsigned long long)atomic_load(&x->outages),
 			 (unsigned long long)atomic_load(&x->resumed),

@@ -94,6 +94,8 @@ struct relay_ctx {
 	struct relay_pair *pairs;
 	struct relay_setup *setups;
 	uint64_t pairs_done, bytes_done, refused;
+	uint64_t reroutes;		/* routes set up here that replace
+					 * broken ones */
 	/* channels ended before a usable request, and their log's pace */
 	uint64_t unread_dropped, drop_log_count;
 	int64_t drop_log_ns;

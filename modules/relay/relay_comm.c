@@ -247,9 +247,10 @@ static int origin_resumed(struct relay_comm *c, struct relay_hop *h)
 	atomic_fetch_add(&c->x->resumed, 1);
 	atomic_fetch_add(&c->x->resent_msgs, msgs);
 	atomic_fetch_add(&c->x->resent_bytes, bytes);
-	MESH_INFO("send comm %u to %s: resumed after %lld ms (%s), resending "
-		  "%llu messages (%llu bytes) from message %llu: %s", c->id,
-		  c->peer, ms, c->cause, (unsigned long long)msgs,
+	/* "out for N ms (cause), resumed" as every module says it */
+	MESH_INFO("send comm %u to %s: out for %lld ms (%s), resumed; resent "
+		  "%llu messages (%llu bytes) from message %llu, now %s",
+		  c->id, c->peer, ms, c->cause, (unsigned long long)msgs,
 		  (unsigned long long)bytes, (unsigned long long)c->acked + 1,
 		  c->route);
 	c->out_since_ns = 0;
@@ -866,8 +867,8 @@ int relay_comm_join(struct relay_comm *c)
 	c->acked = c->seq;
 	if (c->out_since_ns) {
 		atomic_fetch_add(&c->x->resumed, 1);
-		MESH_INFO("recv comm %u from %s: resumed after %lld ms (%s), "
-			  "from message %llu: %s", c->id, c->peer,
+		MESH_INFO("recv comm %u from %s: out for %lld ms (%s), "
+			  "resumed from message %llu, now %s", c->id, c->peer,
 			  ms_since(c->out_since_ns), c->cause,
 			  (unsigned long long)c->seq + 1, c->route);
 		c->out_since_ns = 0;

@@ -564,6 +564,11 @@ static bool setup_step(struct relay_ctx *x, struct relay_setup *s)
 			break;
 		}
 		respond(s, 0, s->hop.flags, s->hop.route);
+		if (s->req.flags & RELAY_FLAG_RESUME) {
+			pthread_mutex_lock(&x->lock);
+			x->reroutes++;
+			pthread_mutex_unlock(&x->lock);
+		}
 		s->stage = S_ACCEPT;
 		break;
 	case S_ACCEPT:
@@ -823,12 +828,13 @@ int relay_serve_report(struct relay_ctx *x, char *buf, size_t cap)
 		len += (size_t)snprintf(buf + len, cap - len,
 			"relay %s: %s port %d, %d pairs now, %llu done "
 			"(%llu bytes), %llu requests refused, %llu channels "
-			"ended without a request\n",
+			"ended without a request, %llu reroutes\n",
 			x->conf.name, x->serving ? "serving" : "not serving",
 			x->conf.port, n, (unsigned long long)x->pairs_done,
 			(unsigned long long)x->bytes_done,
 			(unsigned long long)x->refused,
-			(unsigned long long)x->unread_dropped);
+			(unsigned long long)x->unread_dropped,
+			(unsigned long long)x->reroutes);
 	pthread_mutex_unlock(&x->lock);
 	return 0;
 }
