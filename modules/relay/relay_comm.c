@@ -26,13 +26,23 @@ static const char *dir(const struct relay_comm *c)
 	return c->is_send ? "to" : "from";
 }
 
-/* The first failure of a comm, logged once: its requests fail from then. */
+static void join_drop(struct relay_comm *c);
+
+/* The first failure of a comm, logged once: its requests fail from then.
+ * A destination lets go of its rejoin: a new route the origin tries
+ * finds no such connection, and the origin fails at once. */
 static int comm_fail(struct relay_comm *c, int err, const char *what)
 {
 	if (!c->err) {
 		c->err = err ? err : -EIO;
 		MESH_WARN("%s comm %u %s %s: %s (route: %s)", side(c), c->id,
 			  dir(c), c->peer, what, c->route);
+		if (c->inbox.rj) {
+			join_drop(c);
+			relay_inbox_drop(&c->inbox);
+			relay_host->rejoin_close(relay_host, c->inbox.rj);
+			c->inbox.rj = NULL;
+		}
 	}
 	return c->err;
 }
@@ -263,7 +273,7 @@ static int origin_resumed(struct relay_comm *c, struct relay_hop *h)
 static int origin_reroute(struct relay_comm *c)
 {
 	const struct relay_conf *conf = &c->x->conf;
-	int64_t now = relay_now_ns();
+	int64_t now = relay_now_ns(), budget_end;
 	long long ms;
 	int err;
 
@@ -277,6 +287,11 @@ static int origin_reroute(struct relay_comm *c)
 					 RELAY_FLAG_RESUME);
 		if (!c->rh)
 			return comm_fail(c, -ENOMEM, "no memory for a new route");
+		/* an attempt ends with the budget, for the line to come then */
+		budget_end = c->out_since_ns +
+			     (int64_t)conf->outage_ms * 1000000;
+		if (c->rh->deadline_ns > budget_end)
+			c->rh->deadline_ns = budget_end;
 	}
 	err = relay_hop_step(c->rh);
 	if (err == -EAGAIN)
@@ -296,12 +311,11 @@ static int origin_reroute(struct relay_comm *c)
 	if (err == -ESRCH)
 		return outage_fail(c, -ECONNRESET, "the destination has no "
 				   "such connection any more (it closed or "
-				   "failed it), found out of route for %lld ms",
-				   ms);
+				   "failed it): out for %lld ms", ms);
 	if (err == -ECONNREFUSED && ms >= conf->timeout_ms)
 		return outage_fail(c, -ECONNREFUSED, "the destination refused "
-				   "for timeout_ms: its process is gone; out "
-				   "of route for %lld ms", ms);
+				   "new routes for timeout_ms (its process is "
+				   "gone): out for %lld ms", ms);
 	if (ms >= conf->outage_ms) {
 		char what[1400];
 
@@ -824,6 +838,8 @@ int relay_comm_join(struct relay_comm *c)
 	void *lcomm = NULL;
 	int err;
 
+	if (c->err)
+		return c->err;
 	err = relay_inbox_pump(&c->inbox);
 	if (err)
 		return comm_fail(c, err, "its rejoin failed");

@@ -116,7 +116,8 @@ void relay_hop_init(struct relay_hop *h, struct relay_ctx *x,
 	memset(h, 0, sizeof(*h));
 	h->x = x;
 	h->req = *req;
-	h->deadline_ns = relay_now_ns() + (int64_t)c->timeout_ms * 1000000;
+	h->started_ns = relay_now_ns();
+	h->deadline_ns = h->started_ns + (int64_t)c->timeout_ms * 1000000;
 	if (req->npath) {
 		/* an explicit route: only its next relay, and no shortcut */
 		const struct relay_peer *p = relay_conf_peer(c, req->path[0]);
@@ -543,10 +544,11 @@ int relay_hop_step(struct relay_hop *h)
 				if (h->peer)
 					util_addr_str(&h->peer->addrs[0], a,
 						      sizeof(a));
-				note(h, "%s%s%s: no answer within %d ms",
+				note(h, "%s%s%s: no answer within %lld ms",
 				     target(h), a[0] ? " at " : "", a,
 				     now > h->deadline_ns ?
-				     h->x->conf.timeout_ms : RELAY_DIAL_SKIP_MS);
+				     (long long)(now - h->started_ns) / 1000000 :
+				     RELAY_DIAL_SKIP_MS);
 				err = now > h->deadline_ns ? -ETIMEDOUT :
 							     -EHOSTUNREACH;
 			}

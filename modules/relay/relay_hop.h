@@ -60,7 +60,7 @@ struct relay_hop {
 	uint64_t pos;			/* messages the destination has */
 	int verdict;			/* the destination's own refusal:
 					 * ESRCH, ECONNREFUSED or 0 */
-	int64_t deadline_ns;
+	int64_t started_ns, deadline_ns;
 	int64_t dial_deadline_ns;	/* the relay dialed, when another
 					 * waits behind it */
 	char route[RELAY_ROUTE_MAX];	/* from here to the destination
