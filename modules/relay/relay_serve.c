@@ -95,7 +95,14 @@ struct relay_pair {
 	uint64_t ack, end_seq;
 	int64_t end_wait_ns;		/* how long an END waits for UP */
 	const char *broke;		/* why the route broke here */
+	/* a channel to another relay (not to an end, which only speaks
+	 * when NCCL drives it): KEEP notes each way, silence is a break */
+	bool up_relay, down_relay;
+	int64_t up_heard_ns, down_heard_ns, keep_sent_ns, silence_ns;
 };
+
+/* How often a relay tells the relays next to it that it is there. */
+#define RELAY_KEEP_NS 1000000000ll
 
 /* How long an orderly end waits for the side onwards to take its note. */
 #define RELAY_END_NOTE_NS 5000000000ll
@@ -142,6 +149,11 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 	s->up = NULL;
 	relay_hop_take(&s->hop, &p->down);
 	p->resumable = s->req.flags & RELAY_FLAG_RESUMABLE;
+	/* visited: the origin, the relays before, this one */
+	p->up_relay = s->req.nvisited > 2;
+	p->down_relay = !p->out_direct;
+	p->up_heard_ns = p->down_heard_ns = relay_now_ns();
+	p->silence_ns = (int64_t)x->conf.timeout_ms * 1000000;
 	p->nb = x->conf.chunks;
 	p->chunk = x->conf.chunk;
 	snprintf(p->desc, sizeof(p->desc), "%s from %s (%s) -> %s",
@@ -219,7 +231,11 @@ static void pair_notes(struct relay_pair *p)
 	for (int i = 0; i < RELAY_NOTES_PER_STEP && relay_chan_ctrl(&p->down) &&
 			!p->broke && r > 0; i++) {
 		r = relay_chan_read(&p->down, &n, &why);
-		if (r > 0 && n.type == RELAY_NOTE_ACK && n.seq > p->ack) {
+		if (r > 0)
+			p->down_heard_ns = relay_now_ns();
+		if (r > 0 && n.type == RELAY_NOTE_KEEP && p->down_relay) {
+			continue;
+		} else if (r > 0 && n.type == RELAY_NOTE_ACK && n.seq > p->ack) {
 			p->ack = n.seq;
 			p->ack_due = true;
 		} else if (r > 0 && n.type == RELAY_NOTE_UP) {
@@ -240,7 +256,11 @@ static void pair_notes(struct relay_pair *p)
 	for (int i = 0; i < RELAY_NOTES_PER_STEP && p->up.ctrl && !p->broke &&
 			r > 0; i++) {
 		r = relay_chan_read(&p->up, &n, &why);
-		if (r > 0 && n.type == RELAY_NOTE_END) {
+		if (r > 0)
+			p->up_heard_ns = relay_now_ns();
+		if (r > 0 && n.type == RELAY_NOTE_KEEP && p->up_relay) {
+			continue;
+		} else if (r > 0 && n.type == RELAY_NOTE_END) {
 			p->up_orderly = true;
 		} else if (r > 0) {
 			p->broke = "the way back sent a note out of place";
@@ -258,6 +278,32 @@ static void pair_notes(struct relay_pair *p)
 	if (p->bye_due && !p->ack_due && p->up.ctrl &&
 	    !relay_chan_note(&p->up, RELAY_NOTE_BYE, 0))
 		p->bye_due = false;
+}
+
+/*
+ * Between two relays both sides always run, so a channel that brings
+ * nothing for timeout_ms has stalled (its packets dropped on the way, a
+ * NAT table flushed), where its end would only show after the kernel's
+ * retransmissions gave up: the route is over, its ends set up another.
+ */
+static void pair_keepalive(struct relay_pair *p)
+{
+	int64_t now = relay_now_ns();
+
+	if (!p->resumable)
+		return;
+	if (now - p->keep_sent_ns >= RELAY_KEEP_NS) {
+		if (p->up_relay && p->up.ctrl)
+			relay_chan_note(&p->up, RELAY_NOTE_KEEP, 0);
+		if (p->down_relay && relay_chan_ctrl(&p->down))
+			relay_chan_note(&p->down, RELAY_NOTE_KEEP, 0);
+		p->keep_sent_ns = now;
+	}
+	if (p->up_relay && p->up.ctrl && now - p->up_heard_ns > p->silence_ns)
+		p->broke = "the way back went silent for timeout_ms";
+	if (p->down_relay && relay_chan_ctrl(&p->down) &&
+	    now - p->down_heard_ns > p->silence_ns)
+		p->broke = "the way on went silent for timeout_ms";
 }
 
 /* Once everything before the origin's end went on: the side onwards is
@@ -353,6 +399,7 @@ static int pair_step(struct relay_pair *p)
 		p->sdone++;
 	}
 	pair_notes(p);
+	pair_keepalive(p);
 	if (p->failed || p->broke)
 		return -1;
 	if (p->in_closed && p->sdone == p->rdone)

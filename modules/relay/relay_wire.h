@@ -93,6 +93,8 @@ int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max);
  *   UP   destination -> last relay: its leg is accepted, notes may come
  *   BYE  destination -> origin: it closed its end; the channels ending
  *        after this are no break
+ *   KEEP relay <-> relay, every second: the channel between two relays
+ *        is alive (a NAT table flushed on the way stalls it silently)
  */
 #define RELAY_NOTE_MAGIC 0x524c4e31u	/* "RLN1" */
 #define RELAY_NOTE_SIZE 16
@@ -102,6 +104,7 @@ enum relay_note_type {
 	RELAY_NOTE_END = 2,
 	RELAY_NOTE_UP = 3,
 	RELAY_NOTE_BYE = 4,
+	RELAY_NOTE_KEEP = 5,
 };
 
 struct relay_note {

@@ -10,7 +10,12 @@
 #    recovery per connection, and no relay line is a warning;
 #  - failover: a second relay g0b serves DC 0 (on g0, port 29401, which
 #    a0's routes name after g0); g0's meshrelay is killed for good while
-#    a0 sends to b0: the route moves to g0b, the run completes verified.
+#    a0 sends to b0: the route moves to g0b, the run completes verified;
+#  - stall: g1's firewall forgets every connection through it (conntrack
+#    flushed, no stream picked up midway) while a0 sends to b0: the channel
+#    between g0 and g1 goes silent, which the relays notice within
+#    timeout_ms (3 s here), and the route is set up again (needs the
+#    conntrack tool; skipped without it).
 #
 # usage: relay-resume.sh MESHPERF PLUGIN BUILD_DIR
 set -euo pipefail
@@ -124,4 +129,30 @@ grep -Eq 'pair [0-9]+: forwarding a0 ' "$NETNS_TMP/meshrelay-g0b" ||
 	relay_fail failover "failover: g0b logged no pair for a0"
 grep -h '), resumed' "$NETNS_TMP/failover.client" | head -n 1
 echo "PASS failover: g0 killed, the route moved to g0b, the run completed verified ($((SECONDS - t0)) s after the kill)"
+
+# --------------------------------------------------------------- stall
+if command -v conntrack >/dev/null &&
+	nsx g1 conntrack -L >/dev/null 2>&1 &&
+	nsx g1 sysctl -qw net.netfilter.nf_conntrack_tcp_loose=0; then
+	XDC_ENV+=(NCCL_MESH_RELAY_TIMEOUT_MS=3000)
+	XDC_CLIENT_ENV=()
+	relay_meshrelay_start g0	# killed for good above
+	g0=$NETNS_LAST_PID
+	relay_meshperf_start b0 a0 stall 41102 "${data[@]}"
+	moving "$g0" "$NETNS_TMP/meshrelay-g0" 1 $((64 << 20)) ||
+		relay_fail stall "stall: no data from a0 through g0"
+	t0=$SECONDS
+	nsx g1 conntrack -F >/dev/null 2>&1 ||
+		relay_fail stall "stall: conntrack -F failed in g1"
+	finish stall 90
+	grep -Eq 'pair [0-9]+: the way (on|back) went silent' \
+		"$NETNS_TMP/meshrelay-g0" "$NETNS_TMP/meshrelay-g1" ||
+		relay_fail stall "stall: no relay noticed the silent channel"
+	xdc_log_has stall client 'INFO .*relay: send comm .*\), resumed; ' ||
+		relay_fail stall "stall: a0's connection did not resume"
+	grep -h '), resumed' "$NETNS_TMP/stall.client" | head -n 1
+	echo "PASS stall: g1 forgot its connections, the route came back, the run completed verified ($((SECONDS - t0)) s after the flush)"
+else
+	echo "SKIP stall: no conntrack tool, or it cannot reach g1's table"
+fi
 echo "PASS: relayed connections survive their relay"
