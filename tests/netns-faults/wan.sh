@@ -143,7 +143,10 @@ relay_setup() {
 	relay_topology ""
 	umask 077
 	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$NETNS_TMP/key"
+	# the budget of the relayed connections (relay's outage_ms) and of
+	# the tcp-xdc legs they are made of
 	XDC_ENV=("NCCL_MESH_AUTH_KEY_FILE=$NETNS_TMP/key"
+		 "NCCL_MESH_RELAY_OUTAGE_MS=$WAN_OUTAGE_MS"
 		 "NCCL_MESH_TCP_XDC_TIMEOUT_MS=$WAN_TIMEOUT_MS"
 		 "NCCL_MESH_TCP_XDC_OUTAGE_MS=$WAN_OUTAGE_MS")
 	WAN_ENV=("${XDC_ENV[@]}" NCCL_DEBUG=INFO)
