@@ -31,6 +31,14 @@
  * for fails with "closed by the peer".  A peer that dies writes no notice:
  * the survivor's writes (or the probe an idle comm sends every
  * VL_PROBE_MS) fail, and so does its test().
+ *
+ * Repair (verbs_path.c): with outage_ms > 0 a QP that fails is rebuilt
+ * instead of failing the connection.  Both ends of a QP slot move their
+ * QP to the error state, tell each other how many writes with immediate
+ * they took on it (in-band over a working QP, and over the side channel,
+ * a TCP stream of the core's control connection), and each resends exactly
+ * what the other did not take, over the QPs that still work; then the
+ * slot gets fresh QPs and rejoins once a probe write passes on them.
  */
 #ifndef MESH_VERBS_H
 #define MESH_VERBS_H
@@ -196,6 +204,7 @@ struct vl_ctx {
 	bool mr_cache;
 	int max_recvs;
 	int eager_max;
+	int outage_ms;		/* 0: a QP error fails the connection */
 	unsigned int next_comm_id;
 };
 
@@ -227,14 +236,41 @@ typedef int (*vl_resolve_fn)(void *arg, const struct mesh_addr *target,
 
 struct vl_comm;
 
+/*
+ * One piece of a message as the sender tracks it until the receiver has
+ * it: not posted (no working QP or a full send queue, or taken back from a
+ * QP that failed), or posted as write-with-immediate number seq on QP slot
+ * qp's incarnation epoch.
+ */
+enum vl_piece_state { VL_PC_QUEUED, VL_PC_POSTED, VL_PC_DONE };
+
+struct vl_piece {
+	uint8_t st;		/* enum vl_piece_state */
+	uint8_t qp;
+	uint16_t epoch;
+	uint32_t seq;
+};
+
 struct ib_send_req {
 	struct mesh_request base;
 	struct vl_comm *comm;
 	bool in_use;
 	bool failed;		/* a completion error, or handed out failed */
+	bool eager;		/* one write into bounce slot `bounce` */
+	bool far;		/* the size goes through sizes[][] */
 	int pieces;
 	int pieces_done;
 	size_t size;
+	/* what it takes to post a piece again */
+	char *data;
+	const struct vl_mh *mh;
+	uint64_t raddr;		/* the posted buffer (FIFO path) */
+	uint32_t rkey[VL_MAX_LINKS];
+	size_t piece_len;
+	int slot, elem;
+	uint32_t imm;		/* the same for every piece */
+	uint32_t bounce;
+	struct vl_piece pc[VL_MAX_QPS];
 };
 
 struct ib_recv_req {
@@ -244,6 +280,7 @@ struct ib_recv_req {
 	bool failed;		/* handed out on a comm that had ended */
 	bool flush;		/* an iflush request */
 	bool flush_done;
+	bool announced;		/* its FIFO entry was written (not small) */
 	int n;
 	int pieces[VL_MAX_RECVS];	/* expected, 0 until known */
 	int pieces_done[VL_MAX_RECVS];
@@ -253,33 +290,160 @@ struct ib_recv_req {
 
 #define IB_SEND_REQS (VL_MAX_REQUESTS * VL_MAX_RECVS)
 
+/* ---- QP slots and their repair (verbs_path.c) ---- */
+
+/* Where a QP slot is.  The send comm leads a repair, the recv comm
+ * follows (verbs_path.c has the whole protocol). */
+enum vl_qp_state {
+	VL_QP_UP,	/* in service */
+	VL_QP_DRAIN,	/* moved to the error state; receives still flushing */
+	VL_QP_DEAD,	/* our end is dead and the peer told so */
+	VL_QP_NEW,	/* leader: a fresh QP offered, waiting for the follower's */
+	VL_QP_PROBE,	/* leader: both at RTS, a probe write tests the path */
+	VL_QP_RTS,	/* follower: at RTS, waiting for the leader's probe */
+};
+
+/* A record's phase: what its side did with incarnation `epoch`. */
+enum { VL_REC_NONE, VL_REC_NEW, VL_REC_UP, VL_REC_BROKEN };
+
+/*
+ * What a side tells the peer about one QP slot; the newest (epoch, phase)
+ * wins.  In-band it is written into the peer's record area (check: a torn
+ * copy reads as "not yet"), on the side channel it travels big-endian.
+ */
+struct vl_rec {
+	uint32_t epoch;
+	uint32_t phase;
+	uint32_t qpn, psn;	/* NEW: the fresh QP */
+	uint32_t got_epoch;	/* got counts the peer's writes with */
+	uint32_t cause;		/*   immediate taken on incarnation got_epoch */
+	uint32_t seen;		/* the peer's newest record taken: epoch << 2 |
+				   phase; a record is told until it is seen */
+	uint32_t pad;
+	uint64_t got;
+	uint64_t check;		/* vl_rec_check() of the rest */
+};
+
+_Static_assert(sizeof(struct vl_rec) == 48, "record layout");
+
+/* Why a QP slot broke, besides a work completion status (< 0x100); the
+ * peer's causes carry VL_CAUSE_PEER. */
+#define VL_CAUSE_STALL 0x100	/* no completion for VL_PROBE_DEAD_MS */
+#define VL_CAUSE_SETUP 0x101	/* a fresh QP could not be brought up */
+#define VL_CAUSE_POST 0x102	/* a work request could not be posted */
+#define VL_CAUSE_PEER 0x1000
+
+struct vl_path {
+	enum vl_qp_state state;
+	uint32_t epoch;		/* incarnation of qps[q] */
+	uint32_t rposted, rdone;	/* its receives posted, completed */
+	uint32_t sig_posted, sig_done;	/* its signaled sends */
+	uint64_t imm_sent;	/* writes with immediate posted on it */
+	uint64_t imm_got;	/* ... taken from it */
+	uint32_t dead_epoch;	/* the incarnation being replaced */
+	uint64_t dead_got;	/* what we took on it */
+	bool settled;		/* its resends are done */
+	bool dirty;		/* mine is not yet on the side channel */
+	struct vl_rec mine;	/* what we last told the peer */
+	struct vl_rec peer;	/* the newest the peer told us */
+	uint64_t told_ns;	/* mine last written in-band */
+	uint64_t not_before_ns;	/* leader: no fresh QP before (backoff) */
+	uint32_t stall_mark;	/* sig_done at stall_ns */
+	uint64_t stall_ns;
+	int rounds;		/* fresh QPs tried since it was last up */
+	uint32_t cause;
+	bool probe_sent;	/* PROBE: the test write is posted */
+	bool ctrl_used;		/* recv: FIFO or credit writes went on it */
+};
+
+/* An outage of one link (some of its QP slots not up), for the log. */
+struct vl_outage {
+	uint64_t since_ns;	/* 0: every QP of the link is up */
+	uint32_t cause;
+	int qp;			/* the first slot that broke */
+	uint64_t pieces, bytes, fifo;	/* resent meanwhile */
+};
+
+/* ---- the side channel (verbs_side.c) ---- */
+
+#define VL_SIDE_MSG 256
+enum { VL_SIDE_REC = 1, VL_SIDE_FAIL, VL_SIDE_BYE };
+
+/* The peer's end of one link, as a fresh QP needs it for RTR. */
+struct vl_peer_link {
+	uint8_t gid[16];
+	uint16_t lid;
+	bool ethernet;
+	enum ibv_mtu mtu;	/* the smaller of both ends' */
+};
+
 /*
  * Words each side's peer writes into on close and when probing: the
  * receiver's in the sender's FIFO region, the sender's in the receiver's
  * sizes region, at the same offset on both sides.  src holds the magic
- * and is the source of both writes.
+ * and is the source of both writes.  rec[] takes the peer's records; on
+ * the other region its twin holds ours, the source of those writes.
  */
 #define VL_CLOSE_MAGIC 0x434c4f5345440a00ULL	/* "CLOSED\n" */
 struct vl_notice {
 	uint64_t closed;	/* VL_CLOSE_MAGIC once the peer closes */
 	uint64_t probe;		/* target of liveness probes, never read */
 	uint64_t src;		/* VL_CLOSE_MAGIC */
+	struct vl_rec rec[VL_MAX_QPS];
 };
 
-/* wr_ids that are not a send request or a QP's receive. */
-#define VL_WR_FIFO (~0ULL)
-#define VL_WR_PROBE (~0ULL - 1)
-#define VL_WR_CLOSE (~0ULL - 2)
-#define VL_WR_FLUSH_BASE (1ULL << 32)
+/*
+ * wr_id of every work request: what it is (kind), its QP slot and that
+ * slot's incarnation (so completions of a QP that was replaced are known
+ * as such), and an id: send request and piece, or flush request.
+ */
+enum vl_wr_kind {
+	VL_WR_PIECE = 1,	/* a piece's (or eager message's) last write */
+	VL_WR_PLAIN,		/* unsignaled: data, sizes, FIFO, credit */
+	VL_WR_CTRL,		/* a signaled FIFO or credit write */
+	VL_WR_PROBE,		/* liveness, or the test of a fresh QP */
+	VL_WR_CLOSE,		/* the close notice */
+	VL_WR_REC,		/* a record, in-band */
+	VL_WR_FLUSH,		/* a GPU flush on the loopback QP */
+	VL_WR_RECV,		/* a receive */
+};
+
+static inline uint64_t vl_wr(enum vl_wr_kind kind, int qp, uint32_t epoch,
+			     unsigned int id)
+{
+	return (uint64_t)(id & 0xfff) | (uint64_t)kind << 12 |
+	       (uint64_t)(qp & 15) << 16 | (uint64_t)(epoch & 0xffff) << 20;
+}
+
+static inline unsigned int vl_wr_id(uint64_t w) { return w & 0xfff; }
+static inline unsigned int vl_wr_kind(uint64_t w) { return (w >> 12) & 15; }
+static inline int vl_wr_qp(uint64_t w) { return (int)((w >> 16) & 15); }
+static inline uint32_t vl_wr_epoch(uint64_t w) { return (w >> 20) & 0xffff; }
+/* a piece id: send request and piece */
+static inline unsigned int vl_piece_id(int sreq, int piece)
+{
+	return (unsigned int)sreq | (unsigned int)piece << 8;
+}
 
 /* An idle comm (requests waiting, no completion) probes its peer this
  * often: a dead peer fails the probe's write, a live one answers it. */
 #define VL_PROBE_MS 1000
 /* A probe unanswered this long, with no completion at all, means the peer
- * is gone: longer than any one write takes on a slow link. */
+ * is gone: longer than any one write takes on a slow link.  With an
+ * outage budget, a QP whose signaled writes see no completion this long
+ * is taken for broken instead. */
 #define VL_PROBE_DEAD_MS 10000
 /* Empty polls between looks at the clock. */
 #define VL_PROBE_POLLS 256
+/* Polls between looks at the side channel and the peer's records. */
+#define VL_TICK_POLLS 64
+/* How often a healthy comm looks at them; one under repair, every tick. */
+#define VL_TICK_MS 1
+/* A record not yet answered is written in-band again this often. */
+#define VL_RETELL_MS 200
+/* Backoff between fresh QPs for a slot whose last one failed. */
+#define VL_RETRY_MIN_MS 100
+#define VL_RETRY_MAX_MS 1000
 
 /* The receive-side's 64-bit sizes, written by the sender for big messages;
  * on the send side the sources of those writes and of eager headers.  An
@@ -300,7 +464,7 @@ struct ib_fifo {
 
 struct vl_comm {
 	struct vl_ctx *ctx;
-	struct vl_dev *dev;		/* links[0]: FIFO, flushes */
+	struct vl_dev *dev;		/* links[0]: flushes, the log */
 	int nlinks;
 	struct vl_dev *links[VL_MAX_LINKS];
 	struct ibv_cq *cqs[VL_MAX_LINKS];
@@ -325,6 +489,31 @@ struct vl_comm {
 	struct ibv_mr *sizes_mr[VL_MAX_LINKS];
 	uint64_t rem_addr;	/* the peer's FIFO (recv) or sizes (send) */
 	uint32_t rem_rkey[VL_MAX_LINKS];
+	struct vl_peer_link rlink[VL_MAX_LINKS];
+	char rwhere[VL_MAX_LINKS][48];	/* the peer's end of each link */
+	/* QP slots (verbs_path.c) */
+	struct vl_path path[VL_MAX_QPS];
+	int nup;		/* slots up */
+	int ctrl_qp;		/* recv: the slot of FIFO and credit writes */
+	int outage_ms;		/* 0: no repair on this comm */
+	uint64_t none_since_ns;	/* no slot up since (0: one is) */
+	uint32_t none_cause;
+	struct vl_outage out[VL_MAX_LINKS];
+	int queued;		/* send: pieces waiting to be posted */
+	bool fifo_resend;	/* recv: FIFO entries and credit to write again */
+	bool peer_failed;	/* the peer said its end failed */
+	bool repairing;		/* some slot is not up */
+	unsigned int polls;
+	uint64_t tick_ns;	/* the last full tick */
+	/* the side channel (verbs_side.c) */
+	int side_fd;		/* -1: none (any more) */
+	size_t side_in_len;
+	size_t side_out_len, side_out_off;
+	bool side_fail;		/* a FAIL to send */
+	bool side_bye;		/* a BYE to send */
+	bool peer_bye;		/* the peer closed in order */
+	uint8_t side_in[VL_SIDE_MSG];
+	uint8_t side_out[VL_SIDE_MSG];
 	/* send */
 	uint64_t slot_seq;	/* FIFO slot being consumed */
 	uint64_t credit_seen;	/* the last whole credit the peer wrote */
@@ -350,7 +539,10 @@ struct vl_comm {
 	uint64_t peer_closed_ns;	/* when we first saw it */
 	bool closing;		/* in close: failures are logged as INFO */
 	bool probe_out;		/* a probe write is outstanding */
+	int probe_qp;		/* ... on this slot */
 	bool busy;		/* a completion since the last clock look */
+	bool close_out;		/* our close notice is posted ... */
+	int close_qp;		/* ... on this slot */
 	bool close_done;	/* our close notice completed */
 	unsigned int idle_polls;
 	uint64_t live_ns;	/* when the comm last saw progress */
@@ -362,6 +554,43 @@ struct vl_comm {
 static inline int vl_qp_link(const struct vl_comm *c, int qp)
 {
 	return qp % c->nlinks;
+}
+
+/* The notice words the peer writes into, and our own: the source of our
+ * writes, whose twin in the peer's region (rem_addr) is where they go. */
+static inline struct vl_notice *vl_note_in(struct vl_comm *c)
+{
+	return c->is_send ? &c->fifo->note : &c->sizes->note;
+}
+
+static inline struct vl_notice *vl_note_out(struct vl_comm *c)
+{
+	return c->is_send ? &c->sizes->note : &c->fifo->note;
+}
+
+/* Where a word of our region (the one vl_note_out lies in) has its twin
+ * on the peer's side, and its key on link l. */
+static inline uint64_t vl_note_remote(struct vl_comm *c, const void *src)
+{
+	const char *base = c->is_send ? (const char *)c->sizes :
+					(const char *)c->fifo;
+
+	return c->rem_addr + (uint64_t)((const char *)src - base);
+}
+
+static inline uint32_t vl_note_lkey(const struct vl_comm *c, int link)
+{
+	return (c->is_send ? c->sizes_mr : c->fifo_mr)[link]->lkey;
+}
+
+static inline uint64_t vl_rec_check(const struct vl_rec *r)
+{
+	uint64_t h = vl_mix(0x7265636f72647321ULL, r->epoch);
+
+	h = vl_mix(h, (uint64_t)r->phase << 32 | r->qpn);
+	h = vl_mix(h, (uint64_t)r->psn << 32 | r->got_epoch);
+	h = vl_mix(h, (uint64_t)r->cause << 32 | r->seen);
+	return vl_mix(h, r->got);
 }
 
 /*
@@ -388,7 +617,9 @@ static inline int vl_qp_link(const struct vl_comm *c, int qp)
 	{ "mr_cache", MESH_PARAM_BOOL, "true", 0, 0, \
 	  "Reuse one memory region for registrations of the same range." }, \
 	{ "sysfs_root", MESH_PARAM_STR, "/sys/class/infiniband", 0, 0, \
-	  "Where HCA port and GID tables are read from." }
+	  "Where HCA port and GID tables are read from." }, \
+	{ "outage_ms", MESH_PARAM_INT, "300000", 0, 3600000, \
+	  "How long a connection may have no working path to its peer while it rebuilds its queue pairs, holding its requests; past it test() fails. A queue pair that fails while another works hands its traffic over and is rebuilt. 0: the first queue-pair error fails the connection." }
 
 /*
  * A module's say on one port the hca filter let through: 1 to open it
@@ -441,12 +672,44 @@ struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 struct ibv_qp *vl_qp_create(struct vl_comm *c, int link, int sq, int rq);
 void vl_comm_free(struct vl_comm *comm);
 
+/* One RC QP's RTR and RTS towards the peer's QP qpn on slot q's link. */
+int vl_qp_connect(struct vl_comm *c, int q, struct ibv_qp *qp,
+		  uint32_t qpn, uint32_t psn);
+
 /* verbs_close.c */
 uint64_t vl_now_ns(void);
 bool vl_peer_closed(struct vl_comm *comm);
 bool vl_send_orphaned(struct vl_comm *comm);
 void vl_idle(struct vl_comm *comm);
 int vl_close_comm(struct vl_comm *comm);
+/* A signaled 8-byte write of the magic into field (closed or probe) of
+ * the peer's notice, on slot q; ibv_post_send's status. */
+int vl_notice_post(struct vl_comm *c, int q, size_t field,
+		   enum vl_wr_kind kind);
+
+/* verbs_path.c: QP slots, their repair and the outage budget */
+void vl_paths_init(struct vl_comm *c);
+/* Whether a completion status means the path failed (a QP rebuilt can
+ * carry the work again), not the work itself. */
+bool vl_path_fault(enum ibv_wc_status st);
+void vl_path_break(struct vl_comm *c, int q, uint32_t cause);
+/* A probe write on slot q completed. */
+void vl_path_probed(struct vl_comm *c, int q);
+/* The first slot up at or after `from` (round robin), -1 if none. */
+int vl_next_up(const struct vl_comm *c, int from);
+void vl_rec_take(struct vl_comm *c, int q, const struct vl_rec *r);
+/* The repair's clockwork, from every poll (cheap unless due). */
+void vl_tick(struct vl_comm *c);
+/* Posts a chain on slot q, counting its signaled requests: 0, -ENOMEM
+ * (queue full), or -errno.  Every wr_id must be vl_wr() of slot q. */
+int vl_post_send(struct vl_comm *c, int q, struct ibv_send_wr *wr);
+int vl_post_recv(struct vl_comm *c, int q);
+
+/* verbs_side.c: the side channel */
+void vl_side_pump(struct vl_comm *c);
+void vl_side_fail(struct vl_comm *c);
+void vl_side_bye(struct vl_comm *c);
+void vl_side_close(struct vl_comm *c);
 
 /* verbs_data.c */
 int vl_comm_poll(struct vl_comm *comm);
@@ -462,6 +725,14 @@ int vl_iflush(void *recv_comm, int n, void **data, int *sizes,
 		 void **mhandles, void **request);
 int vl_close_send(void *send_comm);
 int vl_close_recv(void *recv_comm);
+/* repair (verbs_data.c): a piece's write with immediate completed; what
+ * the peer took of a dead incarnation settles what is sent again */
+void vl_piece_done(struct vl_comm *c, int q, uint32_t epoch,
+		   unsigned int id);
+int vl_settle_send(struct vl_comm *c, int q, uint64_t got);
+void vl_settle_recv(struct vl_comm *c, int q);
+void vl_post_queued(struct vl_comm *c);
+void vl_fifo_rewrite(struct vl_comm *c);
 /* verbs_conn.c: the local device of each link, for tools */
 int vl_describe(void *comm, struct mesh_conn_info *info);
 

@@ -10,18 +10,20 @@
  *
  *   1. (sender) waits for its outstanding sends: a completed isend must
  *      arrive whole, and the notice below must come after every piece;
- *   2. RDMA-writes VL_CLOSE_MAGIC into the peer's notice word on QP 0,
- *      behind everything else it wrote there;
+ *   2. RDMA-writes VL_CLOSE_MAGIC into the peer's notice word on a QP
+ *      that is up (a recv comm: the one of its FIFO writes, behind them);
  *   3. waits until that write completes (the peer's HCA has it), the
  *      peer's own notice shows up (both closing), or a bound derived from
- *      the QP's retry timeout passes; then destroys the QPs.
+ *      the QP's retry timeout passes; says BYE on the side channel
+ *      (verbs_side.c); then destroys the QPs.
  *
  * The peer sees the notice before any error its later writes can bring
  * (they fail only after our QPs are gone), so it takes those errors as the
- * end of the connection.  A peer that dies writes no notice: the
- * survivor's writes fail with the reason.  A survivor that writes nothing
- * (a receiver waiting for data) would never learn of the death, so an
- * idle comm probes: every VL_PROBE_MS without a completion it writes
+ * end of the connection.  A peer that dies writes no notice: its side
+ * channel ends without BYE, and the survivor's writes fail with the
+ * reason.  A survivor that writes nothing (a receiver waiting for data)
+ * and has no side channel to tell it would never learn of the death, so
+ * an idle comm probes: every VL_PROBE_MS without a completion it writes
  * one word into the peer, which a live peer's HCA answers even while the
  * process is busy elsewhere or late, and a dead one leaves unanswered.
  *
@@ -41,45 +43,12 @@ uint64_t vl_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Where the peer writes its notice to us (fifo region on the send side,
- * sizes region on the receive side), and the region holding it. */
-static struct vl_notice *notice_of(struct vl_comm *c, void **base,
-				      struct ibv_mr **mr)
-{
-	if (c->is_send) {
-		*base = c->fifo;
-		*mr = c->fifo_mr[0];
-		return &c->fifo->note;
-	}
-	*base = c->sizes;
-	*mr = c->sizes_mr[0];
-	return &c->sizes->note;
-}
-
-/* Our source word lies in the region the peer writes into on our side;
- * its twin on the peer's side is where our write goes.  Same layout. */
-static struct vl_notice *src_notice(struct vl_comm *c, void **base,
-				       struct ibv_mr **mr)
-{
-	if (c->is_send) {
-		*base = c->sizes;
-		*mr = c->sizes_mr[0];
-		return &c->sizes->note;
-	}
-	*base = c->fifo;
-	*mr = c->fifo_mr[0];
-	return &c->fifo->note;
-}
-
 bool vl_peer_closed(struct vl_comm *c)
 {
-	void *base;
-	struct ibv_mr *mr;
-
 	if (c->peer_closed)
 		return true;
-	if (__atomic_load_n(&notice_of(c, &base, &mr)->closed,
-			    __ATOMIC_ACQUIRE) != VL_CLOSE_MAGIC)
+	if (__atomic_load_n(&vl_note_in(c)->closed, __ATOMIC_ACQUIRE) !=
+	    VL_CLOSE_MAGIC)
 		return false;
 	c->peer_closed = true;
 	c->peer_closed_ns = vl_now_ns();
@@ -115,32 +84,35 @@ bool vl_send_orphaned(struct vl_comm *c)
 	return vl_now_ns() - c->peer_closed_ns > grace;
 }
 
-/*
- * One signalled 8-byte write of the magic into field (closed or probe) of
- * the peer's notice, on QP 0 behind what we wrote there before.  The
- * peer's region at rem_addr is the twin of the one our source lies in.
- */
-static int notice_post(struct vl_comm *c, size_t field, uint64_t wr_id)
+int vl_notice_post(struct vl_comm *c, int q, size_t field,
+		   enum vl_wr_kind kind)
 {
-	void *base;
-	struct ibv_mr *mr;
-	struct vl_notice *src = src_notice(c, &base, &mr);
-	uint64_t off = (uint64_t)((char *)src - (char *)base) + field;
+	struct vl_notice *src = vl_note_out(c);
+	int l = vl_qp_link(c, q);
 	struct ibv_sge sge = { (uint64_t)(uintptr_t)&src->src,
-			       sizeof(src->src), mr->lkey };
+			       sizeof(src->src), vl_note_lkey(c, l) };
 	struct ibv_send_wr wr = {
-		.wr_id = wr_id,
+		.wr_id = vl_wr(kind, q, c->path[q].epoch, 0),
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
 		.send_flags = IBV_SEND_SIGNALED |
 			      (c->max_inline >= sizeof(src->src) ?
 			       IBV_SEND_INLINE : 0),
-		.wr.rdma = { c->rem_addr + off, c->rem_rkey[0] },
-	}, *bad;
+		.wr.rdma = { vl_note_remote(c, src) + field, c->rem_rkey[l] },
+	};
 
 	src->src = VL_CLOSE_MAGIC;
-	return ibv_post_send(c->qps[0], &wr, &bad);
+	return -vl_post_send(c, q, &wr);
+}
+
+/* The slot for a probe or the close notice: the control slot of a recv
+ * comm (behind its FIFO writes), else the first that is up; -1 if none. */
+static int notice_qp(const struct vl_comm *c)
+{
+	if (!c->is_send && c->ctrl_qp >= 0)
+		return c->ctrl_qp;
+	return vl_next_up(c, 0);
 }
 
 /*
@@ -150,11 +122,14 @@ static int notice_post(struct vl_comm *c, size_t field, uint64_t wr_id)
  * retries run out, but Soft-RoCE retries forever at retry_cnt 7, and a
  * probe may also wait behind a write that never completes: so a probe
  * still unanswered, with no completion at all, after VL_PROBE_DEAD_MS
- * fails the comm too.
+ * fails the comm too.  With an outage budget it only breaks the probe's
+ * QP slot (the repair's stall check), and a dead peer shows as the end
+ * of its side channel.
  */
 void vl_idle(struct vl_comm *c)
 {
 	uint64_t now;
+	int q;
 
 	if (++c->idle_polls % VL_PROBE_POLLS || c->closing)
 		return;
@@ -167,7 +142,8 @@ void vl_idle(struct vl_comm *c)
 	if (vl_peer_closed(c))
 		return;
 	if (c->probe_out) {
-		if (now - c->live_ns >= VL_PROBE_DEAD_MS * 1000000ULL)
+		if (!c->outage_ms &&
+		    now - c->live_ns >= VL_PROBE_DEAD_MS * 1000000ULL)
 			vl_comm_fail(c, -ECONNRESET, "%s comm %u %s %s: no answer from the peer for %llu ms (a probe write is not acknowledged): the peer is gone or unreachable",
 					c->is_send ? "send" : "recv", c->id,
 					c->is_send ? "to" : "from", c->peer,
@@ -176,10 +152,14 @@ void vl_idle(struct vl_comm *c)
 	}
 	if (now - c->live_ns < VL_PROBE_MS * 1000000ULL)
 		return;
-	/* a full send queue is no failure: the next idle look tries again */
-	if (!notice_post(c, offsetof(struct vl_notice, probe),
-			 VL_WR_PROBE))
+	/* a full send queue, or no slot up, is no failure: the next idle
+	 * look tries again */
+	q = notice_qp(c);
+	if (q >= 0 && !vl_notice_post(c, q, offsetof(struct vl_notice, probe),
+				      VL_WR_PROBE)) {
 		c->probe_out = true;
+		c->probe_qp = q;
+	}
 	c->live_ns = now;
 }
 
@@ -227,26 +207,47 @@ static bool sends_drained(struct vl_comm *c)
 	return !sends_outstanding(c);
 }
 
+/* Posts the close notice on a slot that is up: 0, ENOMEM (queue full),
+ * ENOTCONN (none is up), or post's error. */
+static int notice_post_any(struct vl_comm *c)
+{
+	int q = notice_qp(c), ret;
+
+	if (q < 0)
+		return ENOTCONN;
+	ret = vl_notice_post(c, q, offsetof(struct vl_notice, closed),
+			     VL_WR_CLOSE);
+	if (!ret) {
+		c->close_out = true;
+		c->close_qp = q;
+	}
+	return ret;
+}
+
+/* Done once the notice completed; a notice whose slot broke goes again
+ * on another one. */
 static bool notice_done(struct vl_comm *c)
 {
+	if (!c->close_done && !c->close_out)
+		notice_post_any(c);
 	return c->close_done;
 }
 
 /*
  * Posts the close notice.  A receiver's send queue may be full of FIFO
  * writes (only every IB_FIFO_SIGNAL_EVERY-th is signalled): polling frees
- * it, so a full queue is retried until the deadline instead of leaving the
- * peer without a notice.
+ * it, so a full queue (or, under repair, no slot up yet) is retried until
+ * the deadline instead of leaving the peer without a notice.
  */
 static int notice_post_wait(struct vl_comm *c, uint64_t deadline)
 {
 	const struct timespec nap = { 0, 20000 };
 
 	for (;;) {
-		int ret = notice_post(c, offsetof(struct vl_notice, closed),
-				      VL_WR_CLOSE);
+		int ret = notice_post_any(c);
 
-		if (ret != ENOMEM || vl_now_ns() > deadline)
+		if ((ret != ENOMEM && ret != ENOTCONN) ||
+		    vl_now_ns() > deadline)
 			return ret;
 		if (vl_comm_poll(c) || vl_peer_closed(c))
 			return 0;
@@ -270,12 +271,18 @@ int vl_close_comm(struct vl_comm *c)
 	if (!c->error && !vl_peer_closed(c)) {
 		int ret = notice_post_wait(c, deadline);
 
-		if (ret)
+		if (ret == ENOTCONN)
+			how = "no path up for the close notice";
+		else if (ret)
 			how = "cannot post the close notice";
 		else if (!close_wait(c, notice_done, deadline) &&
 			 !c->error && !c->peer_closed)
 			how = "the close notice not acknowledged";
 	}
+	/* the side channel says it too: the peer takes its end for an
+	 * orderly close, not its process gone */
+	if (!c->error)
+		vl_side_bye(c);
 	if (how)
 		MESH_INFO("%s comm %u %s %s: closing after %llu ms with %s",
 			  c->is_send ? "send" : "recv", c->id,

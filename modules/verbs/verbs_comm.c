@@ -3,7 +3,8 @@
  * A connection's verbs resources: its QPs (created in INIT), completion
  * queues and the registered FIFO and sizes buffers, sized from what every
  * link's device allows; and their release.  verbs_conn.c brings the QPs
- * up once the peer's info is in.
+ * up once the peer's info is in; verbs_path.c makes fresh ones in place of
+ * QPs that failed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@ void vl_comm_free(struct vl_comm *comm)
 {
 	if (!comm)
 		return;
+	vl_side_close(comm);
 	for (int i = 0; i < comm->nqps; i++)
 		if (comm->qps[i])
 			ibv_destroy_qp(comm->qps[i]);
@@ -141,6 +143,8 @@ struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 	c->id = __atomic_fetch_add(&ctx->next_comm_id, 1, __ATOMIC_RELAXED);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->nqps = nqps;
+	c->side_fd = -1;
+	vl_paths_init(c);
 	c->max_inline = VL_INLINE;	/* lowered by vl_qp_create */
 	/* Per QP at most every outstanding piece: data writes (more than
 	 * one when a piece exceeds max_msg), a size write, the last write. */

@@ -8,6 +8,7 @@
  *                      <-------------  info (or a refusal with the reason)
  *   QPs to RTR, RTS    ------------->  "ready": only now may the acceptor
  *                                      write into the connector's FIFO
+ *   stream 0           ============>   the side channel (verbs_side.c)
  *
  * Every step is non-blocking; progress lives in ctrl->module_state.
  */
@@ -21,7 +22,8 @@
 #include "verbs.h"
 
 #define IB_MAGIC 0x49424654u	/* "IBFT" */
-#define IB_PROTO_VERSION 4	/* 3: close notices, 4: check words */
+/* 3: close notices, 4: check words, 5: records and the side channel */
+#define IB_PROTO_VERSION 5
 
 /* One link's end; integers big-endian. */
 struct ib_wire_link {
@@ -67,6 +69,7 @@ enum ib_phase {
 	IB_SEND_READY,
 	IB_SEND_REPLY,
 	IB_WAIT_READY,
+	IB_STREAM,
 };
 
 struct ib_pending {
@@ -114,21 +117,23 @@ static uint32_t eager_accept_max(const struct vl_ctx *ctx,
 
 /* ---- QP state transitions ---- */
 
+/* quiet: a repair's fresh QP, whose failure is only one more round
+ * (verbs_path.c), logged as a trace. */
 static int qp_rtr_rts(struct vl_comm *c, int i, struct ibv_qp *qp,
-		      const struct ib_wire_link *peer, uint32_t qpn,
-		      uint32_t psn, enum ibv_mtu mtu)
+		      const struct vl_peer_link *peer, uint32_t qpn,
+		      uint32_t psn, bool quiet)
 {
 	struct vl_ctx *ctx = c->ctx;
 	struct vl_dev *d = c->links[vl_qp_link(c, i)];
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
-		.path_mtu = mtu,
+		.path_mtu = peer->mtu,
 		.dest_qp_num = qpn,
 		.rq_psn = psn,
 		.max_dest_rd_atomic = 1,
 		.min_rnr_timer = 12,
 		.ah_attr = {
-			.dlid = ntohs(peer->lid),
+			.dlid = peer->lid,
 			.sl = (uint8_t)ctx->sl,
 			.port_num = (uint8_t)d->port,
 		},
@@ -146,8 +151,14 @@ static int qp_rtr_rts(struct vl_comm *c, int i, struct ibv_qp *qp,
 			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
 		int e = errno;
 
-		MESH_WARN("peer %s: %s: queue pair %d to RTR (remote QPN %u): %s",
-			  c->peer, d->name, i, a.dest_qp_num, strerror(e));
+		if (quiet)
+			MESH_TRACE("peer %s: %s: queue pair %d to RTR (remote QPN %u): %s",
+				   c->peer, d->name, i, a.dest_qp_num,
+				   strerror(e));
+		else
+			MESH_WARN("peer %s: %s: queue pair %d to RTR (remote QPN %u): %s",
+				  c->peer, d->name, i, a.dest_qp_num,
+				  strerror(e));
 		return e ? -e : -EIO;
 	}
 	memset(&a, 0, sizeof(a));
@@ -162,11 +173,22 @@ static int qp_rtr_rts(struct vl_comm *c, int i, struct ibv_qp *qp,
 			  IBV_QP_MAX_QP_RD_ATOMIC)) {
 		int e = errno;
 
-		MESH_WARN("peer %s: %s: queue pair %d to RTS: %s", c->peer,
-			  d->name, i, strerror(e));
+		if (quiet)
+			MESH_TRACE("peer %s: %s: queue pair %d to RTS: %s",
+				   c->peer, d->name, i, strerror(e));
+		else
+			MESH_WARN("peer %s: %s: queue pair %d to RTS: %s",
+				  c->peer, d->name, i, strerror(e));
 		return e ? -e : -EIO;
 	}
 	return 0;
+}
+
+int vl_qp_connect(struct vl_comm *c, int q, struct ibv_qp *qp,
+		  uint32_t qpn, uint32_t psn)
+{
+	return qp_rtr_rts(c, q, qp, &c->rlink[vl_qp_link(c, q)], qpn, psn,
+			  true);
 }
 
 static void link_fill(const struct vl_dev *d, struct ib_wire_link *w)
@@ -187,7 +209,11 @@ static void link_fill(const struct vl_dev *d, struct ib_wire_link *w)
  */
 static int flush_setup(struct vl_comm *c)
 {
-	struct ib_wire_link self = { 0 };
+	struct vl_peer_link self = {
+		.lid = c->dev->pattr.lid,
+		.ethernet = c->dev->pinfo.ethernet,
+		.mtu = c->dev->pattr.active_mtu,
+	};
 
 	if (!c->dev->gpu)
 		return 0;
@@ -196,9 +222,9 @@ static int flush_setup(struct vl_comm *c)
 	c->flush_qp = c->flush_mr ? vl_qp_create(c, 0, 4, 1) : NULL;
 	if (!c->flush_qp)
 		return -ENOMEM;
-	link_fill(c->dev, &self);
+	memcpy(self.gid, c->dev->gid.raw, 16);
 	return qp_rtr_rts(c, 0, c->flush_qp, &self, c->flush_qp->qp_num,
-			  c->psn[0], c->dev->pattr.active_mtu);
+			  c->psn[0], false);
 }
 
 /* ---- wire info ---- */
@@ -316,19 +342,39 @@ static enum ibv_mtu mtu_min(const struct vl_dev *d,
 	return w->mtu && w->mtu < m ? (enum ibv_mtu)w->mtu : m;
 }
 
+/* The peer's end of a link, printable: its IPv4 address where the GID
+ * maps one, else the GID. */
+static void where_fill(const uint8_t gid[16], char *buf, size_t cap)
+{
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					0xff, 0xff };
+	char g[INET6_ADDRSTRLEN];
+
+	if (!memcmp(gid, v4, sizeof(v4)))
+		snprintf(buf, cap, "%u.%u.%u.%u", gid[12], gid[13], gid[14],
+			 gid[15]);
+	else
+		snprintf(buf, cap, "%s", vl_gid_str(gid, g, sizeof(g)));
+}
+
 static int qps_up(struct vl_comm *c, const struct ib_wire_info *w)
 {
 	int ret;
 
 	c->rem_addr = be64toh(w->addr);
-	for (int l = 0; l < c->nlinks; l++)
-		c->rem_rkey[l] = ntohl(w->link[l].rkey);
-	for (int i = 0; i < c->nqps; i++) {
-		int l = vl_qp_link(c, i);
+	for (int l = 0; l < c->nlinks; l++) {
+		struct vl_peer_link *pl = &c->rlink[l];
 
-		ret = qp_rtr_rts(c, i, c->qps[i], &w->link[l],
-				 ntohl(w->qpn[i]), ntohl(w->psn[i]),
-				 mtu_min(c->links[l], &w->link[l]));
+		c->rem_rkey[l] = ntohl(w->link[l].rkey);
+		memcpy(pl->gid, w->link[l].gid, 16);
+		pl->lid = ntohs(w->link[l].lid);
+		pl->ethernet = w->link[l].ethernet;
+		pl->mtu = mtu_min(c->links[l], &w->link[l]);
+		where_fill(pl->gid, c->rwhere[l], sizeof(c->rwhere[l]));
+	}
+	for (int i = 0; i < c->nqps; i++) {
+		ret = qp_rtr_rts(c, i, c->qps[i], &c->rlink[vl_qp_link(c, i)],
+				 ntohl(w->qpn[i]), ntohl(w->psn[i]), false);
 		if (ret)
 			return ret;
 	}
@@ -446,6 +492,26 @@ static int connect_reply(struct mesh_ctrl *ctrl, struct ib_pending *p)
 	return 0;
 }
 
+/*
+ * The side channel: stream 0 of the control connection, dialed by the
+ * connector, taken by the acceptor when it arrives.  0 once the comm owns
+ * it, 1 to come back later, -errno.
+ */
+static int side_stream(struct mesh_ctrl *ctrl, struct ib_pending *p)
+{
+	int fd = -1, ret = ctrl->stream(ctrl, 0, &fd);
+
+	if (ret == -EAGAIN)
+		return 1;
+	if (ret < 0) {
+		MESH_WARN("peer %s: no verbs side channel: %s", ctrl->peer,
+			  strerror(-ret));
+		return ret;
+	}
+	p->comm->side_fd = fd;
+	return 0;
+}
+
 /* Where both setup state machines end a call: positive means "come back
  * later" and keeps the state; done (0) or failed frees it. */
 static int step_end(struct mesh_ctrl *ctrl, int ret)
@@ -514,9 +580,14 @@ int vl_connect_links(struct vl_ctx *ctx,
 		ret = ctrl_send(ctrl, &rd, sizeof(rd), "ready");
 		if (ret)
 			break;
+		p->phase = IB_STREAM;
+		/* fall through */
+	case IB_STREAM:
+		ret = side_stream(ctrl, p);
+		if (ret)
+			break;
 		*send_comm = p->comm;
 		p->comm = NULL;
-		ret = 0;
 		break;
 	default:
 		ret = -EINVAL;
@@ -654,9 +725,14 @@ int vl_accept_links(struct vl_ctx *ctx, vl_resolve_fn resolve,
 		ret = accept_ready(ctrl);
 		if (ret)
 			break;
+		p->phase = IB_STREAM;
+		/* fall through */
+	case IB_STREAM:
+		ret = side_stream(ctrl, p);
+		if (ret)
+			break;
 		*recv_comm = p->comm;
 		p->comm = NULL;
-		ret = 0;
 		break;
 	default:
 		ret = -EINVAL;

@@ -22,6 +22,7 @@ static void ctx_params(const struct mesh_host *host, struct vl_ctx *ctx)
 	ctx->mr_cache = host->param_int(host, "mr_cache") != 0;
 	ctx->max_recvs = (int)host->param_int(host, "max_recvs");
 	ctx->eager_max = (int)host->param_int(host, "eager_max");
+	ctx->outage_ms = (int)host->param_int(host, "outage_ms");
 }
 
 static int port_count(struct ibv_device *ibdev)

@@ -12,6 +12,11 @@
  *
  * Eager messages (verbs.h) are one write-with-immediate of header and data
  * into a bounce slot; the receiver matches them to receives by number.
+ *
+ * Every piece is kept (verbs.h: struct vl_piece) until its write with
+ * immediate completed, or the receiver's count of a QP that failed shows
+ * it took it: one it did not take is posted again on a QP that is up
+ * (verbs_path.c).  Only QPs that are up take new work.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -250,94 +255,262 @@ static struct ib_send_req *sreq_get(struct vl_comm *c, int *idx)
 	return NULL;
 }
 
-static int post_send(struct vl_comm *c, int qp, struct ibv_send_wr *wr)
+/*
+ * Posts a chain on slot q.  A full send queue leaves the work for later;
+ * any other refusal is the QP's failure (a path fault with an outage
+ * budget: the slot is rebuilt, the work posted elsewhere).  0 when
+ * posted, 1 when not (try later or elsewhere), -errno when the comm failed.
+ */
+static int post_on(struct vl_comm *c, int q, struct ibv_send_wr *wr)
 {
-	struct ibv_send_wr *bad;
-	int ret = ibv_post_send(c->qps[qp], wr, &bad);
+	int ret = vl_post_send(c, q, wr);
 
-	if (ret)
-		return vl_comm_fail(c, -ret, "send comm %u to %s: cannot post on QP %d: %s",
-				       c->id, c->peer, qp, strerror(ret));
-	return 0;
+	if (!ret)
+		return 0;
+	if (ret == -ENOMEM)
+		return 1;
+	if (c->outage_ms) {
+		vl_path_break(c, q, VL_CAUSE_POST);
+		return 1;
+	}
+	return vl_comm_fail(c, ret, "%s comm %u %s %s: cannot post on QP %d: %s",
+			    c->is_send ? "send" : "recv", c->id,
+			    c->is_send ? "to" : "from", c->peer, q,
+			    strerror(-ret));
 }
 
-struct piece {
-	int qp;
-	uint64_t laddr;
-	uint32_t lkey;
-	uint64_t raddr;
-	uint32_t rkey;
-	uint64_t len;
-	uint32_t imm;
-	bool far;		/* the size goes through sizes[][] */
-	int slot, elem;
-	uint64_t wr_id;
-};
-
-/* Data writes of a piece but the last chunk, one max_msg at a time. */
-static int piece_head(struct vl_comm *c, struct piece *p)
+/* Data writes of a piece before its last chunk, one max_msg at a time:
+ * unsignaled, so a full queue part way is no harm (written again whole). */
+static int piece_head(struct vl_comm *c, int q, uint64_t *laddr,
+		      uint32_t lkey, uint64_t *raddr, uint32_t rkey,
+		      uint64_t *len)
 {
-	while (p->len > c->max_msg) {
-		struct ibv_sge sge = { p->laddr, c->max_msg, p->lkey };
+	while (*len > c->max_msg) {
+		struct ibv_sge sge = { *laddr, c->max_msg, lkey };
 		struct ibv_send_wr wr = {
-			.wr_id = VL_WR_FIFO,
+			.wr_id = vl_wr(VL_WR_PLAIN, q, c->path[q].epoch, 0),
 			.sg_list = &sge,
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
-			.wr.rdma = { p->raddr, p->rkey },
+			.wr.rdma = { *raddr, rkey },
 		};
-		int ret = post_send(c, p->qp, &wr);
+		int ret = post_on(c, q, &wr);
 
 		if (ret)
 			return ret;
-		p->laddr += c->max_msg;
-		p->raddr += c->max_msg;
-		p->len -= c->max_msg;
+		*laddr += c->max_msg;
+		*raddr += c->max_msg;
+		*len -= c->max_msg;
 	}
 	return 0;
 }
 
-static int piece_post(struct vl_comm *c, struct piece *p)
+/*
+ * Piece i of send request s on slot q: its data writes, the size write
+ * (sizes that do not fit the immediate), the write with immediate; or an
+ * eager message's one write of header and data.  0 when posted, 1 when
+ * not, -errno.
+ */
+static int piece_post(struct vl_comm *c, int s, int i, int q)
 {
-	struct ibv_sge sge = { p->laddr, (uint32_t)p->len, p->lkey };
-	int link = vl_qp_link(c, p->qp);
-	struct ibv_sge ssge = {
-		(uint64_t)(uintptr_t)&c->sizes->s[p->slot][p->elem], 8,
-		c->sizes_mr[link]->lkey,
-	};
+	struct ib_send_req *r = &c->sreqs[s];
+	struct vl_path *p = &c->path[q];
+	int link = vl_qp_link(c, q);
+	size_t off = r->eager ? 0 : (size_t)i * r->piece_len;
+	uint64_t len = r->eager ? r->size :
+		       (r->size - off < r->piece_len ? r->size - off :
+						       r->piece_len);
+	uint64_t laddr = (uint64_t)(uintptr_t)r->data + off;
+	uint32_t lkey = r->mh && len ? r->mh->ent[link]->mr->lkey : 0;
+	uint64_t raddr = r->raddr + off;
+	struct ibv_sge sge[2], ssge;
 	struct ibv_send_wr last = {
-		.wr_id = p->wr_id,
-		.sg_list = p->len ? &sge : NULL,
-		.num_sge = p->len ? 1 : 0,
+		.wr_id = vl_wr(VL_WR_PIECE, q, p->epoch, vl_piece_id(s, i)),
+		.sg_list = sge,
 		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-		.send_flags = IBV_SEND_SIGNALED |
-			      (p->len <= c->max_inline ? IBV_SEND_INLINE : 0),
-		.imm_data = htonl(p->imm),
-		.wr.rdma = { p->raddr, p->rkey },
+		.send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htonl(r->imm),
 	};
 	struct ibv_send_wr size_wr = {
-		.wr_id = VL_WR_FIFO,
+		.wr_id = vl_wr(VL_WR_PLAIN, q, p->epoch, 0),
 		.next = &last,
 		.sg_list = &ssge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
-		.wr.rdma = {
-			c->rem_addr + (uint64_t)((char *)&c->sizes->s[p->slot][p->elem] -
-						 (char *)c->sizes),
-			c->rem_rkey[link],
-		},
 	};
-	int ret = piece_head(c, p);
+	int ret;
 
+	if (r->eager) {
+		struct ib_eager_hdr *h = &c->sizes->hdr[s];
+
+		sge[0] = (struct ibv_sge){ (uint64_t)(uintptr_t)h, sizeof(*h),
+					   c->sizes_mr[link]->lkey };
+		sge[1] = (struct ibv_sge){ laddr, (uint32_t)len, lkey };
+		last.num_sge = len ? 2 : 1;
+		if (sizeof(*h) + len <= c->max_inline)
+			last.send_flags |= IBV_SEND_INLINE;
+		last.wr.rdma.remote_addr = c->rem_addr + sizeof(struct ib_sizes) +
+			r->bounce * sizeof(struct ib_eager_slot);
+		last.wr.rdma.rkey = c->rem_rkey[link];
+		ret = post_on(c, q, &last);
+	} else {
+		ret = piece_head(c, q, &laddr, lkey, &raddr, r->rkey[link],
+				 &len);
+		if (ret)
+			return ret;
+		sge[0] = (struct ibv_sge){ laddr, (uint32_t)len, lkey };
+		last.num_sge = len ? 1 : 0;
+		if (len <= c->max_inline)
+			last.send_flags |= IBV_SEND_INLINE;
+		last.wr.rdma.remote_addr = raddr;
+		last.wr.rdma.rkey = r->rkey[link];
+		ssge = (struct ibv_sge){
+			(uint64_t)(uintptr_t)&c->sizes->s[r->slot][r->elem], 8,
+			c->sizes_mr[link]->lkey };
+		size_wr.wr.rdma.remote_addr = c->rem_addr +
+			(uint64_t)((char *)&c->sizes->s[r->slot][r->elem] -
+				   (char *)c->sizes);
+		size_wr.wr.rdma.rkey = c->rem_rkey[link];
+		ret = post_on(c, q, r->far ? &size_wr : &last);
+	}
 	if (ret)
 		return ret;
-	sge.addr = p->laddr;
-	sge.length = (uint32_t)p->len;
-	last.wr.rdma.remote_addr = p->raddr;
-	return post_send(c, p->qp, p->far ? &size_wr : &last);
+	r->pc[i] = (struct vl_piece){ .st = VL_PC_POSTED, .qp = (uint8_t)q,
+				      .epoch = (uint16_t)p->epoch,
+				      .seq = (uint32_t)p->imm_sent++ };
+	return 0;
 }
 
-/* Cuts a message into pieces, one per QP, none below VL_MIN_PIECE. */
+/*
+ * Posts piece i on slot q if it is up, else on the next one that is;
+ * leaves it queued when none takes it now.  The slot after the one used
+ * (where the next piece goes), or -errno.
+ */
+static int piece_send(struct vl_comm *c, int s, int i, int q)
+{
+	for (int tries = 0; tries < c->nqps; tries++) {
+		int ret;
+
+		q = vl_next_up(c, q);
+		if (q < 0)
+			break;
+		ret = piece_post(c, s, i, q);
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			return (q + 1) % c->nqps;
+		if (c->path[q].state == VL_QP_UP)
+			break;		/* its queue is full: later */
+		q = (q + 1) % c->nqps;
+	}
+	c->sreqs[s].pc[i].st = VL_PC_QUEUED;
+	c->queued++;
+	return q < 0 ? 0 : q;
+}
+
+/* Pieces that wait for a QP: posted where there is room now. */
+void vl_post_queued(struct vl_comm *c)
+{
+	for (int s = 0; s < IB_SEND_REQS && c->queued > 0 && c->nup; s++) {
+		struct ib_send_req *r = &c->sreqs[s];
+
+		if (!r->in_use || r->failed)
+			continue;
+		for (int i = 0; i < r->pieces; i++) {
+			int q, ret;
+
+			if (r->pc[i].st != VL_PC_QUEUED)
+				continue;
+			q = vl_next_up(c, c->next_qp);
+			if (q < 0)
+				return;
+			ret = piece_post(c, s, i, q);
+			if (ret < 0)
+				return;
+			if (ret > 0) {
+				/* full or broken: the next slot next time */
+				c->next_qp = (q + 1) % c->nqps;
+				return;
+			}
+			c->queued--;
+			c->next_qp = (q + 1) % c->nqps;
+		}
+	}
+}
+
+void vl_piece_done(struct vl_comm *c, int q, uint32_t epoch,
+		   unsigned int id)
+{
+	unsigned int s = id & 0xff, i = id >> 8;
+	struct ib_send_req *r;
+	struct vl_piece *pc;
+
+	if (!c->is_send || s >= IB_SEND_REQS || i >= VL_MAX_QPS) {
+		vl_comm_fail(c, -EPROTO, "%s comm %u with %s: completion of unknown piece %u",
+			     c->is_send ? "send" : "recv", c->id, c->peer, id);
+		return;
+	}
+	r = &c->sreqs[s];
+	pc = &r->pc[i];
+	/* a piece since counted by the receiver, or posted again */
+	if (!r->in_use || pc->st != VL_PC_POSTED || pc->qp != q ||
+	    pc->epoch != (uint16_t)epoch)
+		return;
+	pc->st = VL_PC_DONE;
+	r->pieces_done++;
+}
+
+/*
+ * Slot q's dead incarnation: the receiver took `got` of the writes with
+ * immediate we posted on it.  Pieces numbered below are in (done, whatever
+ * their completion said); the others are posted again.
+ */
+int vl_settle_send(struct vl_comm *c, int q, uint64_t got)
+{
+	struct vl_path *p = &c->path[q];
+	struct vl_outage *o = &c->out[vl_qp_link(c, q)];
+	uint16_t ep = (uint16_t)p->dead_epoch;
+
+	if (got > p->imm_sent)
+		return vl_comm_fail(c, -EPROTO, "send comm %u to %s: the peer took %llu writes on QP %d, %llu were posted",
+				    c->id, c->peer, (unsigned long long)got, q,
+				    (unsigned long long)p->imm_sent);
+	for (int s = 0; s < IB_SEND_REQS; s++) {
+		struct ib_send_req *r = &c->sreqs[s];
+
+		if (!r->in_use || r->failed)
+			continue;
+		for (int i = 0; i < r->pieces; i++) {
+			struct vl_piece *pc = &r->pc[i];
+
+			if (pc->qp != q || pc->epoch != ep ||
+			    pc->st == VL_PC_QUEUED)
+				continue;
+			/* pc->seq < got, in the window of writes in flight */
+			if ((int32_t)(pc->seq - (uint32_t)got) < 0) {
+				if (pc->st == VL_PC_POSTED)
+					r->pieces_done++;
+				pc->st = VL_PC_DONE;
+				continue;
+			}
+			if (pc->st == VL_PC_DONE)
+				return vl_comm_fail(c, -EPROTO, "send comm %u to %s: piece %d of a message completed on QP %d but the peer did not take it",
+						    c->id, c->peer, i, q);
+			pc->st = VL_PC_QUEUED;
+			c->queued++;
+			o->pieces++;
+			o->bytes += r->eager ? r->size :
+				    (r->size - (size_t)i * r->piece_len <
+				     r->piece_len ? r->size - (size_t)i * r->piece_len :
+						    r->piece_len);
+		}
+	}
+	vl_post_queued(c);
+	return 0;
+}
+
+/* Cuts a message into pieces, one per QP that is up, none below
+ * VL_MIN_PIECE. */
 static int pieces_of(const struct vl_comm *c, size_t size,
 		     size_t *piece)
 {
@@ -345,8 +518,8 @@ static int pieces_of(const struct vl_comm *c, size_t size,
 
 	if (size >= 2 * (size_t)VL_MIN_PIECE) {
 		n = (int)(size / VL_MIN_PIECE);
-		if (n > c->nqps)
-			n = c->nqps;
+		if (n > c->nup)
+			n = c->nup > 0 ? c->nup : 1;
 	}
 	*piece = (size + (size_t)n - 1) / (size_t)n;
 	*piece = (*piece + 4095) & ~(size_t)4095;
@@ -364,39 +537,35 @@ static int send_post(struct vl_comm *c, struct ib_send_req *r,
 	size_t piece;
 	int n = pieces_of(c, size, &piece);
 	bool far = size >= IB_IMM_SIZE_FAR;
+	int q = c->next_qp;
 
 	if (far)
 		c->sizes->s[slot][elem] = size;
 	r->failed = false;
+	r->eager = false;
+	r->far = far;
 	r->pieces = n;
 	r->pieces_done = 0;
 	r->size = size;
+	r->data = data;
+	r->mh = mh;
+	r->raddr = e->addr;
+	memcpy(r->rkey, e->rkey, sizeof(r->rkey));
+	r->piece_len = piece;
+	r->slot = slot;
+	r->elem = elem;
+	r->imm = ((uint32_t)slot << IB_IMM_SLOT_SHIFT) |
+		 ((uint32_t)elem << IB_IMM_ELEM_SHIFT) |
+		 ((uint32_t)(n - 1) << IB_IMM_PIECES_SHIFT) |
+		 (far ? IB_IMM_SIZE_FAR : (uint32_t)size);
+	for (int i = 0; i < n; i++)
+		r->pc[i] = (struct vl_piece){ .st = VL_PC_QUEUED };
 	for (int i = 0; i < n; i++) {
-		size_t off = (size_t)i * piece;
-		int qp = (c->next_qp + i) % c->nqps;
-		int link = vl_qp_link(c, qp);
-		struct piece p = {
-			.qp = qp,
-			.laddr = (uint64_t)(uintptr_t)data + off,
-			.lkey = mh ? mh->ent[link]->mr->lkey : 0,
-			.raddr = e->addr + off,
-			.rkey = e->rkey[link],
-			.len = size - off < piece ? size - off : piece,
-			.imm = ((uint32_t)slot << IB_IMM_SLOT_SHIFT) |
-			       ((uint32_t)elem << IB_IMM_ELEM_SHIFT) |
-			       ((uint32_t)(n - 1) << IB_IMM_PIECES_SHIFT) |
-			       (far ? IB_IMM_SIZE_FAR : (uint32_t)size),
-			.far = far,
-			.slot = slot,
-			.elem = elem,
-			.wr_id = (uint64_t)idx,
-		};
-		int ret = piece_post(c, &p);
-
-		if (ret)
-			return ret;
+		q = piece_send(c, idx, i, q);
+		if (q < 0)
+			return q;
 	}
-	c->next_qp = (c->next_qp + n) % c->nqps;
+	c->next_qp = q;
 	return 0;
 }
 
@@ -429,22 +598,8 @@ static int eager_send(struct vl_comm *c, void *data, size_t size,
 {
 	uint64_t posted = credit_posted(c);
 	uint32_t b = (uint32_t)(c->slot_seq % VL_EAGER_SLOTS);
-	int qp = c->next_qp, link = vl_qp_link(c, qp), idx, ret;
-	struct ib_eager_hdr *h;
 	struct ib_send_req *r;
-	struct ibv_sge sge[2];
-	struct ibv_send_wr wr = {
-		.sg_list = sge,
-		.num_sge = size ? 2 : 1,
-		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-		.send_flags = IBV_SEND_SIGNALED,
-		.imm_data = htonl((uint32_t)IB_IMM_ELEM_EAGER << IB_IMM_ELEM_SHIFT | b),
-		.wr.rdma = {
-			c->rem_addr + sizeof(struct ib_sizes) +
-				b * sizeof(struct ib_eager_slot),
-			c->rem_rkey[link],
-		},
-	};
+	int idx, q;
 
 	/* slot b last held message slot_seq - 64, whose receive is done
 	 * once receive slot_seq - 32 is posted (it reuses the request) */
@@ -453,26 +608,27 @@ static int eager_send(struct vl_comm *c, void *data, size_t size,
 	r = sreq_get(c, &idx);
 	if (!r)
 		return 0;
-	h = &c->sizes->hdr[idx];
-	*h = (struct ib_eager_hdr){ .tag = tag, .size = (uint32_t)size };
-	sge[0] = (struct ibv_sge){ (uint64_t)(uintptr_t)h, sizeof(*h),
-				   c->sizes_mr[link]->lkey };
-	if (size)
-		sge[1] = (struct ibv_sge){ (uint64_t)(uintptr_t)data,
-					   (uint32_t)size,
-					   mh->ent[link]->mr->lkey };
-	if (sizeof(*h) + size <= c->max_inline)
-		wr.send_flags |= IBV_SEND_INLINE;
-	wr.wr_id = (uint64_t)idx;
-	ret = post_send(c, qp, &wr);
-	if (ret)
-		return ret;
+	c->sizes->hdr[idx] = (struct ib_eager_hdr){ .tag = tag,
+						    .size = (uint32_t)size };
 	r->in_use = true;
 	r->failed = false;
+	r->eager = true;
+	r->far = false;
 	r->pieces = 1;
 	r->pieces_done = 0;
 	r->size = size;
-	c->next_qp = (qp + 1) % c->nqps;
+	r->data = data;
+	r->mh = mh;
+	r->raddr = 0;
+	r->imm = (uint32_t)IB_IMM_ELEM_EAGER << IB_IMM_ELEM_SHIFT | b;
+	r->bounce = b;
+	r->pc[0] = (struct vl_piece){ .st = VL_PC_QUEUED };
+	q = piece_send(c, idx, 0, c->next_qp);
+	if (q < 0) {
+		r->in_use = false;
+		return q;
+	}
+	c->next_qp = q;
 	c->slot_seq++;
 	*request = r;
 	return 0;
@@ -561,39 +717,75 @@ out:
 
 /*
  * An RDMA write from our FIFO region into the peer's (a FIFO entry or the
- * credit) on QP 0, behind the ones before it.  -ENOMEM when the send queue
- * is full, which is no failure: the caller tries again later.
+ * credit) on the control slot, behind the ones before it.  -ENOMEM when
+ * the send queue is full, which is no failure: the caller tries again
+ * later.  1 when no slot took it: it is written again once one is up.
  */
 static int ctrl_write(struct vl_comm *c, const void *src, uint32_t len,
 		      const char *what)
 {
 	uint64_t off = (uint64_t)((const char *)src - (const char *)c->fifo);
-	struct ibv_sge sge = { (uint64_t)(uintptr_t)src, len,
-			       c->fifo_mr[0]->lkey };
+	int q = c->ctrl_qp, l, ret;
+	struct ibv_sge sge;
 	struct ibv_send_wr wr = {
-		.wr_id = VL_WR_FIFO,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
-		.wr.rdma = { c->rem_addr + off, c->rem_rkey[0] },
-	}, *bad;
-	int ret;
+	};
+	bool sig = c->ctrl_writes % IB_FIFO_SIGNAL_EVERY ==
+		   IB_FIFO_SIGNAL_EVERY - 1;
 
 	/* the peer's QPs are gone: its receives need no announcing */
 	if (c->peer_closed)
 		return 0;
+	if (q < 0) {
+		c->fifo_resend = true;
+		return 1;
+	}
+	l = vl_qp_link(c, q);
+	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)src, len,
+				c->fifo_mr[l]->lkey };
+	wr.wr_id = vl_wr(sig ? VL_WR_CTRL : VL_WR_PLAIN, q,
+			 c->path[q].epoch, 0);
+	wr.wr.rdma.remote_addr = c->rem_addr + off;
+	wr.wr.rdma.rkey = c->rem_rkey[l];
 	if (len <= c->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
-	if (c->ctrl_writes % IB_FIFO_SIGNAL_EVERY == IB_FIFO_SIGNAL_EVERY - 1)
+	if (sig)
 		wr.send_flags |= IBV_SEND_SIGNALED;
-	ret = ibv_post_send(c->qps[0], &wr, &bad);
-	if (ret == ENOMEM)
+	ret = vl_post_send(c, q, &wr);
+	if (ret == -ENOMEM)
 		return -ENOMEM;
+	if (ret && c->outage_ms) {
+		vl_path_break(c, q, VL_CAUSE_POST);
+		c->fifo_resend = true;
+		return 1;
+	}
 	if (ret)
-		return vl_comm_fail(c, -ret, "recv comm %u from %s: cannot post the %s write: %s",
-				       c->id, c->peer, what, strerror(ret));
+		return vl_comm_fail(c, ret, "recv comm %u from %s: cannot post the %s write: %s",
+				    c->id, c->peer, what, strerror(-ret));
+	c->path[q].ctrl_used = true;
 	c->ctrl_writes++;
 	return 0;
+}
+
+/*
+ * Whether a credit must wait: a FIFO entry before it may still be lost
+ * with a QP that failed, and a credit that overtook it would make the
+ * sender take that receive for a small one.  Until the dead QP is settled
+ * and the entries are written again, credits wait.
+ */
+static bool credit_held(const struct vl_comm *c)
+{
+	if (c->fifo_resend || c->ctrl_qp < 0)
+		return true;
+	for (int q = 0; q < c->nqps; q++) {
+		const struct vl_path *p = &c->path[q];
+
+		if (p->ctrl_used && p->state != VL_QP_UP && !p->settled)
+			return true;
+	}
+	return false;
 }
 
 /* Tells the sender how many receives are posted: that frees its bounce
@@ -603,15 +795,64 @@ static int credit_flush(struct vl_comm *c)
 {
 	int ret;
 
+	if (credit_held(c))
+		return 0;
 	c->fifo->credit = (struct ib_credit){
 		c->recv_seq, vl_credit_check(c->recv_seq) };
 	ret = ctrl_write(c, &c->fifo->credit, sizeof(c->fifo->credit),
 			 "credit");
-	if (ret == -ENOMEM)
+	if (ret == -ENOMEM || ret > 0)
 		return 0;
 	if (!ret)
 		c->credit_sent = c->recv_seq;
 	return ret;
+}
+
+/* A dead QP carried FIFO writes: once the peer's end of it is dead too,
+ * the entries of every receive still out are written again. */
+void vl_settle_recv(struct vl_comm *c, int q)
+{
+	if (!c->path[q].ctrl_used)
+		return;
+	c->fifo_resend = true;
+	vl_fifo_rewrite(c);
+}
+
+void vl_fifo_rewrite(struct vl_comm *c)
+{
+	uint64_t n = 0;
+
+	if (c->peer_closed) {
+		c->fifo_resend = false;
+		return;
+	}
+	if (c->ctrl_qp < 0)
+		return;
+	for (int q = 0; q < c->nqps; q++) {
+		const struct vl_path *p = &c->path[q];
+
+		if (p->ctrl_used && p->state != VL_QP_UP && !p->settled)
+			return;		/* its writes may still land */
+	}
+	for (int k = 0; k < VL_MAX_REQUESTS; k++) {
+		const struct ib_recv_req *r = &c->rreqs[k];
+		int ret;
+
+		if (!r->in_use || r->failed || !r->announced)
+			continue;
+		ret = ctrl_write(c, &c->fifo->slot[k],
+				 (uint32_t)(sizeof(c->fifo->slot[k].e[0]) *
+					    (size_t)r->n), "FIFO");
+		if (ret)
+			return;		/* later, all again */
+		n++;
+	}
+	c->fifo_resend = false;
+	for (int l = 0; l < c->nlinks; l++)
+		if (c->out[l].since_ns)
+			c->out[l].fifo += n;
+	if (c->eager_max)
+		credit_flush(c);
 }
 
 int vl_irecv(void *recv_comm, int n, void **data, size_t *sizes,
@@ -663,12 +904,13 @@ int vl_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	r->idle = 0;
 	r->failed = false;
 	/* a small receive on an eager comm can only take an eager message */
-	if (!c->eager_max || sizes[0] > c->eager_max) {
+	r->announced = !c->eager_max || sizes[0] > c->eager_max;
+	if (r->announced) {
 		ret = ctrl_write(c, f, (uint32_t)(sizeof(f->e[0]) * (size_t)n),
 				 "FIFO");
 		if (ret == -ENOMEM)
 			return 0;	/* send queue full: NCCL retries */
-		if (ret)
+		if (ret < 0)
 			return ret;
 	}
 	r->in_use = true;
@@ -714,7 +956,7 @@ int vl_iflush(void *recv_comm, int n, void **data, int *sizes,
 	mh = mhandles[last];
 	sge = (struct ibv_sge){ (uint64_t)(uintptr_t)&c->flush_buf, 1,
 				c->flush_mr->lkey };
-	wr.wr_id = VL_WR_FLUSH_BASE + (uint64_t)k;
+	wr.wr_id = vl_wr(VL_WR_FLUSH, 0, 0, (unsigned int)k);
 	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
 	wr.wr.rdma.rkey = mh->ent[0]->mr->rkey;
 	ret = ibv_post_send(c->flush_qp, &wr, &bad);

@@ -18,7 +18,8 @@
 #             meshperf's bootstrap only, as a cluster's management network
 #             would: it is no cable, so rdma-mesh never sees it.
 #   cable 2   a second cable between nodes 1 and 2: v12b 10.77.112.1 (rxe12b)
-#             == v21b 10.77.112.2 (rxe21b).
+#             == v21b 10.77.112.2 (rxe21b).  The cable-down check takes
+#             v12b down and up again under a transfer.
 #
 # Every check builds the topology it needs when it is missing, so any check
 # can run alone (RXE_TEST_ONLY); what a check builds outlives it and
@@ -37,6 +38,7 @@ mesh_checks=(
 	"check_mesh_node4_unreachable|180|rdma-mesh: node 4 -> node 2 fails fast (no shared cable)"
 	"check_mesh_cable2_up|90|rdma-mesh: second cable between nodes 1 and 2"
 	"check_mesh_two_cables|900|rdma-mesh: two cables 1 -> 2, 0 B..64 MiB, striped over both"
+	"check_mesh_cable_down|240|rdma-mesh: one of two cables down 5 s mid-transfer, every byte kept, the cable back in use"
 	"check_mesh_topology_down|60|rdma-mesh: topology down"
 )
 
@@ -478,6 +480,105 @@ check_mesh_two_cables() {
 		echo "$tag: the data was not spread over both cables"
 		return 1
 	fi
+}
+
+# One cable of two down under a transfer of about MESH_OUT_S seconds
+# (4 MiB messages, each cut over both cables, every byte verified): once
+# data flows over v12b, v12b goes down for MESH_OUT_DOWN_S seconds and up
+# again.  The guest's speed varies several times over from run to run, so
+# a short run first measures it and sizes the transfer to last that long.
+# retry_cnt 3 makes the QPs on the dead cable fail as a hardware HCA's do
+# (Soft-RoCE at retry_cnt 7 retries forever and would only stall them);
+# outage_ms is the default.
+MESH_OUT_DOWN_S=5
+MESH_OUT_S=${MESH_OUT_S:-20}
+MESH_OUT_ARGS=(--abi 12 --timeout 120 --sizes 4M --mem 64M --no-latency)
+
+# mesh_tx_wait NS DEV FROM MIB PID LIMIT_S: until DEV has sent MIB MiB
+# more than FROM bytes; fails when PID ends or after LIMIT_S.
+mesh_tx_wait() {
+	local deadline=$((SECONDS + $6))
+
+	until [ $(($(mesh_tx "$1" "$2") - $3)) -ge $(($4 << 20)) ]; do
+		kill -0 "$5" 2>/dev/null || return 1
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
+
+# The transfer must come out exact (meshperf verifies every byte) and
+# without a WARN; both ends must log the cable's outage and its return,
+# and the cable must carry data again once it is back.
+check_mesh_cable_down() {
+	local tag=down-12 rc=0 t0 b0 b1 b2 side pid gbps mib
+
+	mesh_need_module || return 1
+	mesh_cable2_ensure || return 1
+	MESH_ENV="NCCL_MESH_RDMA_MESH_RETRY_CNT=3"
+	mesh_server down-cal rxn2 duo2 10.77.12.2 18814
+	mesh_server_listens down-cal || return 1
+	mesh_client down-cal rxn1 duo1 10.77.12.2 "${MESH_OUT_ARGS[@]}" \
+		--iters 8 --budget 32M
+	mesh_finish down-cal 120 || { mp_show_logs down-cal; return 1; }
+	gbps=$(mp_field down-cal 4194304 gbits_per_s)
+	mib=$(awk -v g="${gbps:-0}" -v s="$MESH_OUT_S" 'BEGIN {
+		m = int(g * 1e9 / 8 * s / 1048576 / 4) * 4
+		print m < 96 ? 96 : (m > 2048 ? 2048 : m) }')
+	echo "calibration: ${gbps:-?} Gb/s over both cables: $mib MiB for about $MESH_OUT_S s"
+	mesh_server "$tag" rxn2 duo2 10.77.12.2 18813
+	mesh_server_listens "$tag" || return 1
+	t0=$SECONDS
+	b0=$(mesh_tx rxn1 v12b)
+	mesh_client "$tag" rxn1 duo1 10.77.12.2 "${MESH_OUT_ARGS[@]}" \
+		--iters $((mib / 4)) --budget "${mib}M"
+	pid=${MESH_CPID[$tag]}
+	if ! mesh_tx_wait rxn1 v12b "$b0" 8 "$pid" 60; then
+		echo "$tag: no data over v12b within 60 s"
+		mesh_finish "$tag" 5 || true
+		mp_show_logs "$tag"
+		return 1
+	fi
+	echo "data flows after $((SECONDS - t0)) s: v12b down for $MESH_OUT_DOWN_S s"
+	ip -n rxn1 link set v12b down
+	sleep "$MESH_OUT_DOWN_S"
+	ip -n rxn1 link set v12b up
+	b1=$(mesh_tx rxn1 v12b)
+	echo "v12b up again after $((SECONDS - t0)) s"
+	mesh_finish "$tag" 240 || rc=$?
+	b2=$(mesh_tx rxn1 v12b)
+	echo "run took $((SECONDS - t0)) s; v12b sent $(((b2 - b1) >> 20)) MiB after it came back"
+	if [ "$rc" -ne 0 ]; then
+		echo "$tag: meshperf failed ($rc)"
+		mp_show_logs "$tag"
+		return 1
+	fi
+	mp_check "$tag" 1 || rc=1
+	for side in client server; do
+		grep -hE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> .* (down|back after)' \
+			"$LOGDIR/$tag.$side" | sed 's/^meshperf//; s/^/    /'
+		grep -qE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] down \(' \
+			"$LOGDIR/$tag.$side" || {
+			echo "$tag: the $side logged no outage of the cable"
+			rc=1
+		}
+		grep -qE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] back after [0-9]+ ms' \
+			"$LOGDIR/$tag.$side" || {
+			echo "$tag: the $side logged no return of the cable"
+			rc=1
+		}
+		if grep -E ' WARN ' "$LOGDIR/$tag.$side"; then
+			echo "$tag: the $side warned"
+			rc=1
+		fi
+	done
+	# the cable carries its share again: a few MiB at least (the run
+	# may end soon after it is back on a fast host)
+	if [ $(((b2 - b1) >> 20)) -lt 4 ]; then
+		echo "$tag: the cable took no traffic back"
+		rc=1
+	fi
+	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
+	return "$rc"
 }
 
 check_mesh_topology_down() {
