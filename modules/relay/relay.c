@@ -238,16 +238,21 @@ static int relay_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 /*
  * The destination's accept runs on the core's channel from the last
  * relay, which announces the route (LAST).  The destination keeps the
- * route's key on its listener and says READY; the last relay then opens
- * the leg's channel through that key (relay_comm_join), as every later
- * route of the connection does.
+ * route's key on its listener, says READY, and the leg's module runs its
+ * own accept on the same channel (the channel's module_state is the
+ * leg's while it runs, ours between calls).  The last relay then opens
+ * the channel for the route's notes through the key (relay_comm_join),
+ * as every later route of the connection reaches the destination.
  */
 struct relay_accepting {
 	struct relay_msg last;
 	struct relay_comm *c;
+	struct mesh_leg leg;
+	void *leg_state;		/* the leg module's module_state */
+	bool leg_started;
 };
 
-/* LAST from the last relay: the route, its key; the comm to join it. */
+/* LAST from the last relay: the route, its key, its leg's module. */
 static int read_last(struct relay_ctx *x, struct relay_accepting *a,
 		     struct mesh_ctrl *ctrl, int rail)
 {
@@ -262,18 +267,41 @@ static int read_last(struct relay_ctx *x, struct relay_accepting *a,
 		      relay_msg_decode(buf, (size_t)n, &a->last);
 	if (!bad && a->last.type != RELAY_MSG_LAST)
 		bad = "not the last leg's announcement";
-	if (!bad && a->last.flags & RELAY_FLAG_RESUME)
-		bad = "a route that replaces another came to the NCCL listen";
+	if (!bad && a->last.flags & (RELAY_FLAG_RESUME | RELAY_FLAG_NOTES))
+		bad = "a later route's announcement came to the NCCL listen";
 	if (!bad && !a->last.key)
 		bad = "an announcement without a key";
 	if (bad) {
 		MESH_WARN("accept from %s: %s", ctrl->peer, bad);
 		return -EPROTO;
 	}
+	if (relay_host->leg_of_rail(relay_host, rail, a->last.leg, &a->leg)) {
+		MESH_WARN("accept from %s: this rail has no module '%s' for "
+			  "the last leg", ctrl->peer, a->last.leg);
+		return -ENOPROTOOPT;
+	}
 	n = relay_comm_recv(x, ctrl, rail, &a->last, &a->c);
-	if (!n)
-		n = ctrl->send(ctrl, buf, relay_msg_encode(&ready, buf));
-	return n;
+	if (n)
+		return n;
+	/* small messages are copied out of the header by the CPU: only
+	 * where NCCL hands us host memory */
+	if (!(a->leg.props->ptr_support & MESH_PTR_CUDA))
+		ready.flags = RELAY_FLAG_INLINE;
+	return ctrl->send(ctrl, buf, relay_msg_encode(&ready, buf));
+}
+
+/* The leg module's accept on the core's channel, with its own state. */
+static int leg_accept(struct relay_accepting *a, struct mesh_ctrl *ctrl,
+		      void **lcomm)
+{
+	int err;
+
+	ctrl->module_state = a->leg_state;
+	err = a->leg.module->accept(a->leg.mctx, a->leg.dev, ctrl, lcomm);
+	a->leg_state = ctrl->module_state;
+	ctrl->module_state = a;
+	a->leg_started = true;
+	return err;
 }
 
 static int relay_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
@@ -282,6 +310,7 @@ static int relay_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	struct relay_ctx *x = mctx;
 	struct relay_accepting *a = ctrl->module_state;
 	struct relay_comm *c;
+	void *lcomm = NULL;
 	int err;
 
 	*recv_comm = NULL;
@@ -296,10 +325,16 @@ static int relay_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		if (err)
 			return err == -EAGAIN ? 0 : err;
 	}
-	err = relay_comm_join(a->c);
-	if (err)
+	err = leg_accept(a, ctrl, &lcomm);
+	if (err || !lcomm)
 		return err == -EAGAIN ? 0 : err;
 	c = a->c;
+	err = relay_comm_first_leg(c, &a->leg, lcomm);
+	if (err) {
+		relay_comm_free(c);
+		a->c = NULL;
+		return err;
+	}
 	MESH_INFO("recv comm %u from %s: %s", c->id, a->last.origin,
 		  a->last.text);
 	free(a);
@@ -315,6 +350,10 @@ static void relay_abandon(void *mctx, struct mesh_ctrl *ctrl)
 	(void)mctx;
 	if (!a)
 		return;
+	if (a->leg_started) {
+		ctrl->module_state = a->leg_state;
+		a->leg.module->abandon(a->leg.mctx, ctrl);
+	}
 	if (a->c)
 		relay_comm_free(a->c);
 	free(a);

@@ -794,6 +794,24 @@ static void join_drop(struct relay_comm *c)
 	c->jstage = JOIN_NONE;
 }
 
+/* The notes' channel of the route whose leg is up (a first route's,
+ * whose leg came through the NCCL listen): it says UP, and the
+ * acknowledgements owed go out on it from now. */
+static void join_notes(struct relay_comm *c)
+{
+	if (!c->lcomm || relay_chan_ctrl(&c->chan) ||
+	    c->jlast->attempt != c->attempt) {
+		join_drop(c);	/* a route given up */
+		return;
+	}
+	c->chan.v = c->jv;
+	c->jv = NULL;
+	c->jstage = JOIN_NONE;
+	c->inbox.cur = NULL;
+	if (relay_chan_note(&c->chan, RELAY_NOTE_UP, c->seq))
+		route_lost(c, -ECONNRESET, "its notes' channel failed");
+}
+
 /* LAST on a new route's channel: the destination drops the route it
  * has (the origin moved on) and says from where the resend starts. */
 static int join_last(struct relay_comm *c)
@@ -818,6 +836,10 @@ static int join_last(struct relay_comm *c)
 		MESH_WARN("recv comm %u from %s: a new route: %s", c->id,
 			  c->peer, bad);
 		return -EPROTO;
+	}
+	if (c->jlast->flags & RELAY_FLAG_NOTES) {
+		join_notes(c);
+		return 0;
 	}
 	if (c->lcomm)
 		route_lost(c, -ECONNRESET, "the origin set up a new route");
@@ -881,6 +903,7 @@ int relay_comm_join(struct relay_comm *c)
 		return -EAGAIN;
 	}
 	c->acked = c->seq;
+	c->attempt = c->jlast->attempt;
 	if (c->out_since_ns) {
 		atomic_fetch_add(&c->x->resumed, 1);
 		MESH_INFO("recv comm %u from %s: out for %lld ms (%s), "
@@ -924,18 +947,16 @@ static int recv_progress(struct relay_comm *c)
 		return c->err;
 	if (!c->lcomm)
 		return dest_out(c);
-	if (c->resumable) {
-		/* a new route may come before this end sees the old one
-		 * break: looked for now and then */
-		now = relay_now_ns();
-		if (now >= c->next_pump_ns) {
-			c->next_pump_ns = now + RELAY_PUMP_NS;
-			relay_comm_join(c);
-			if (!c->lcomm)
-				return c->err;
-		}
+	/* the route's notes' channel, and a new route that may come before
+	 * this end sees the old one break: looked for now and then */
+	now = relay_now_ns();
+	if (now >= c->next_pump_ns || (c->jv && c->jstage)) {
+		c->next_pump_ns = now + RELAY_PUMP_NS;
+		relay_comm_join(c);
+		if (!c->lcomm)
+			return c->err;
 	}
-	err = dest_notes(c);
+	err = relay_chan_ctrl(&c->chan) ? dest_notes(c) : 0;
 	if (!err && c->lcomm)
 		err = ops_test(c, &leg_ended);
 	else if (!err)
@@ -955,6 +976,7 @@ static int recv_progress(struct relay_comm *c)
 	if (!c->lcomm || (err && err != -EAGAIN))
 		return c->err;
 	if (c->resumable && recv_whole(c) > c->acked &&
+	    relay_chan_ctrl(&c->chan) &&
 	    !relay_chan_note(&c->chan, RELAY_NOTE_ACK, recv_whole(c)))
 		c->acked = recv_whole(c);
 	if (c->end_known && (uint32_t)c->seq == (uint32_t)c->end_seq &&
@@ -962,7 +984,8 @@ static int recv_progress(struct relay_comm *c)
 		c->ended = true;
 	if (leg_ended && !c->ended) {
 		/* the last relay's end note may still be on its way */
-		dest_notes(c);
+		if (relay_chan_ctrl(&c->chan))
+			dest_notes(c);
 		if (c->end_known && (uint32_t)c->seq == (uint32_t)c->end_seq)
 			c->ended = true;
 		else if (c->resumable)
@@ -1293,6 +1316,13 @@ struct relay_comm *relay_comm_send(struct relay_ctx *x, struct relay_hop *h,
 	}
 	relay_hop_take(h, &c->chan);
 	return c;
+}
+
+int relay_comm_first_leg(struct relay_comm *c, const struct mesh_leg *leg,
+			 void *lcomm)
+{
+	c->inline_ok = !(leg->props->ptr_support & MESH_PTR_CUDA);
+	return leg_attach(c, leg, lcomm);
 }
 
 int relay_comm_recv(struct relay_ctx *x, struct mesh_ctrl *ctrl, int rail,

@@ -137,8 +137,12 @@ struct relay_comm *relay_comm_send(struct relay_ctx *x, struct relay_hop *h,
  * is kept on ctrl (the NCCL listen's channel the announcement came on). */
 int relay_comm_recv(struct relay_ctx *x, struct mesh_ctrl *ctrl, int rail,
 		    const struct relay_msg *last, struct relay_comm **out);
-/* Destination: joins the route on its way in (from accept); 0 with the
- * leg up, -EAGAIN before, else failed. */
+/* The first route's leg, accepted on the NCCL listen's channel. */
+int relay_comm_first_leg(struct relay_comm *c, const struct mesh_leg *leg,
+			 void *lcomm);
+/* Destination: takes the streams dialed anew through its key: the first
+ * route's notes' channel, or a new route, which it joins; 0 once a new
+ * route's leg is up, -EAGAIN before or when there was none. */
 int relay_comm_join(struct relay_comm *c);
 void relay_comm_free(struct relay_comm *c);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "netaddr.h"
 
@@ -48,8 +49,52 @@ void relay_chan_close(struct relay_chan *ch)
 		relay_vctrl_free(ch->v);
 	if (ch->ctrl)
 		relay_host->ctrl_close(relay_host, ch->ctrl);
-	ch->v = NULL;
-	ch->ctrl = NULL;
+	if (ch->rj)
+		relay_host->rejoin_close(relay_host, ch->rj);
+	free(ch->hello);
+	*ch = (struct relay_chan){ 0 };
+}
+
+/*
+ * The destination takes streams dialed through its key only when NCCL
+ * drives it, so this never holds up a route: the route works meanwhile,
+ * and its notes (acknowledgements, the end) wait for the channel.  A
+ * refusal or "no such connection" is the destination's own answer; the
+ * network's errors are tried again until timeout_ms.
+ */
+int relay_chan_connect(struct relay_chan *ch, const char **why)
+{
+	struct mesh_stream_new s;
+	int err;
+
+	*why = NULL;
+	if (!ch->rj)
+		return 0;
+	err = relay_host->rejoin_dial(relay_host, ch->rj,
+				      relay_stream_index(ch->epoch, 0), &s);
+	if (err == -ESRCH || err == -ECONNREFUSED || err == -EACCES ||
+	    (err && err != -EAGAIN && relay_now_ns() > ch->deadline_ns)) {
+		*why = err == -ESRCH ? "the destination has no such "
+		       "connection any more" : "the destination did not take "
+		       "the notes' channel";
+		return err;
+	}
+	if (err)
+		return -EAGAIN;
+	ch->v = relay_vctrl_new(ch->rj, true, ch->epoch, &s,
+				"the destination", NULL, 0);
+	if (!ch->v) {
+		close(s.fd);
+		*why = "no memory for the notes' channel";
+		return -ENOMEM;
+	}
+	ch->rj = NULL;		/* the channel's now */
+	err = relay_vctrl_ctrl(ch->v)->send(relay_vctrl_ctrl(ch->v), ch->hello,
+					    ch->hello_len);
+	free(ch->hello);
+	ch->hello = NULL;
+	*why = err ? "the notes' channel failed" : NULL;
+	return err;
 }
 
 int relay_chan_note(const struct relay_chan *ch, enum relay_note_type type,
@@ -228,11 +273,19 @@ static void note(struct relay_hop *h, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The channel the leg's module runs on: the rejoin's to a destination,
- * else the core's. */
+static bool resuming(const struct relay_hop *h)
+{
+	return h->req.flags & RELAY_FLAG_RESUME;
+}
+
+/* The channel the leg's module runs on: the core's (to a relay, or a
+ * first route's to the destination's NCCL listen), else the one through
+ * the destination's rejoin. */
 static struct mesh_ctrl *leg_ctrl(struct relay_hop *h)
 {
-	return h->v ? relay_vctrl_ctrl(h->v) : h->ctrl;
+	if (h->direct && resuming(h))
+		return h->v ? relay_vctrl_ctrl(h->v) : NULL;
+	return h->ctrl;
 }
 
 static void drop_ctrl(struct relay_hop *h)
@@ -249,11 +302,8 @@ static void drop_ctrl(struct relay_hop *h)
 	if (h->ctrl)
 		relay_host->ctrl_close(relay_host, h->ctrl);
 	h->ctrl = NULL;
-}
-
-static bool resuming(const struct relay_hop *h)
-{
-	return h->req.flags & RELAY_FLAG_RESUME;
+	free(h->notes_hello);
+	h->notes_hello = NULL;
 }
 
 /* Next target: the destination itself when a module here reaches it,
@@ -351,14 +401,16 @@ static void next_path(const struct relay_hop *h, struct relay_msg *m)
 				 r->via[v]);
 }
 
-/* What goes to the target once the channel is up. */
-static int send_first(struct relay_hop *h)
+/* What goes to the target once the channel is up (on c; into buf only,
+ * for the notes' channel of a first route, which gets LAST again, marked);
+ * its length, 0 when sent. */
+static size_t encode_first(struct relay_hop *h, bool notes, uint8_t *buf)
 {
 	struct relay_msg m = h->req;
-	struct mesh_ctrl *c = leg_ctrl(h);
-	uint8_t buf[RELAY_MSG_MAX];
 
 	snprintf(m.leg, sizeof(m.leg), "%s", h->leg.module->name);
+	if (notes)
+		m.flags |= RELAY_FLAG_NOTES;
 	if (h->direct) {
 		size_t len = strlen(m.text);
 
@@ -370,7 +422,14 @@ static int send_first(struct relay_hop *h)
 		m.hops_left--;
 		next_path(h, &m);
 	}
-	return c->send(c, buf, relay_msg_encode(&m, buf));
+	return relay_msg_encode(&m, buf);
+}
+
+static int send_first(struct relay_hop *h, struct mesh_ctrl *c)
+{
+	uint8_t buf[RELAY_MSG_MAX];
+
+	return c->send(c, buf, encode_first(h, false, buf));
 }
 
 /* The destination itself said no: remembered over the other targets,
@@ -423,10 +482,10 @@ static int take_answer(struct relay_hop *h)
 	return 0;
 }
 
-/* Stream 0 of this route through the destination's rejoin: the channel
- * its leg is set up on.  A refusal or "no such connection" is the
- * destination's own answer; anything else is the network's, tried again
- * until the hop's deadline. */
+/* Stream 0 of a route that replaces another, through the destination's
+ * rejoin: the channel its leg is set up on.  A refusal or "no such
+ * connection" is the destination's own answer; anything else is the
+ * network's, tried again until the hop's deadline. */
 static int rejoin_step(struct relay_hop *h)
 {
 	struct mesh_stream_new s;
@@ -465,10 +524,30 @@ static int rejoin_step(struct relay_hop *h)
 	if (!h->v)
 		return -ENOMEM;
 	h->rj = NULL;		/* the channel's now */
-	err = send_first(h);
+	err = send_first(h, relay_vctrl_ctrl(h->v));
 	if (!err)
 		h->stage = HOP_WAIT;
 	return err;
+}
+
+/* A first route's leg is up on the NCCL listen's channel: its notes'
+ * channel goes through the key the destination keeps now, dialed by the
+ * pair (relay_chan_connect). */
+static int notes_later(struct relay_hop *h)
+{
+	int err = relay_host->rejoin_to(relay_host, h->ctrl, NULL, h->req.key,
+					&h->rj);
+
+	if (err) {
+		note(h, "the destination: cannot rejoin (%s)", strerror(-err));
+		return err;
+	}
+	h->notes_hello = malloc(RELAY_MSG_MAX);
+	if (!h->notes_hello)
+		return -ENOMEM;
+	h->notes_hello_len = encode_first(h, true, h->notes_hello);
+	h->stage = HOP_DONE;
+	return 0;
 }
 
 /* One stage; -EAGAIN to come back, 0 when the stage moved on. */
@@ -492,17 +571,14 @@ static int stage_step(struct relay_hop *h)
 			note(h, "%s: %s", target(h), why);
 			return err;
 		}
-		err = send_first(h);
+		err = send_first(h, h->ctrl);
 		if (!err)
 			h->stage = HOP_WAIT;
 		return err;
 	case HOP_WAIT:
 		err = take_answer(h);
 		if (!err)
-			/* the destination keeps the key now: its leg comes
-			 * through the rejoin */
-			h->stage = h->direct && !h->v ? HOP_REJOIN :
-							 HOP_CONNECT;
+			h->stage = HOP_CONNECT;
 		return err;
 	case HOP_REJOIN:
 		return rejoin_step(h);
@@ -518,9 +594,12 @@ static int stage_step(struct relay_hop *h)
 	case HOP_FLUSH:
 		err = h->v ? relay_vctrl_flush(h->v) :
 			     relay_host->ctrl_flush(relay_host, h->ctrl);
-		if (!err)
-			h->stage = HOP_DONE;
-		return err;
+		if (err)
+			return err;
+		if (h->direct && !resuming(h))
+			return notes_later(h);
+		h->stage = HOP_DONE;
+		return 0;
 	}
 	return 0;
 }
@@ -570,8 +649,8 @@ int relay_hop_step(struct relay_hop *h)
 			       err == -ETIMEDOUT ? err : -EHOSTUNREACH;
 		h->stage = HOP_PICK;
 	}
-	/* the destination's announcement channel has done its part */
-	if (h->v && h->ctrl) {
+	/* the destination's NCCL listen's channel has done its part */
+	if (h->direct && h->ctrl) {
 		relay_host->ctrl_close(relay_host, h->ctrl);
 		h->ctrl = NULL;
 	}
@@ -580,10 +659,17 @@ int relay_hop_step(struct relay_hop *h)
 
 void relay_hop_take(struct relay_hop *h, struct relay_chan *ch)
 {
-	ch->ctrl = h->v ? NULL : h->ctrl;
-	ch->v = h->v;
+	*ch = (struct relay_chan){
+		.ctrl = h->ctrl, .v = h->v, .rj = h->rj,
+		.hello = h->notes_hello, .hello_len = h->notes_hello_len,
+		.epoch = (int)h->req.attempt,
+		.deadline_ns = relay_now_ns() +
+			       (int64_t)h->x->conf.timeout_ms * 1000000,
+	};
 	h->ctrl = NULL;
 	h->v = NULL;
+	h->rj = NULL;
+	h->notes_hello = NULL;
 }
 
 void relay_hop_free(struct relay_hop *h)

@@ -4,11 +4,11 @@
  * listen directly when a module here reaches it, else to the next relay.
  * Non-blocking; both the origin's route and a relay's setup drive it.
  *
- * To the destination, the leg is set up over its rejoin (relay_vctrl.h):
- * a first route announces itself on the NCCL listen (LAST, answered by
- * READY once the destination keeps the route's key), then, like every
- * route that replaces a broken one, opens the channel its leg runs on
- * through that key.
+ * To the destination: a first route announces itself on the NCCL listen
+ * (LAST, answered by READY once the destination keeps the route's key),
+ * sets its leg up there, and then opens the channel for its notes through
+ * that key (relay_vctrl.h); a route that replaces a broken one reaches the
+ * destination through the key alone, and its leg runs on that channel.
  */
 #ifndef MESH_RELAY_HOP_H
 #define MESH_RELAY_HOP_H
@@ -22,13 +22,24 @@
 #define RELAY_ALTS_MAX 8
 
 /* A control channel a route keeps once it is up: the core's, or the
- * last leg's over the destination's rejoin. */
+ * last leg's over the destination's rejoin; or, for a first route whose
+ * leg came through the NCCL listen, one still to be dialed through the
+ * rejoin (rj), which then says `hello` (LAST, marked as the notes'). */
 struct relay_chan {
 	struct mesh_ctrl *ctrl;
 	struct relay_vctrl *v;
+	struct mesh_rejoin *rj;
+	uint8_t *hello;
+	size_t hello_len;
+	int epoch;
+	int64_t deadline_ns;
 };
 
+/* NULL while there is no channel (yet). */
 struct mesh_ctrl *relay_chan_ctrl(const struct relay_chan *ch);
+/* Dials a channel still to be dialed: 0 once it is up (or none was
+ * pending), -EAGAIN before, else it failed (*why says so). */
+int relay_chan_connect(struct relay_chan *ch, const char **why);
 /* 0 once all queued was written, -EAGAIN before, else -errno. */
 int relay_chan_flush(const struct relay_chan *ch);
 void relay_chan_close(struct relay_chan *ch);
@@ -55,6 +66,9 @@ struct relay_hop {
 	struct mesh_ctrl *ctrl;		/* the core's channel */
 	struct mesh_rejoin *rj;		/* direct: to the destination's key */
 	struct relay_vctrl *v;		/* direct: the last leg's channel */
+	uint8_t *notes_hello;		/* direct, a first route: LAST for
+					 * its notes' channel, dialed later */
+	size_t notes_hello_len;
 	void *comm;			/* the leg's send comm, once done */
 	uint32_t flags;			/* RELAY_FLAG_* of the far end */
 	uint64_t pos;			/* messages the destination has */

@@ -228,6 +228,13 @@ static void pair_notes(struct relay_pair *p)
 	const char *why;
 	int r = 1;
 
+	/* a first route's notes' channel to the destination, dialed now */
+	r = relay_chan_connect(&p->down, &why);
+	if (r && r != -EAGAIN) {
+		p->broke = why;
+		return;
+	}
+	r = 1;
 	for (int i = 0; i < RELAY_NOTES_PER_STEP && relay_chan_ctrl(&p->down) &&
 			!p->broke && r > 0; i++) {
 		r = relay_chan_read(&p->down, &n, &why);
@@ -314,7 +321,7 @@ static int pair_end_note(struct relay_pair *p)
 	int64_t now = relay_now_ns();
 	int err;
 
-	if (!p->ended || !relay_chan_ctrl(&p->down))
+	if (!p->ended || (!relay_chan_ctrl(&p->down) && !p->down.rj))
 		return 0;
 	if (!p->end_wait_ns)
 		p->end_wait_ns = now + RELAY_END_NOTE_NS;

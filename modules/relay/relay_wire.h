@@ -42,7 +42,10 @@ enum relay_msg_type {
 /* REQ, LAST: this route replaces a broken one; the destination is
  * reached through its rejoin, no longer through its NCCL listen. */
 #define RELAY_FLAG_RESUME 0x4u
-#define RELAY_FLAGS_KNOWN 0x7u
+/* LAST on a channel through the destination's rejoin that only carries
+ * the notes of a route whose leg came through the NCCL listen. */
+#define RELAY_FLAG_NOTES 0x8u
+#define RELAY_FLAGS_KNOWN 0xfu
 
 struct relay_msg {
 	enum relay_msg_type type;

@@ -70,7 +70,7 @@ kill_relay() {
 	wait "$1" 2>/dev/null || true
 }
 
-data=(--json --verbose --timeout 60 --sizes 4M --iters 100000 --budget 768M
+data=(--json --verbose --timeout 60 --sizes 4M --iters 100000 --budget 512M
       --mem 64M --no-latency)
 
 # ------------------------------------------------------------- restart
