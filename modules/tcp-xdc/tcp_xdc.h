@@ -105,8 +105,8 @@ enum tcp_xdc_stream_state {
 	TCP_XDC_DEAD,
 	/* resuming (tcp_xdc_resume.c) */
 	TCP_XDC_BROKEN,		/* no socket: send dials, recv waits */
-	TCP_XDC_RESUMING,	/* a new socket: the two ends agree where
-				 * to go on */
+	TCP_XDC_RESUMING,	/* send: a new socket, the receiver's count
+				 * and our answer on it */
 };
 
 /*
@@ -172,10 +172,16 @@ struct tcp_xdc_stream {
 	_Atomic uint64_t sent_head;	/* written by the holder only */
 	uint64_t sent_next;
 	_Atomic uint64_t sent_tail;
-	/* recv: a socket dialed anew, taken before this one was drained */
+	/* recv: a socket dialed anew, handed over by lane 0's thread */
 	atomic_int next_fd;
 	uint8_t next_secret[32];
 	size_t next_secret_len;
+	/* recv: the one asked on, while the old socket still counts */
+	int new_fd;
+	struct tcp_xdc_crypt *new_crypt;
+	uint64_t asked;			/* chunks we had whole */
+	bool confirmed;			/* the sender answered: */
+	uint64_t resume_to;		/* it writes this chunk next */
 };
 
 /* The streams of one comm that one pool thread serves. */

@@ -394,6 +394,11 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 			close(s->fd);
 		if (atomic_load(&s->next_fd) >= 0)
 			close(atomic_load(&s->next_fd));
+		if (s->new_fd >= 0)
+			close(s->new_fd);
+		if (s->new_crypt)
+			tcp_xdc_crypt_fini(s->new_crypt);
+		free(s->new_crypt);
 		if (s->crypt)
 			tcp_xdc_crypt_fini(s->crypt);
 		free(s->crypt);
@@ -438,8 +443,20 @@ static void send_close_streams(struct tcp_xdc_comm *comm)
 {
 	int fds[TCP_XDC_MAX_STREAMS];
 
-	if (!send_owes_nothing(comm))
+	if (!send_owes_nothing(comm)) {
+		/* the receiver must read an end here, not a reset it would
+		 * wait out as an outage: no ping left unread, a FIN behind
+		 * what was written */
+		for (int i = 0; i < comm->nstreams; i++) {
+			struct tcp_xdc_stall st = { 0 };
+
+			if (comm->streams[i].fd < 0)
+				continue;
+			tcp_xdc_pings_take(comm->streams[i].fd, &st);
+			shutdown(comm->streams[i].fd, SHUT_WR);
+		}
 		return;
+	}
 	for (int i = 0; i < comm->nstreams; i++)
 		if (comm->streams[i].fd < 0)
 			return;		/* one is out: close them all */
@@ -480,6 +497,7 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
 		comm->streams[i].index = i;
 		comm->streams[i].revents = is_send ? POLLOUT : POLLIN;
 		atomic_init(&comm->streams[i].next_fd, -1);
+		comm->streams[i].new_fd = -1;
 	}
 	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
 		comm->reqs[i].base.test = req_test;

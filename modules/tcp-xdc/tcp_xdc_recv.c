@@ -225,6 +225,9 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	int ret;
 
 	for (;;) {
+		/* a socket dialed anew decides how far the old one counts */
+		if (!xdc_recv_old_readable(s))
+			return 0;
 		switch (s->state) {
 		case TCP_XDC_IDLE:
 			if (s->hdr_done < sizeof(s->wire)) {
@@ -268,21 +271,9 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			    !stream_buffered(s))
 				return 0;
 			break;
-		case TCP_XDC_RESUMING:
-			/* the sender's confirmation, through the records */
-			n = stream_read(comm, s, s->resume + s->resume_done,
-					TCP_XDC_RESUME_SIZE - s->resume_done);
-			if (n <= 0)
-				return (int)n;
-			s->resume_done += (size_t)n;
-			if (s->resume_done < TCP_XDC_RESUME_SIZE)
-				break;
-			ret = xdc_recv_confirmed(comm, s);
-			if (ret)
-				return ret;
-			break;
 		case TCP_XDC_ENDED:
 		case TCP_XDC_BROKEN:
+		case TCP_XDC_RESUMING:
 			return 0;
 		case TCP_XDC_DEAD:
 			return -EPIPE;
@@ -320,7 +311,7 @@ static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			    TCP_XDC_PING_PARKED : TCP_XDC_PING;
 
 	if (s->state == TCP_XDC_ENDED || s->peer_done ||
-	    s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING)
+	    s->state == TCP_XDC_BROKEN || s->new_fd >= 0)
 		return 0;
 	if (s->rx_bytes != s->rx_seen || !s->quiet_since) {
 		s->rx_seen = s->rx_bytes;
@@ -379,16 +370,15 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 	 * stream 0 too): only a hangup or an error says the peer is done */
 	if (s->state == TCP_XDC_PARKED && (revents & (POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
-	/* a socket dialed anew waits for the old one to give all it holds */
-	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
-		     stream_buffered(s) ||
-		     atomic_load_explicit(&s->next_fd,
-					  memory_order_relaxed) >= 0))
-		ret = recv_progress(comm, s, SIZE_MAX);
-	if (!ret && comm->rejoin) {
+	if (comm->rejoin && !ret)
 		ret = xdc_recv_resume_step(comm, s, now);
-		if (!ret && s->state == TCP_XDC_RESUMING)
-			ret = recv_progress(comm, s, SIZE_MAX);
+	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
+		     stream_buffered(s) || s->new_fd >= 0))
+		ret = recv_progress(comm, s, SIZE_MAX);
+	if (comm->rejoin && !ret) {
+		/* the old socket may just have given its last chunk */
+		if (s->new_fd >= 0)
+			ret = xdc_recv_resume_step(comm, s, now);
 		/* an outage's end is checked now and then */
 		if (s->broken_ns && now + 100000000ULL < *next)
 			*next = now + 100000000ULL;
@@ -421,9 +411,13 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 		 * and over). */
 		pfd[i].events = s->state == TCP_XDC_PARKED ||
 				s->state == TCP_XDC_BROKEN ? 0 : POLLIN;
+		if (s->new_fd >= 0 && !s->confirmed)
+			pfd[i].events = POLLIN;	/* the answer, below */
 		if (s->state == TCP_XDC_PARKED && s->seq < wait)
 			wait = s->seq;
-		if (!ret && s->state != TCP_XDC_ENDED &&
+		if (!ret && s->new_fd >= 0 && !s->confirmed)
+			pfd[i].fd = s->new_fd;
+		else if (!ret && s->state != TCP_XDC_ENDED &&
 		    s->state != TCP_XDC_BROKEN &&
 		    !(s->state == TCP_XDC_PARKED && s->peer_done) &&
 		    !(s->state == TCP_XDC_IDLE &&
@@ -474,7 +468,7 @@ void xdc_recv_inline(struct tcp_xdc_comm *comm)
 	    s->state == TCP_XDC_PAYLOAD)
 		recv_progress(comm, s, comm->inline_max);
 	left = s->state == TCP_XDC_PARKED || s->state == TCP_XDC_PAYLOAD ||
-	       s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING;
+	       s->state == TCP_XDC_BROKEN || s->new_fd >= 0;
 	was_reading = atomic_load_explicit(&s->proxy_reads,
 					   memory_order_relaxed);
 	if (left == was_reading)

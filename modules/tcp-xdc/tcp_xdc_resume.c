@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <linux/sockios.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -136,8 +137,10 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	s->req = NULL;
 	s->hdr_done = 0;
 	s->payload_done = 0;
-	s->resume_done = 0;
 	s->peer_done = false;
+	/* a receiver cannot tell a reset of the path from a sender that
+	 * died: the sender, if it lives, dials within timeout_ms */
+	s->reset = !comm->is_send && (err == ECONNRESET || err == EPIPE);
 	s->state = TCP_XDC_BROKEN;
 	if (comm->is_send)
 		s->sent_next = s->sent_head;
@@ -149,6 +152,15 @@ int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 {
 	uint64_t since = atomic_load(&comm->outage_ns);
 	char what[256];
+
+	if (s->reset && s->new_fd < 0 && comm->timeout_ms && now >= s->broken_ns &&
+	    comm->timeout_ms < comm->outage_ms &&
+	    now - s->broken_ns >= (uint64_t)comm->timeout_ms * 1000000ULL) {
+		snprintf(what, sizeof(what),
+			 "reset, and not dialed anew within timeout_ms %d (the sender is gone)",
+			 comm->timeout_ms);
+		return xdc_stream_fail(comm, s, -ECONNRESET, what);
+	}
 
 	/* since may be younger than a now taken before the break */
 	if (!s->broken_ns || !since || now < since ||
@@ -368,7 +380,7 @@ static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 					 &chunks))
 			return xdc_stream_fail(comm, s, -EPROTO,
 					       "malformed resume message");
-		if (chunks < s->sent_head || chunks > tail) {
+		if (chunks > tail || chunks + TCP_XDC_SENT_MAX < s->sent_head) {
 			snprintf(what, sizeof(what),
 				 "the peer resumes at chunk %llu, kept are %llu to %llu",
 				 (unsigned long long)chunks,
@@ -376,9 +388,11 @@ static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 				 (unsigned long long)tail);
 			return xdc_stream_fail(comm, s, -EPROTO, what);
 		}
-		/* what it has whole is done, though not acknowledged here */
+		/* what it has whole is done, though not acknowledged here;
+		 * what its kernel acknowledged it reads from the old socket */
 		while (s->sent_head < chunks)
 			sent_pop(s);
+		chunks = s->sent_head;
 		s->sent_next = chunks;
 		for (uint64_t n = chunks; n != tail; n++) {
 			atomic_fetch_add(&comm->resent_chunks, 1);
@@ -465,17 +479,30 @@ void xdc_recv_take(struct tcp_xdc_comm *comm, uint64_t now, int *sleep_ms)
 }
 
 /*
- * Moves a receive stream onto the socket dialed anew, once the old one
- * gave all it holds: what the sender's kernel saw acknowledged is there
- * (also after a reset), and the sender may have completed those sends.
- * A chunk whose receive is not posted holds the switch back.
+ * A receive stream and a socket dialed anew.  The receiver asks at once,
+ * with the chunks it has whole; the sender answers with where it goes on,
+ * which is later when chunks it saw acknowledged still wait, unread, in
+ * the old socket (a chunk held back for a receive not yet posted, and
+ * what follows it).  The stream reads the old socket up to there, as it
+ * would have anyway, and only then moves to the new one: no chunk the
+ * sender may have completed is lost, and no wait is added.
  */
-static int recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+static void recv_new_drop(struct tcp_xdc_stream *s)
 {
-	uint8_t secret[32];
+	socket_abort(s->new_fd);
+	s->new_fd = -1;
+	if (s->new_crypt) {
+		tcp_xdc_crypt_fini(s->new_crypt);
+		free(s->new_crypt);
+		s->new_crypt = NULL;
+	}
+}
+
+static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint8_t secret[32], ask[TCP_XDC_RESUME_SIZE];
 	size_t secret_len;
-	uint8_t ask[TCP_XDC_RESUME_SIZE];
-	int fd, ret;
+	int fd, ret = 0;
 
 	pthread_mutex_lock(&comm->rejoin_lock);
 	fd = atomic_exchange(&s->next_fd, -1);
@@ -485,66 +512,129 @@ static int recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	pthread_mutex_unlock(&comm->rejoin_lock);
 	if (fd < 0)
 		return 0;
-	if (s->state != TCP_XDC_BROKEN) {
-		/* left alone by the sender, which wrote nothing after */
-		if (!s->broken_ns) {
-			snprintf(s->cause, sizeof(s->cause),
-				 "the sender dialed it anew");
-			outage_begin(comm, s, xdc_now_ns());
-		}
-		socket_abort(s->fd);
+	/* a newer one: the sender gave up on the one we asked on */
+	recv_new_drop(s);
+	if (!s->broken_ns) {
+		snprintf(s->cause, sizeof(s->cause),
+			 "the sender dialed it anew");
+		outage_begin(comm, s, xdc_now_ns());
 	}
 	tcp_xdc_stream_setup(comm->ctx, fd, s->index, comm->peer, false);
-	s->fd = fd;
+	s->new_fd = fd;
+	s->confirmed = false;
+	s->asked = s->chunks;
+	s->resume_done = 0;
+	if (s->crypt) {
+		s->new_crypt = calloc(1, sizeof(*s->new_crypt));
+		ret = s->new_crypt ? tcp_xdc_crypt_init(s->new_crypt, secret,
+				secret_len, false, s->index,
+				comm->record_size, comm->ctx->aead_lib) :
+				     -ENOMEM;
+		if (ret) {
+			free(s->new_crypt);
+			s->new_crypt = NULL;
+		}
+	}
+	explicit_bzero(secret, sizeof(secret));
+	if (ret)
+		return xdc_stream_fail(comm, s, ret,
+				       "cannot key a stream dialed anew");
+	tcp_xdc_resume_encode(ask, TCP_XDC_RESUME_ASK, s->asked);
+	/* a fresh socket takes 16 bytes; one that does not broke again */
+	if (send(fd, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(ask))
+		recv_new_drop(s);
+	return 0;
+}
+
+/* The sender's answer on the new socket: 0 once read or not yet. */
+static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t chunks;
+	char what[160];
+
+	while (s->resume_done < TCP_XDC_RESUME_SIZE) {
+		struct iovec iov = { s->resume + s->resume_done,
+				     TCP_XDC_RESUME_SIZE - s->resume_done };
+		uint64_t wire = 0;
+		ssize_t n = s->new_crypt ?
+			tcp_xdc_crypt_recv(s->new_crypt, s->new_fd, &iov, 1,
+					   &wire) :
+			tcp_xdc_readv(s->new_fd, &iov, 1, &wire);
+
+		if (n == -EAGAIN)
+			return 0;
+		if (n == -EBADMSG)
+			return xdc_stream_fail(comm, s, -EBADMSG,
+					       s->new_crypt->why);
+		if (n <= 0) {
+			/* that socket broke too: wait for the next one */
+			recv_new_drop(s);
+			return 0;
+		}
+		s->resume_done += (size_t)n;
+	}
+	if (tcp_xdc_resume_parse(s->resume, TCP_XDC_RESUME_CONFIRM,
+				 &chunks) || chunks < s->asked ||
+	    chunks > s->asked + TCP_XDC_SENT_MAX) {
+		snprintf(what, sizeof(what),
+			 "the sender resumes at chunk %llu, asked for %llu",
+			 (unsigned long long)chunks,
+			 (unsigned long long)s->asked);
+		return xdc_stream_fail(comm, s, -EPROTO, what);
+	}
+	s->confirmed = true;
+	s->resume_to = chunks;
+	return 0;
+}
+
+/* Leaves the old socket for the new one: the sender writes chunk
+ * resume_to next there; a chunk begun on the old one counts for nothing. */
+static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	socket_abort(s->fd);
+	s->fd = s->new_fd;
+	s->new_fd = -1;
+	if (s->crypt) {
+		tcp_xdc_crypt_fini(s->crypt);
+		free(s->crypt);
+		s->crypt = s->new_crypt;
+		s->new_crypt = NULL;
+	}
 	s->req = NULL;
 	s->hdr_done = 0;
 	s->payload_done = 0;
-	s->resume_done = 0;
 	s->peer_done = false;
-	ret = rekey(comm, s, secret, secret_len);
-	explicit_bzero(secret, sizeof(secret));
-	if (ret)
-		return ret;
-	s->state = TCP_XDC_RESUMING;
-	tcp_xdc_resume_encode(ask, TCP_XDC_RESUME_ASK, s->chunks);
-	/* a fresh socket takes 16 bytes */
-	if (send(fd, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
-	    (ssize_t)sizeof(ask))
-		return xdc_stream_syscall_fail(comm, s,
-					       errno ? errno : ECONNRESET);
-	return 0;
+	s->confirmed = false;
+	s->reset = false;
+	s->quiet_since = 0;
+	s->state = TCP_XDC_IDLE;
+	outage_end(comm, s);
+}
+
+bool xdc_recv_switch_due(const struct tcp_xdc_stream *s)
+{
+	return s->confirmed && s->chunks >= s->resume_to;
 }
 
 int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 uint64_t now)
 {
-	bool drained = s->state == TCP_XDC_BROKEN ||
-		       s->state == TCP_XDC_IDLE || s->state == TCP_XDC_PAYLOAD;
 	int ret = 0;
 
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0 &&
-	    drained)
-		ret = recv_switch(comm, s);
+	    s->state != TCP_XDC_ENDED)
+		ret = recv_ask(comm, s);
+	if (!ret && s->new_fd >= 0 && !s->confirmed)
+		ret = recv_confirm(comm, s);
+	if (!ret && s->new_fd >= 0 && s->confirmed) {
+		if (xdc_recv_switch_due(s))
+			recv_switch(comm, s);
+		else if (s->state == TCP_XDC_BROKEN)
+			ret = xdc_stream_fail(comm, s, -EPROTO,
+				"the old socket ended before the chunks the sender saw acknowledged");
+	}
 	if (!ret && s->broken_ns)
 		ret = xdc_outage_check(comm, s, now);
 	return ret;
-}
-
-int xdc_recv_confirmed(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
-{
-	uint64_t chunks;
-	char what[128];
-
-	if (tcp_xdc_resume_parse(s->resume, TCP_XDC_RESUME_CONFIRM, &chunks) ||
-	    chunks != s->chunks) {
-		snprintf(what, sizeof(what),
-			 "the sender resumes at chunk %llu, asked was %llu",
-			 (unsigned long long)chunks,
-			 (unsigned long long)s->chunks);
-		return xdc_stream_fail(comm, s, -EPROTO, what);
-	}
-	s->state = TCP_XDC_IDLE;
-	s->resume_done = 0;
-	outage_end(comm, s);
-	return 0;
 }

@@ -40,10 +40,15 @@ int xdc_send_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 
 /* recv, lane 0's thread: hands sockets dialed anew to their streams */
 void xdc_recv_take(struct tcp_xdc_comm *comm, uint64_t now, int *sleep_ms);
-/* recv: switches s to a socket dialed anew once the old one is drained */
+/* recv: asks on a socket dialed anew, reads the answer, and switches to
+ * it once the old one gave the chunks the sender saw acknowledged */
 int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 uint64_t now);
-/* recv: the sender's confirmation is in s->resume */
-int xdc_recv_confirmed(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s);
+/* recv: whether the old socket may be read: not while the answer to our
+ * question is out, nor past where the sender goes on */
+static inline bool xdc_recv_old_readable(const struct tcp_xdc_stream *s)
+{
+	return s->new_fd < 0 || (s->confirmed && s->chunks < s->resume_to);
+}
 
 #endif

@@ -110,9 +110,11 @@ void tcp_xdc_hello_set_rejoin_key(struct tcp_xdc_hello *h, uint64_t key);
  * of 16 bytes: "XRSM" | 0[4] | chunks[8] from the receiver, in clear: how
  * many chunks of this stream it has whole, over all its sockets; then
  * "XRSC" | 0[4] | chunks[8] from the sender, through the new socket's
- * records when encrypted: the same count, confirming where it goes on (a
- * count changed on the way fails the connection instead of losing or
- * doubling a chunk).
+ * records when encrypted: the chunk it writes next on the new socket.
+ * That is the receiver's count, or more where the sender saw chunks
+ * acknowledged that the receiver has not read yet: it reads them from the
+ * old socket first.  A count changed on the way fails the connection
+ * instead of losing or doubling a chunk.
  */
 #define TCP_XDC_RESUME_SIZE 16
 #define TCP_XDC_RESUME_ASK 0x5852534du	/* "XRSM" */
