@@ -312,10 +312,17 @@ static int origin_reroute(struct relay_comm *c)
 		return outage_fail(c, -ECONNRESET, "the destination has no "
 				   "such connection any more (it closed or "
 				   "failed it): out for %lld ms", ms);
-	if (err == -ECONNREFUSED && ms >= conf->timeout_ms)
+	/* refusals for half of timeout_ms, as tcp-xdc counts them: nothing
+	 * listens there any more (a reset middlebox refuses for moments) */
+	if (err != -ECONNREFUSED)
+		c->refused_ns = 0;
+	else if (!c->refused_ns)
+		c->refused_ns = now;
+	if (c->refused_ns && now - c->refused_ns >=
+			     (int64_t)conf->timeout_ms * 500000)
 		return outage_fail(c, -ECONNREFUSED, "the destination refused "
-				   "new routes for timeout_ms (its process is "
-				   "gone): out for %lld ms", ms);
+				   "new routes for half of timeout_ms (its "
+				   "process is gone): out for %lld ms", ms);
 	if (ms >= conf->outage_ms) {
 		char what[1400];
 
@@ -740,6 +747,7 @@ static int route_lost(struct relay_comm *c, int err, const char *why)
 		return comm_fail(c, err, why);
 	if (!c->out_since_ns) {
 		c->out_since_ns = relay_now_ns();
+		c->refused_ns = 0;
 		c->outages++;
 		atomic_fetch_add(&c->x->outages, 1);
 		snprintf(c->cause, sizeof(c->cause), "%s", why);
@@ -758,7 +766,8 @@ static int route_lost(struct relay_comm *c, int err, const char *why)
 	return 0;
 }
 
-/* The notes on the last leg's channel: the origin's END. */
+/* The notes on the last leg's channel: the origin's END, or that the
+ * origin is gone. */
 static int dest_notes(struct relay_comm *c)
 {
 	struct relay_note n;
@@ -771,6 +780,10 @@ static int dest_notes(struct relay_comm *c)
 		if (r > 0 && n.type == RELAY_NOTE_END) {
 			c->end_known = true;
 			c->end_seq = n.seq;
+		} else if (r > 0 && n.type == RELAY_NOTE_GONE) {
+			return comm_fail(c, -ECONNRESET, "the origin is gone: "
+					 "its process ended (its first relay saw "
+					 "its channel and its leg end together)");
 		} else if (r > 0) {
 			why = "it sent a note out of place";
 			r = -EPROTO;
@@ -778,6 +791,12 @@ static int dest_notes(struct relay_comm *c)
 	}
 	if (r >= 0)
 		return 0;
+	if (c->end_known) {
+		/* the origin closed: the channel's end is the route's */
+		relay_chan_close(&c->chan);
+		c->ended = true;
+		return 0;
+	}
 	/* without resuming, as before channels were kept: the leg failed */
 	snprintf(what, sizeof(what), c->resumable ? "the last relay's "
 		 "channel: %s" : "the leg failed", why);
@@ -986,7 +1005,9 @@ static int recv_progress(struct relay_comm *c)
 		/* the last relay's end note may still be on its way */
 		if (relay_chan_ctrl(&c->chan))
 			dest_notes(c);
-		if (c->end_known && (uint32_t)c->seq == (uint32_t)c->end_seq)
+		/* after the origin's END its leg's end is the end, with
+		 * or without what it did not send */
+		if (c->end_known)
 			c->ended = true;
 		else if (c->resumable)
 			return route_lost(c, -ECONNRESET, "the leg ended");

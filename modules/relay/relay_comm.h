@@ -116,6 +116,7 @@ struct relay_comm {
 	bool far_closed;		/* origin: the destination said BYE */
 	int64_t out_since_ns;		/* 0 while the route works */
 	int64_t next_try_ns, next_pump_ns;
+	int64_t refused_ns;		/* origin: refused since, this outage */
 	char cause[192];		/* why the route broke */
 	char tried[1024];		/* origin: the last attempt's failures */
 	uint8_t handle[RELAY_HANDLE_BYTES];	/* origin: the destination */

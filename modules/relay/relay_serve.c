@@ -99,7 +99,15 @@ struct relay_pair {
 	 * when NCCL drives it): KEEP notes each way, silence is a break */
 	bool up_relay, down_relay;
 	int64_t up_heard_ns, down_heard_ns, keep_sent_ns, silence_ns;
+	/* the first relay, whose way back is the origin itself: its
+	 * channel and its leg ending together is the origin's process
+	 * gone (GONE onwards), one of them alone a break (a new route) */
+	bool in_failed, gone;
+	int64_t up_lost_ns, in_failed_ns;
 };
+
+/* How long the first relay waits for the other sign of the origin's end. */
+#define RELAY_VERDICT_NS 1000000000ll
 
 /* How often a relay tells the relays next to it that it is there. */
 #define RELAY_KEEP_NS 1000000000ll
@@ -250,6 +258,7 @@ static void pair_notes(struct relay_pair *p)
 		} else if (r > 0 && n.type == RELAY_NOTE_BYE) {
 			p->down_bye = p->bye_due = true;
 		} else if (r > 0 && n.type != RELAY_NOTE_ACK) {
+			/* GONE only ever goes onwards */
 			p->broke = "the way on sent a note out of place";
 		} else if (r < 0) {
 			/* after BYE: the origin's end still comes this way
@@ -268,15 +277,24 @@ static void pair_notes(struct relay_pair *p)
 		if (r > 0 && n.type == RELAY_NOTE_KEEP && p->up_relay) {
 			continue;
 		} else if (r > 0 && n.type == RELAY_NOTE_END) {
+			/* the origin closed after message seq: onwards the
+			 * same, even if its leg ends without its marker */
 			p->up_orderly = true;
+			p->end_seq = n.seq;
+		} else if (r > 0 && n.type == RELAY_NOTE_GONE && p->up_relay) {
+			p->gone = true;
+			p->broke = "the origin is gone";
 		} else if (r > 0) {
 			p->broke = "the way back sent a note out of place";
 		} else if (r < 0) {
 			/* its leg decides in order: what came before the
-			 * end goes on; a resumable route is over now */
+			 * end goes on; a resumable route is over now, or,
+			 * from the origin itself, once its leg said too */
 			relay_chan_close(&p->up);
-			if (p->resumable && !p->up_orderly)
+			if (p->resumable && !p->up_orderly && p->up_relay)
 				p->broke = "the way back ended";
+			else if (p->resumable && !p->up_orderly)
+				p->up_lost_ns = relay_now_ns();
 		}
 	}
 	if (p->ack_due && p->up.ctrl &&
@@ -313,6 +331,48 @@ static void pair_keepalive(struct relay_pair *p)
 		p->broke = "the way on went silent for timeout_ms";
 }
 
+/*
+ * The first relay's verdict on the origin.  A process that ends closes
+ * all its sockets: its channel and its leg to here end together, and no
+ * new route will come (GONE, so that the destination fails now, not after
+ * outage_ms).  A network that breaks them (a reset, a relay on the way)
+ * leaves the origin running: one of them alone is a break, and the origin
+ * sets up a new route.  1 while the verdict waits.
+ */
+static int pair_origin(struct relay_pair *p)
+{
+	int64_t now = relay_now_ns();
+
+	if (!p->resumable || p->up_relay || p->ended || p->up_orderly ||
+	    p->broke)
+		return 0;
+	if (p->in_failed && !p->in_failed_ns)
+		p->in_failed_ns = now;
+	if (p->up_lost_ns && p->in_failed) {
+		p->gone = true;
+		p->broke = "the origin is gone (its channel and its leg ended "
+			   "together)";
+		return 0;
+	}
+	if (p->up_lost_ns && now - p->up_lost_ns > RELAY_VERDICT_NS)
+		p->broke = "the way back ended";
+	else if (p->in_failed_ns && now - p->in_failed_ns > RELAY_VERDICT_NS)
+		p->broke = "the leg in failed";
+	return !p->broke && (p->up_lost_ns || p->in_failed_ns);
+}
+
+/* The origin is gone: the side onwards hears it before its channel ends. */
+static void pair_gone(struct relay_pair *p)
+{
+	int64_t until = relay_now_ns() + RELAY_VERDICT_NS;
+
+	if (!relay_chan_ctrl(&p->down) ||
+	    relay_chan_note(&p->down, RELAY_NOTE_GONE, 0))
+		return;
+	while (relay_chan_flush(&p->down) == -EAGAIN && relay_now_ns() < until)
+		;
+}
+
 /* Once everything before the origin's end went on: the side onwards is
  * told, so that its channel ending after this is no break.  1 while
  * that waits. */
@@ -321,19 +381,23 @@ static int pair_end_note(struct relay_pair *p)
 	int64_t now = relay_now_ns();
 	int err;
 
-	if (!p->ended || (!relay_chan_ctrl(&p->down) && !p->down.rj))
+	if (!p->ended)
 		return 0;
 	if (!p->end_wait_ns)
 		p->end_wait_ns = now + RELAY_END_NOTE_NS;
+	if (now > p->end_wait_ns)
+		return 0;
 	if (!p->end_noted && p->down_up) {
 		err = relay_chan_note(&p->down, RELAY_NOTE_END, p->end_seq);
 		p->end_noted = err != -EAGAIN;
 	}
-	if (now > p->end_wait_ns)
-		return 0;
-	if (!p->end_noted)
+	if (!p->end_noted && (relay_chan_ctrl(&p->down) || p->down.rj))
 		return 1;
-	return relay_chan_flush(&p->down) == -EAGAIN;
+	if (relay_chan_flush(&p->down) == -EAGAIN)
+		return 1;
+	/* the leg in stays open until the side back closes its own: its
+	 * module may still owe the marker's acknowledgement */
+	return p->up.ctrl != NULL;
 }
 
 /* Moves what it can; 1 when anything moved, -1 once the pair is over. */
@@ -351,7 +415,7 @@ static int pair_step(struct relay_pair *p)
 		err = p->in_leg.module->irecv(p->in_comm, 1, &dst, &size, &tag,
 					      &p->in_mh, &b->req);
 		if (err || !b->req) {
-			p->in_closed = err != 0;
+			p->in_closed = p->in_failed = err != 0;
 			break;
 		}
 		p->rpost++;
@@ -362,7 +426,7 @@ static int pair_step(struct relay_pair *p)
 		/* a failed receive is the origin side closing or gone:
 		 * what came is still forwarded, then the leg out closes */
 		if (test_one(b->req, &done, &size)) {
-			p->in_closed = true;
+			p->in_closed = p->in_failed = true;
 			break;
 		}
 		if (!done)
@@ -407,6 +471,12 @@ static int pair_step(struct relay_pair *p)
 	}
 	pair_notes(p);
 	pair_keepalive(p);
+	if (!p->failed && pair_origin(p))
+		return 0;
+	if (p->up_orderly && p->in_failed)
+		p->ended = true;
+	if (p->gone)
+		pair_gone(p);
 	if (p->failed || p->broke)
 		return -1;
 	if (p->in_closed && p->sdone == p->rdone)

@@ -150,7 +150,7 @@ const char *relay_note_decode(const uint8_t *buf, size_t len,
 	if (type & 0xffff)
 		return "a note with bits set that must be zero";
 	type >>= 16;
-	if (type < RELAY_NOTE_ACK || type > RELAY_NOTE_KEEP)
+	if (type < RELAY_NOTE_ACK || type > RELAY_NOTE_GONE)
 		return "an unknown note type";
 	n->type = (enum relay_note_type)type;
 	n->seq = (uint64_t)ntohl(w[2]) << 32 | ntohl(w[3]);

@@ -98,6 +98,8 @@ int relay_route_hops(const char *route, struct mesh_conn_hop *hops, int max);
  *        after this are no break
  *   KEEP relay <-> relay, every second: the channel between two relays
  *        is alive (a NAT table flushed on the way stalls it silently)
+ *   GONE first relay -> destination: the origin's process is gone (its
+ *        channel and its leg ended together), no new route will come
  */
 #define RELAY_NOTE_MAGIC 0x524c4e31u	/* "RLN1" */
 #define RELAY_NOTE_SIZE 16
@@ -108,6 +110,7 @@ enum relay_note_type {
 	RELAY_NOTE_UP = 3,
 	RELAY_NOTE_BYE = 4,
 	RELAY_NOTE_KEEP = 5,
+	RELAY_NOTE_GONE = 6,
 };
 
 struct relay_note {

@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for what the relay module reads from its control
  * channels (REQ, RESP, LAST, READY, and the notes of a route that is up:
- * ACK, END, UP, BYE, KEEP) and the headers of relayed messages.
+ * ACK, END, UP, BYE, KEEP, GONE) and the headers of relayed messages.
  * Any input: no crash, no sanitizer report, and
  *  - an accepted message has a known type, hop counts within the limit, a
  *    status that is an errno, only flags this version knows, every string
@@ -59,7 +59,7 @@ static void check_note(const uint8_t *data, size_t size)
 	if (relay_note_decode(data, size, &n))
 		return;
 	REQUIRE(size == RELAY_NOTE_SIZE);
-	REQUIRE(n.type >= RELAY_NOTE_ACK && n.type <= RELAY_NOTE_KEEP);
+	REQUIRE(n.type >= RELAY_NOTE_ACK && n.type <= RELAY_NOTE_GONE);
 	REQUIRE(relay_note_encode(&n, buf) == RELAY_NOTE_SIZE);
 	REQUIRE(!memcmp(buf, data, RELAY_NOTE_SIZE));
 	REQUIRE(!relay_note_decode(buf, sizeof(buf), &again) &&

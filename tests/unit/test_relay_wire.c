@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the relay's resuming added to its wire (relay_wire.c): the notes a
- * route's hops send each other once it is up (ACK, END, UP, BYE, KEEP), the
- * route's key, attempt and the destination's position in the setup
- * messages, and what a peer may send instead: cut short, too long, a
+ * route's hops send each other once it is up (ACK, END, UP, BYE, KEEP,
+ * GONE), the route's key, attempt and the destination's position in the
+ * setup messages, and what a peer may send instead: cut short, too long, a
  * type or flag this version does not know, bits that must be zero.  And
  * the stream indices an attempt owns on the destination's rejoin, and the
  * explicit routes one destination has as alternatives (relay_conf.c).
@@ -23,7 +23,7 @@ static void notes(void)
 {
 	static const enum relay_note_type types[] = {
 		RELAY_NOTE_ACK, RELAY_NOTE_END, RELAY_NOTE_UP, RELAY_NOTE_BYE,
-		RELAY_NOTE_KEEP };
+		RELAY_NOTE_KEEP, RELAY_NOTE_GONE };
 	uint8_t buf[RELAY_NOTE_SIZE + 1], bad[RELAY_NOTE_SIZE];
 	struct relay_note n, got;
 	uint32_t w;
@@ -53,7 +53,7 @@ static void notes(void)
 	CHECK_STR(relay_note_decode(bad, sizeof(bad), &got),
 		  "a note with bits set that must be zero");
 	/* types this version does not know */
-	for (uint32_t t = 0; t < 8; t += 6) {
+	for (uint32_t t = 0; t < 8; t += 7) {
 		memcpy(bad, buf, sizeof(bad));
 		w = htonl(t << 16);
 		memcpy(bad + 4, &w, 4);
