@@ -295,5 +295,10 @@ void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
 int tcp_xdc_pings_take(int fd, struct tcp_xdc_stall *st);
 bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
 			 uint64_t now, int timeout_ms, bool restart);
+/*
+ * Whether a read's end of file is the peer's FIN, not a socket that
+ * failed (timed out, reset) after another call took its error.
+ */
+bool tcp_xdc_peer_fin(int fd);
 
 #endif

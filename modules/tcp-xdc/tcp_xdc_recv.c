@@ -112,6 +112,10 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	 * mapping) or a sender that gave up on this socket: it dials anew */
 	if (reset && comm->rejoin)
 		return xdc_stream_syscall_fail(comm, s, ECONNRESET);
+	/* an end that is no FIN: the socket failed and another call (a
+	 * ping) took its error, which leaves reads at end of file */
+	if (comm->rejoin && !tcp_xdc_peer_fin(s->fd))
+		return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
 	if (s->state != TCP_XDC_IDLE || s->hdr_done)
 		return xdc_stream_fail(comm, s, -ECONNRESET, reset ?
 			"connection reset by peer in the middle of a chunk" :

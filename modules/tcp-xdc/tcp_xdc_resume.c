@@ -623,7 +623,14 @@ int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	int ret = 0;
 
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0 &&
-	    s->state != TCP_XDC_ENDED)
+	    s->state == TCP_XDC_ENDED) {
+		/* dialed anew: the end we read was none */
+		atomic_fetch_sub(&comm->ended, 1);
+		if (s->reset)
+			atomic_fetch_sub(&comm->ended_reset, 1);
+		s->state = TCP_XDC_BROKEN;
+	}
+	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0)
 		ret = recv_ask(comm, s);
 	if (!ret && s->new_fd >= 0 && !s->confirmed)
 		ret = recv_confirm(comm, s);

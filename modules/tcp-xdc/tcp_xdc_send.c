@@ -222,6 +222,8 @@ static int send_drain_pings(struct tcp_xdc_comm *comm,
 {
 	int ret = tcp_xdc_pings_take(s->fd, &s->stall);
 
+	if (ret == 1 && comm->rejoin && !tcp_xdc_peer_fin(s->fd))
+		return xdc_stream_syscall_fail(comm, s, ETIMEDOUT);
 	if (ret == 1)
 		return send_peer_closed(comm, s);
 	return ret < 0 ? xdc_stream_syscall_fail(comm, s, -ret) : 0;

@@ -76,3 +76,13 @@ bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
 	held_back = st->parked && now - st->parked < timeout_ns;
 	return !heard || (ti.tcpi_unacked && !held_back);
 }
+
+bool tcp_xdc_peer_fin(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+	       ti.tcpi_state != TCP_CLOSE;
+}
