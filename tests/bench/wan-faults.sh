@@ -202,7 +202,7 @@ wait "$transfers_pid" || true
 touch "$NETNS_TMP/warns"
 python3 - "$NETNS_TMP/faults" "$NETNS_TMP/samples" "$NETNS_TMP/transfers" \
 	"$full_bps" "$NETNS_TMP/warns" <<'PY'
-import bisect, statistics, sys
+import bisect, math, statistics, sys
 
 faults = [l.split() for l in open(sys.argv[1])]
 samples = [tuple(map(int, l.split())) for l in open(sys.argv[2])
@@ -250,7 +250,7 @@ for f in faults:
 def stats(v):
     v = sorted(v)
     return "median %d ms, p90 %d ms, max %d ms" % (
-        statistics.median(v), v[int(0.9 * (len(v) - 1))], v[-1])
+        statistics.median(v), v[max(0, math.ceil(0.9 * len(v)) - 1)], v[-1])
 
 print()
 print("faults: %d (%s)" % (len(faults), ", ".join(

@@ -10,8 +10,8 @@
 # dead peer within --dead-ms.  The ranks meet through a netns_tcp_bridge,
 # so that only the plugin's connections cross the flapping link.
 #
-# Every test runs LOOPS times (default 10), the late-* ones, which wait
-# --late-ms (4 s) a loop, LATE_LOOPS times (default 2).
+# Every test runs LOOPS times (default 5), the late-* ones, which wait
+# --late-ms (4 s) a loop, LATE_LOOPS times (default 1).
 #
 # usage: conform-flaps.sh RUN_SH NCCL_CONFORM PLUGIN MODULE_DIR [LOOPS [LATE_LOOPS]]
 # Needs root and network namespaces; exits 77 (skip) without them.
@@ -31,8 +31,8 @@ run_sh=$1
 conform=$2
 plugin=$3
 moddir=$4
-loops=${5:-10}
-late_loops=${6:-2}
+loops=${5:-5}
+late_loops=${6:-1}
 FLAP_DOWN_S=${FLAP_DOWN_S:-1}
 FLAP_EVERY_S=${FLAP_EVERY_S:-4}
 OOB_PORT=47100

@@ -19,6 +19,11 @@
 # plugin's own connections, as in a real job, where NCCL's bootstrap has a
 # network of its own.
 
+# The system's python3 before any other on PATH: the bridges and samplers
+# start it several times a run, and a per-user shim in front of it (pyenv)
+# costs seconds a start on a busy host.
+[ ! -x /usr/bin/python3 ] || PATH=/usr/bin:$PATH
+
 declare -gA WAN_IP=([c]=10.77.1.1 [s]=10.77.2.1)
 # rc's route to s's side, which goes with the WAN link when it goes down
 WAN_ROUTE="10.77.2.0/24 via 10.77.0.2"
@@ -35,31 +40,42 @@ wan_now_ms() {
 }
 
 # wan_pair [RATE]: the pair topology, its WAN link shaped to RATE (default
-# WAN_RATE; "" leaves it unshaped).
+# WAN_RATE; "" leaves it unshaped).  Built with `ip -n` batches rather
+# than lib.sh's one `ip netns exec` a step: a test builds it every run.
 wan_pair() {
-	local rate=${1-$WAN_RATE}
+	local rate=${1-$WAN_RATE} n
 
-	netns_add c rc rs s
+	for n in c rc rs s; do
+		ip netns add "$(ns "$n")" ||
+			netns_die "cannot create namespace $(ns "$n")"
+		NETNS_LIST+=("$(ns "$n")")
+	done
 	netns_veth c lan rc lan
 	netns_veth rc wan rs wan
 	netns_veth rs lan s lan
-	netns_addr c lan "${WAN_IP[c]}/24"
-	netns_addr rc lan 10.77.1.2/24
-	netns_addr rc wan 10.77.0.1/24
-	netns_addr rs wan 10.77.0.2/24
-	netns_addr rs lan 10.77.2.2/24
-	netns_addr s lan "${WAN_IP[s]}/24"
-	netns_route c default 10.77.1.2
-	netns_route s default 10.77.2.2
-	# shellcheck disable=SC2086 # "DEST via GW" is three words
-	nsx rc ip route add $WAN_ROUTE
-	netns_route rs 10.77.1.0/24 10.77.0.1
+	wan_batch c "link set lo up" "addr add ${WAN_IP[c]}/24 dev lan" \
+		"route add default via 10.77.1.2"
+	wan_batch rc "link set lo up" "addr add 10.77.1.2/24 dev lan" \
+		"addr add 10.77.0.1/24 dev wan" "route add $WAN_ROUTE"
+	wan_batch rs "link set lo up" "addr add 10.77.0.2/24 dev wan" \
+		"addr add 10.77.2.2/24 dev lan" "route add 10.77.1.0/24 via 10.77.0.1"
+	wan_batch s "link set lo up" "addr add ${WAN_IP[s]}/24 dev lan" \
+		"route add default via 10.77.2.2"
 	netns_forwarding rc
 	netns_forwarding rs
 	if [ -n "$rate" ]; then
 		netns_shape rc wan "$rate"
 		netns_shape rs wan "$rate"
 	fi
+}
+
+# wan_batch NS CMD...: ip commands (without "ip") in namespace NS at once.
+wan_batch() {
+	local n=$1
+
+	shift
+	printf '%s\n' "$@" | ip -n "$(ns "$n")" -batch - ||
+		netns_die "$n: ip -batch failed"
 }
 
 # wan_down / wan_up: the WAN link goes down at rc (rs sees its carrier
