@@ -298,6 +298,7 @@ static int origin_reroute(struct relay_comm *c)
 		return 0;
 	if (!err) {
 		err = origin_resumed(c, c->rh);
+		relay_hop_free(c->rh);	/* what the comm did not take */
 		free(c->rh);
 		c->rh = NULL;
 		return err;
