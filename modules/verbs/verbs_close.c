@@ -116,6 +116,23 @@ static int notice_qp(const struct vl_comm *c)
 }
 
 /*
+ * The slot for a liveness probe.  With an outage budget a send comm
+ * probes a slot with nothing else outstanding, so an unanswered probe
+ * speaks of the path, not of a big write ahead of it (verbs_path.c);
+ * -1 when every slot is busy (their own completions will tell).
+ */
+static int probe_qp(const struct vl_comm *c)
+{
+	if (!c->outage_ms || !c->is_send)
+		return notice_qp(c);
+	for (int q = 0; q < c->nqps; q++)
+		if (c->path[q].state == VL_QP_UP &&
+		    c->path[q].sig_posted == c->path[q].sig_done)
+			return q;
+	return -1;
+}
+
+/*
  * Called by a poll that found nothing.  Every VL_PROBE_POLLS empty
  * polls it looks at the clock; after VL_PROBE_MS without a completion
  * it sends a probe.  A dead peer fails the probe's write once the QP's
@@ -154,7 +171,7 @@ void vl_idle(struct vl_comm *c)
 		return;
 	/* a full send queue, or no slot up, is no failure: the next idle
 	 * look tries again */
-	q = notice_qp(c);
+	q = probe_qp(c);
 	if (q >= 0 && !vl_notice_post(c, q, offsetof(struct vl_notice, probe),
 				      VL_WR_PROBE)) {
 		c->probe_out = true;

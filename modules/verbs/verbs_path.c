@@ -488,6 +488,23 @@ void vl_path_probed(struct vl_comm *c, int q)
 	}
 }
 
+/*
+ * Whether slot q's local port is up.  A fresh QP waits for it: on a port
+ * that is down, moving a QP to RTR resolves the peer's address in vain,
+ * and on Soft-RoCE blocks the calling thread for a second doing so.
+ */
+static bool port_up(struct vl_comm *c, int q, uint64_t now)
+{
+	struct vl_dev *d = c->links[vl_qp_link(c, q)];
+	struct ibv_port_attr a;
+
+	if (!ibv_query_port(d->ctx, (uint8_t)d->port, &a) &&
+	    a.state == IBV_PORT_ACTIVE)
+		return true;
+	c->path[q].not_before_ns = now + VL_RETRY_MIN_MS * MS;
+	return false;
+}
+
 /* One step of slot q's repair, as far as it can go now. */
 static void slot_step(struct vl_comm *c, int q, uint64_t now)
 {
@@ -503,11 +520,10 @@ static void slot_step(struct vl_comm *c, int q, uint64_t now)
 		return;
 	case VL_QP_DEAD:
 		try_settle(c, q);
-		if (!p->settled)
+		if (!p->settled || now < p->not_before_ns ||
+		    !port_up(c, q, now))
 			return;
 		if (c->is_send) {
-			if (now < p->not_before_ns)
-				return;
 			if (fresh_qp(c, q, next)) {
 				/* no QP now: try again after a while */
 				p->not_before_ns = now + VL_RETRY_MAX_MS * MS;
@@ -624,16 +640,35 @@ static void recs_read(struct vl_comm *c)
 
 /* ---- the clock ---- */
 
-/* Signaled writes with no completion for VL_PROBE_DEAD_MS: the path is
- * gone even where the QP retries forever (Soft-RoCE at retry_cnt 7). */
+/*
+ * Whether slot q's signaled writes are small words only, so that none of
+ * them going unanswered for VL_PROBE_DEAD_MS means the path is gone (even
+ * where the QP retries forever: Soft-RoCE at retry_cnt 7).  A piece of a
+ * big message may take longer than that on a slow link, and the HCA's own
+ * retries, which see its progress, judge it: a send comm's slot is
+ * watched only while a probe is all it waits for.
+ */
+static bool stall_watched(const struct vl_comm *c, int q)
+{
+	const struct vl_path *p = &c->path[q];
+
+	if (p->state == VL_QP_PROBE)
+		return true;
+	if (p->state != VL_QP_UP)
+		return false;
+	if (!c->is_send)
+		return true;
+	return c->probe_out && c->probe_qp == q &&
+	       p->sig_posted - p->sig_done == 1;
+}
+
 static void stall_check(struct vl_comm *c, uint64_t now, bool watched)
 {
 	for (int q = 0; q < c->nqps; q++) {
 		struct vl_path *p = &c->path[q];
 
-		if (p->state != VL_QP_UP && p->state != VL_QP_PROBE)
-			continue;
-		if (!watched || p->sig_done == p->sig_posted ||
+		if (!watched || !stall_watched(c, q) ||
+		    p->sig_done == p->sig_posted ||
 		    p->sig_done != p->stall_mark) {
 			p->stall_mark = p->sig_done;
 			p->stall_ns = now;

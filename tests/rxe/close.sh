@@ -39,9 +39,11 @@
 
 CLOSE_ITERS=${CLOSE_ITERS:-20}
 CLOSE_BOUND=${CLOSE_BOUND:-240}
-# A comm with no completion for 1 s probes the peer and fails when the
-# probe is unanswered 10 s on (docs/modules/ib-fabric.md): with the QP's
-# retry time about 12 s.  The survivor gets five times that, for a loaded
+# The killed peer's kernel closes its side channel, which the survivor
+# takes for its death at once (docs/modules/ib-fabric.md); where that
+# were missed, a comm with no completion for 1 s probes the peer and
+# fails when the probe is unanswered 10 s on (outage_ms 0), or its QPs
+# fail: about 12 s.  The survivor gets five times that, for a loaded
 # emulated guest; the driver's own limit (-t 120, no progress) lies well
 # beyond, and the WARN checked names the peer's death as the cause.
 CLOSE_PEER_DEAD_S=12

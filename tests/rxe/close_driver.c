@@ -10,7 +10,7 @@
  * message is checked byte by byte, with its size.
  *
  *   close_driver PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS]
- *                [-l LAG] [-k]
+ *                [-l LAG] [-k [-s STOP]]
  *
  * -l LAG (lagging receiver): each side posts its receives up front, waits
  * until the peer's send comm is closed, then posts the EXTRA receives and
@@ -21,8 +21,13 @@
  *
  * -k (kill test): one endless iteration of 1 MiB messages; prints
  * "transferring" once data flows and waits to be killed, or to fail when
- * the peer is.  Exit status: 0 all verified, 1 a call failed or data was
- * wrong (the line says which), 2 usage or setup, 3 no progress for SECS.
+ * the peer is.  With -s STOP it ends instead once the file STOP exists:
+ * each side sends no more than it has handed out by then, tells the peer
+ * how many (DIR/<side>.count), receives as many as the peer tells and
+ * closes in order, all verified (the outage tests: a transfer that lasts
+ * as long as the test needs, whatever the host's speed).  Exit status: 0
+ * all verified, 1 a call failed or data was wrong (the line says which),
+ * 2 usage or setup, 3 no progress for SECS.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -45,6 +50,7 @@ static int timeout_s = 60;
 static time_t last_progress;
 static const char *dir;
 static int lag_ms = -1;
+static const char *stop_path;	/* -s */
 
 static void logger(ncclDebugLogLevel level, unsigned long flags,
 		   const char *file, int line, const char *fmt, ...)
@@ -299,17 +305,52 @@ static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 	}
 }
 
+/*
+ * -s: once STOP exists, this side sends only what it has handed out and
+ * says how many; once the peer has said so, this side receives that many.
+ * *smsgs and *rmsgs stay endless (msgs of -k) until then.
+ */
+static void stop_poll(const struct side *s, const struct side *r,
+		      int *smsgs, int *rmsgs, int endless, const char *peer)
+{
+	char path[600], tmp[610];
+	FILE *f;
+
+	if (*smsgs == endless && !access(stop_path, F_OK)) {
+		*smsgs = s->posted;
+		snprintf(path, sizeof(path), "%s/%s.count", dir, me);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		f = fopen(tmp, "w");
+		if (!f || fprintf(f, "%d\n", *smsgs) < 0 || fclose(f) ||
+		    rename(tmp, path))
+			die(2, "cannot write %s", path);
+	}
+	if (*rmsgs == endless) {
+		int n;
+
+		snprintf(path, sizeof(path), "%s/%s.count", dir, peer);
+		f = fopen(path, "r");
+		if (!f)
+			return;
+		if (fscanf(f, "%d", &n) != 1 || n < r->done || n >= endless)
+			die(2, "bad count in %s", path);
+		fclose(f);
+		*rmsgs = n;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char hmine[NCCL_NET_HANDLE_MAXSIZE], htheirs[NCCL_NET_HANDLE_MAXSIZE];
 	int iters = 20, msgs = 12, extra = 2, kill = 0, iter = -1, opt, ndev;
+	int sent = 0, received = 0;
 	ncclNetCommConfig_t cfg = { -1 };
 	unsigned char *sbuf, *rbuf;
 	const char *peer;
 	void *lib, *lc;
 
 	if (argc < 4 || (strcmp(argv[2], "a") && strcmp(argv[2], "b"))) {
-		fprintf(stderr, "usage: %s PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS] [-l LAG] [-k]\n",
+		fprintf(stderr, "usage: %s PLUGIN a|b DIR [-i ITERS] [-m MSGS] [-e EXTRA] [-t SECS] [-l LAG] [-k [-s STOP]]\n",
 			argv[0]);
 		return 2;
 	}
@@ -317,7 +358,7 @@ int main(int argc, char **argv)
 	peer = me[0] == 'a' ? "b" : "a";
 	dir = argv[3];
 	optind = 4;
-	while ((opt = getopt(argc, argv, "i:m:e:t:l:k")) != -1) {
+	while ((opt = getopt(argc, argv, "i:m:e:t:l:ks:")) != -1) {
 		switch (opt) {
 		case 'i': iters = atoi(optarg); break;
 		case 'm': msgs = atoi(optarg); break;
@@ -325,6 +366,7 @@ int main(int argc, char **argv)
 		case 't': timeout_s = atoi(optarg); break;
 		case 'l': lag_ms = atoi(optarg); break;
 		case 'k': kill = 1; break;
+		case 's': stop_path = optarg; break;
 		default: return 2;
 		}
 	}
@@ -335,7 +377,8 @@ int main(int argc, char **argv)
 	}
 	if (lag_ms >= 0 && msgs > WINDOW - extra)
 		msgs = WINDOW - extra;
-	if (iters < 1 || msgs < 1 || extra < 0 || extra > WINDOW)
+	if (iters < 1 || msgs < 1 || extra < 0 || extra > WINDOW ||
+	    (stop_path && !kill))
 		die(2, "bad counts");
 	progress();
 	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -358,7 +401,7 @@ int main(int argc, char **argv)
 	for (iter = 0; iter < iters; iter++) {
 		struct side s = { 0 }, r = { 0 };
 		ncclNetDeviceHandle_t *dh = NULL;
-		int from = peer[0] == 'a' ? 1 : 2;
+		int from = peer[0] == 'a' ? 1 : 2, smsgs = msgs, rmsgs = msgs;
 
 		while (!s.comm || !r.comm) {
 			if (!s.comm)
@@ -373,14 +416,22 @@ int main(int argc, char **argv)
 		CALL("regMr (recv)", regMr(r.comm, rbuf, (size_t)WINDOW * SLOT,
 					    NCCL_PTR_HOST, &r.mh));
 		while (!s.closed || !r.closed) {
-			send_step(&s, sbuf, me[0] == 'a' ? 1 : 2, iter, msgs,
+			if (stop_path)
+				stop_poll(&s, &r, &smsgs, &rmsgs, msgs, peer);
+			send_step(&s, sbuf, me[0] == 'a' ? 1 : 2, iter, smsgs,
 				  kill);
-			recv_step(&r, rbuf, from, iter, msgs, extra, kill);
+			recv_step(&r, rbuf, from, iter, rmsgs, extra, kill);
 			watchdog(iter);
 		}
+		sent = s.done;
+		received = r.done;
 	}
 	CALL("closeListen", closeListen(lc));
-	printf("%s: OK %d iterations, %d messages each way verified each\n",
-	       me, iters, msgs);
+	if (stop_path)
+		printf("%s: OK %d messages sent, %d received, every byte verified\n",
+		       me, sent, received);
+	else
+		printf("%s: OK %d iterations, %d messages each way verified each\n",
+		       me, iters, msgs);
 	return 0;
 }

@@ -28,6 +28,8 @@
 MESH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/rxe/net.sh
 declare -F rxnet_up >/dev/null || . "$MESH_DIR/net.sh"
+# shellcheck source=tests/rxe/close.sh
+declare -F close_spawn >/dev/null || . "$MESH_DIR/close.sh"
 
 # The checks in order, "FUNC|LIMIT_S|NAME"; mesh_run_checks runs them.
 mesh_checks=(
@@ -38,7 +40,7 @@ mesh_checks=(
 	"check_mesh_node4_unreachable|180|rdma-mesh: node 4 -> node 2 fails fast (no shared cable)"
 	"check_mesh_cable2_up|90|rdma-mesh: second cable between nodes 1 and 2"
 	"check_mesh_two_cables|900|rdma-mesh: two cables 1 -> 2, 0 B..64 MiB, striped over both"
-	"check_mesh_cable_down|240|rdma-mesh: one of two cables down 5 s mid-transfer, every byte kept, the cable back in use"
+	"check_mesh_cable_down|420|rdma-mesh: one of two cables down 5 s under traffic both ways, every byte kept, the cable back in use"
 	"check_mesh_topology_down|60|rdma-mesh: topology down"
 )
 
@@ -482,17 +484,19 @@ check_mesh_two_cables() {
 	fi
 }
 
-# One cable of two down under a transfer of about MESH_OUT_S seconds
-# (4 MiB messages, each cut over both cables, every byte verified): once
-# data flows over v12b, v12b goes down for MESH_OUT_DOWN_S seconds and up
-# again.  The guest's speed varies several times over from run to run, so
-# a short run first measures it and sizes the transfer to last that long.
-# retry_cnt 3 makes the QPs on the dead cable fail as a hardware HCA's do
-# (Soft-RoCE at retry_cnt 7 retries forever and would only stall them);
-# outage_ms is the default.
+# One cable of two down under traffic both ways: tests/rxe/close_driver
+# (-k -s) moves 1 MiB messages each way, each cut over both cables and
+# verified byte by byte, for as long as the check needs (the guest's speed
+# varies several times over from run to run).  Once v12b carries data it
+# goes down for MESH_OUT_DOWN_S seconds and up again; once every comm that
+# logged the cable's outage has logged its return and the cable carried
+# data again, the driver stops and both sides close in order.  retry_cnt
+# 3 makes the QPs on the dead cable fail as a hardware HCA's do (Soft-RoCE
+# at retry_cnt 7 retries forever and would only stall them); outage_ms is
+# the default.
 MESH_OUT_DOWN_S=5
-MESH_OUT_S=${MESH_OUT_S:-20}
-MESH_OUT_ARGS=(--abi 12 --timeout 120 --sizes 4M --mem 64M --no-latency)
+MESH_OUT_LIMIT_S=120
+declare -gA MESH_OUT_PID=()
 
 # mesh_tx_wait NS DEV FROM MIB PID LIMIT_S: until DEV has sent MIB MiB
 # more than FROM bytes; fails when PID ends or after LIMIT_S.
@@ -506,36 +510,48 @@ mesh_tx_wait() {
 	done
 }
 
-# The transfer must come out exact (meshperf verifies every byte) and
-# without a WARN; both ends must log the cable's outage and its return,
-# and the cable must carry data again once it is back.
+# mesh_out_count SIDE down|back: the side's lines of the cable's outages
+# (one per comm) or of its returns.
+mesh_out_count() {
+	local what='down \('
+
+	[ "$2" = back ] && what='back after [0-9]+ ms'
+	grep -cE "comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] $what" \
+		"$LOGDIR/down-12.$1" || true
+}
+
+# mesh_out_settled: on both sides a comm logged the outage, and every
+# outage logged has its return.
+mesh_out_settled() {
+	local side d
+
+	for side in a b; do
+		d=$(mesh_out_count "$side" down)
+		[ "$d" -ge 1 ] && [ "$(mesh_out_count "$side" back)" -ge "$d" ] ||
+			return 1
+	done
+}
+
 check_mesh_cable_down() {
-	local tag=down-12 rc=0 t0 b0 b1 b2 side pid gbps mib
+	local dir=$LOGDIR/down-12.dir rc=0 ra=0 rb=0 t0 b0 b1 b2 side n deadline
 
 	mesh_need_module || return 1
 	mesh_cable2_ensure || return 1
-	MESH_ENV="NCCL_MESH_RDMA_MESH_RETRY_CNT=3"
-	mesh_server down-cal rxn2 duo2 10.77.12.2 18814
-	mesh_server_listens down-cal || return 1
-	mesh_client down-cal rxn1 duo1 10.77.12.2 "${MESH_OUT_ARGS[@]}" \
-		--iters 8 --budget 32M
-	mesh_finish down-cal 120 || { mp_show_logs down-cal; return 1; }
-	gbps=$(mp_field down-cal 4194304 gbits_per_s)
-	mib=$(awk -v g="${gbps:-0}" -v s="$MESH_OUT_S" 'BEGIN {
-		m = int(g * 1e9 / 8 * s / 1048576 / 4) * 4
-		print m < 96 ? 96 : (m > 2048 ? 2048 : m) }')
-	echo "calibration: ${gbps:-?} Gb/s over both cables: $mib MiB for about $MESH_OUT_S s"
-	mesh_server "$tag" rxn2 duo2 10.77.12.2 18813
-	mesh_server_listens "$tag" || return 1
-	t0=$SECONDS
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	cp "${MESH_CONF:-$MESH_DIR/mesh-rdma.conf}" "$LOGDIR/down-12.conf"
 	b0=$(mesh_tx rxn1 v12b)
-	mesh_client "$tag" rxn1 duo1 10.77.12.2 "${MESH_OUT_ARGS[@]}" \
-		--iters $((mib / 4)) --budget "${mib}M"
-	pid=${MESH_CPID[$tag]}
-	if ! mesh_tx_wait rxn1 v12b "$b0" 8 "$pid" 60; then
-		echo "$tag: no data over v12b within 60 s"
-		mesh_finish "$tag" 5 || true
-		mp_show_logs "$tag"
+	for n in 1 2; do
+		side=$([ "$n" = 1 ] && echo a || echo b)
+		close_spawn down-12 rdma-mesh "$side" "rxn$n" "duo$n" "$dir" \
+			NCCL_MESH_RDMA_MESH_RETRY_CNT=3 -- \
+			-k -s "$dir/stop" -t "$MESH_OUT_LIMIT_S" || return 1
+		MESH_OUT_PID[$side]=$RXE_LAST_PID
+	done
+	t0=$SECONDS
+	if ! mesh_tx_wait rxn1 v12b "$b0" 8 "${MESH_OUT_PID[a]}" 120; then
+		echo "down-12: no data over v12b within 120 s"
+		close_show down-12
 		return 1
 	fi
 	echo "data flows after $((SECONDS - t0)) s: v12b down for $MESH_OUT_DOWN_S s"
@@ -544,40 +560,38 @@ check_mesh_cable_down() {
 	ip -n rxn1 link set v12b up
 	b1=$(mesh_tx rxn1 v12b)
 	echo "v12b up again after $((SECONDS - t0)) s"
-	mesh_finish "$tag" 240 || rc=$?
+	deadline=$((SECONDS + MESH_OUT_LIMIT_S))
+	until mesh_out_settled &&
+	      [ $(($(mesh_tx rxn1 v12b) - b1)) -ge $((8 << 20)) ]; do
+		if [ "$SECONDS" -ge "$deadline" ] ||
+		   ! kill -0 "${MESH_OUT_PID[a]}" 2>/dev/null ||
+		   ! kill -0 "${MESH_OUT_PID[b]}" 2>/dev/null; then
+			echo "down-12: the cable is not back in use $((SECONDS - t0)) s in"
+			rc=1
+			break
+		fi
+		sleep 0.2
+	done
 	b2=$(mesh_tx rxn1 v12b)
-	echo "run took $((SECONDS - t0)) s; v12b sent $(((b2 - b1) >> 20)) MiB after it came back"
-	if [ "$rc" -ne 0 ]; then
-		echo "$tag: meshperf failed ($rc)"
-		mp_show_logs "$tag"
-		return 1
-	fi
-	mp_check "$tag" 1 || rc=1
-	for side in client server; do
+	echo "back in use after $((SECONDS - t0)) s: v12b sent $(((b2 - b1) >> 20)) MiB since it came back"
+	touch "$dir/stop"
+	rxe_wait "${MESH_OUT_PID[a]}" 60 || ra=$?
+	rxe_wait "${MESH_OUT_PID[b]}" 30 || rb=$?
+	echo "down-12: a exited $ra, b exited $rb after $((SECONDS - t0)) s"
+	for side in a b; do
+		grep -E "^$side: (OK|FAIL|STUCK)" "$LOGDIR/down-12.$side" |
+			sed 's/^/    /' || true
+		grep -qE "^$side: OK [0-9]+ messages sent, [0-9]+ received, every byte verified" \
+			"$LOGDIR/down-12.$side" || rc=1
 		grep -hE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> .* (down|back after)' \
-			"$LOGDIR/$tag.$side" | sed 's/^meshperf//; s/^/    /'
-		grep -qE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] down \(' \
-			"$LOGDIR/$tag.$side" || {
-			echo "$tag: the $side logged no outage of the cable"
-			rc=1
-		}
-		grep -qE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] back after [0-9]+ ms' \
-			"$LOGDIR/$tag.$side" || {
-			echo "$tag: the $side logged no return of the cable"
-			rc=1
-		}
-		if grep -E ' WARN ' "$LOGDIR/$tag.$side"; then
-			echo "$tag: the $side warned"
+			"$LOGDIR/down-12.$side" | sed 's/^[ab] NCCL INFO /    /'
+		if grep -E 'NCCL WARN' "$LOGDIR/down-12.$side"; then
+			echo "down-12: side $side warned"
 			rc=1
 		fi
 	done
-	# the cable carries its share again: a few MiB at least (the run
-	# may end soon after it is back on a fast host)
-	if [ $(((b2 - b1) >> 20)) -lt 4 ]; then
-		echo "$tag: the cable took no traffic back"
-		rc=1
-	fi
-	[ "$rc" -eq 0 ] || mp_show_logs "$tag"
+	[ "$ra" -eq 0 ] && [ "$rb" -eq 0 ] || rc=1
+	[ "$rc" -eq 0 ] || close_show down-12
 	return "$rc"
 }
 
