@@ -10,6 +10,7 @@
 #ifndef CORE_CTRL_H
 #define CORE_CTRL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <nccl-mesh/module.h>
@@ -67,6 +68,9 @@ void core_conn_free(struct core_conn *c);
  * on the listener conn came through; the connecting side dials where
  * conn went, or to a handle's addresses (first: the one to try first).
  */
+/* Whether a module's ctrl is a connection of the core's (not a channel
+ * another module made, such as a relay's). */
+bool core_ctrl_is_ours(const struct mesh_ctrl *ctrl);
 int core_rejoin_listen(struct core_conn *conn, uint64_t key,
 		       struct mesh_rejoin **out);
 int core_rejoin_to_conn(struct core_conn *conn, uint64_t key,

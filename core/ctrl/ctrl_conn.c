@@ -429,6 +429,11 @@ static int ctrl_stream(struct mesh_ctrl *ctrl, int index, int *fd_out)
 	return 0;
 }
 
+bool core_ctrl_is_ours(const struct mesh_ctrl *ctrl)
+{
+	return ctrl && ctrl->send == ctrl_send;
+}
+
 void ctrl_conn_bind_ops(struct ctrl_conn *c)
 {
 	c->pub.ctrl.send = ctrl_send;

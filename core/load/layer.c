@@ -372,6 +372,8 @@ static int rejoin_listen(const struct mesh_host *host, struct mesh_ctrl *ctrl,
 			 uint64_t key, struct mesh_rejoin **rj)
 {
 	(void)host;
+	if (!core_ctrl_is_ours(ctrl))
+		return -EOPNOTSUPP;	/* a relay's: it resumes its route */
 	return core_rejoin_listen((struct core_conn *)ctrl, key, rj);
 }
 
@@ -381,6 +383,8 @@ static int rejoin_to(const struct mesh_host *host, struct mesh_ctrl *ctrl,
 	struct core_handle h;
 	const char *bad;
 
+	if (ctrl && !core_ctrl_is_ours(ctrl))
+		return -EOPNOTSUPP;	/* a relay's: it resumes its route */
 	if (ctrl)
 		return core_rejoin_to_conn((struct core_conn *)ctrl, key, rj);
 	if (!handle || core_handle_decode(handle, &h, &bad)) {

@@ -279,6 +279,8 @@ struct mesh_host {
 	 * may open new streams of this connection later, named by `key`,
 	 * through the listener ctrl came in on, after ctrl and its NCCL
 	 * listen are gone.  The listener stays open while a rejoin is kept.
+	 * -EOPNOTSUPP for a channel the core did not make (a relay's
+	 * virtual one: the relay resumes the route itself).
 	 */
 	int (*rejoin_listen)(const struct mesh_host *host,
 			     struct mesh_ctrl *ctrl, uint64_t key,

@@ -17,7 +17,6 @@
 
 struct relay_vctrl {
 	struct mesh_ctrl ctrl;		/* first: the leg module's ctrl */
-	uint8_t guard[RELAY_VCTRL_GUARD];	/* zeroes: see the header */
 	struct mesh_rejoin *rj;		/* connecting side: ours */
 	struct relay_inbox *inbox;	/* accepting side: the comm's */
 	bool connector;

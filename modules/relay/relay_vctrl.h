@@ -21,13 +21,6 @@
 
 struct relay_vctrl;
 
-/*
- * The core reads a mesh_ctrl given to its rejoin services as its own
- * connection (a leg module that resumes by itself asks them): zeroes
- * behind ours make it refuse instead (no connector, no listen).
- */
-#define RELAY_VCTRL_GUARD 4096
-
 /* Connecting side: a channel over stream 0 of `epoch`, dialed on rj
  * (the vctrl owns rj from here).  peers: the destination's addresses. */
 struct relay_vctrl *relay_vctrl_new(struct mesh_rejoin *rj, bool connector,

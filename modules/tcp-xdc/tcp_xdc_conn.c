@@ -170,6 +170,12 @@ static struct mesh_rejoin *rejoin_keep(struct tcp_xdc_ctx *ctx,
 		return NULL;
 	ret = is_send ? host->rejoin_to(host, ctrl, NULL, key, &rj) :
 			host->rejoin_listen(host, ctrl, key, &rj);
+	if (ret == -EOPNOTSUPP) {
+		/* a leg of a relayed route: the relay resumes the route */
+		MESH_INFO("peer %s: a relay's channel: the relay resumes it",
+			  ctrl->peer);
+		return NULL;
+	}
 	if (ret) {
 		MESH_WARN("peer %s: cannot keep the connection for resuming (%s): it fails at the first fault",
 			  ctrl->peer, strerror(-ret));
