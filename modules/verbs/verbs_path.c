@@ -232,6 +232,9 @@ static void slot_up(struct vl_comm *c, int q)
 /* Slot q stops carrying anything new. */
 static void slot_leave_up(struct vl_comm *c, int q, uint32_t cause)
 {
+	int l = vl_qp_link(c, q);
+	bool logged = c->out[l].since_ns != 0;
+
 	c->nup--;
 	if (!c->nup) {
 		c->none_since_ns = vl_now_ns();
@@ -245,6 +248,15 @@ static void slot_leave_up(struct vl_comm *c, int q, uint32_t cause)
 		c->close_out = false;
 	update_repairing(c);
 	outage_begin(c, q, cause);
+	/* the link's line said traffic moves on; now nothing is left */
+	if (!c->nup && logged) {
+		char why[160];
+
+		MESH_INFO("%s comm %u %s %s: no path works any more (QP %d on %s: %s): requests held for up to outage_ms %d",
+			  dir_str(c), c->id, to_str(c), c->peer, q,
+			  c->links[l]->name, cause_str(cause, why, sizeof(why)),
+			  c->outage_ms);
+	}
 }
 
 /* ---- records ---- */

@@ -30,6 +30,8 @@ MESH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 declare -F rxnet_up >/dev/null || . "$MESH_DIR/net.sh"
 # shellcheck source=tests/rxe/close.sh
 declare -F close_spawn >/dev/null || . "$MESH_DIR/close.sh"
+# shellcheck source=tests/rxe/outage.sh
+declare -F outage_bounce >/dev/null || . "$MESH_DIR/outage.sh"
 
 # The checks in order, "FUNC|LIMIT_S|NAME"; mesh_run_checks runs them.
 mesh_checks=(
@@ -484,115 +486,16 @@ check_mesh_two_cables() {
 	fi
 }
 
-# One cable of two down under traffic both ways: tests/rxe/close_driver
-# (-k -s) moves 1 MiB messages each way, each cut over both cables and
-# verified byte by byte, for as long as the check needs (the guest's speed
-# varies several times over from run to run).  Once v12b carries data it
-# goes down for MESH_OUT_DOWN_S seconds and up again; once every comm that
-# logged the cable's outage has logged its return and the cable carried
-# data again, the driver stops and both sides close in order.  retry_cnt
-# 3 makes the QPs on the dead cable fail as a hardware HCA's do (Soft-RoCE
-# at retry_cnt 7 retries forever and would only stall them); outage_ms is
-# the default.
-MESH_OUT_DOWN_S=5
-MESH_OUT_LIMIT_S=120
-declare -gA MESH_OUT_PID=()
-
-# mesh_tx_wait NS DEV FROM MIB PID LIMIT_S: until DEV has sent MIB MiB
-# more than FROM bytes; fails when PID ends or after LIMIT_S.
-mesh_tx_wait() {
-	local deadline=$((SECONDS + $6))
-
-	until [ $(($(mesh_tx "$1" "$2") - $3)) -ge $(($4 << 20)) ]; do
-		kill -0 "$5" 2>/dev/null || return 1
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
-
-# mesh_out_count SIDE down|back: the side's lines of the cable's outages
-# (one per comm) or of its returns.
-mesh_out_count() {
-	local what='down \('
-
-	[ "$2" = back ] && what='back after [0-9]+ ms'
-	grep -cE "comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> 10\.77\.112\.[12] $what" \
-		"$LOGDIR/down-12.$1" || true
-}
-
-# mesh_out_settled: on both sides a comm logged the outage, and every
-# outage logged has its return.
-mesh_out_settled() {
-	local side d
-
-	for side in a b; do
-		d=$(mesh_out_count "$side" down)
-		[ "$d" -ge 1 ] && [ "$(mesh_out_count "$side" back)" -ge "$d" ] ||
-			return 1
-	done
-}
-
+# One cable of two down under traffic both ways (tests/rxe/outage.sh):
+# v12b goes down for 5 s and up again; the traffic moves to v12 at once,
+# and once every comm has logged the cable's return and v12b carried data
+# again, both ends close in order with every byte verified.
 check_mesh_cable_down() {
-	local dir=$LOGDIR/down-12.dir rc=0 ra=0 rb=0 t0 b0 b1 b2 side n deadline
-
 	mesh_need_module || return 1
 	mesh_cable2_ensure || return 1
-	rm -rf "$dir"
-	mkdir -p "$dir"
-	cp "${MESH_CONF:-$MESH_DIR/mesh-rdma.conf}" "$LOGDIR/down-12.conf"
-	b0=$(mesh_tx rxn1 v12b)
-	for n in 1 2; do
-		side=$([ "$n" = 1 ] && echo a || echo b)
-		close_spawn down-12 rdma-mesh "$side" "rxn$n" "duo$n" "$dir" \
-			NCCL_MESH_RDMA_MESH_RETRY_CNT=3 -- \
-			-k -s "$dir/stop" -t "$MESH_OUT_LIMIT_S" || return 1
-		MESH_OUT_PID[$side]=$RXE_LAST_PID
-	done
-	t0=$SECONDS
-	if ! mesh_tx_wait rxn1 v12b "$b0" 8 "${MESH_OUT_PID[a]}" 120; then
-		echo "down-12: no data over v12b within 120 s"
-		close_show down-12
-		return 1
-	fi
-	echo "data flows after $((SECONDS - t0)) s: v12b down for $MESH_OUT_DOWN_S s"
-	ip -n rxn1 link set v12b down
-	sleep "$MESH_OUT_DOWN_S"
-	ip -n rxn1 link set v12b up
-	b1=$(mesh_tx rxn1 v12b)
-	echo "v12b up again after $((SECONDS - t0)) s"
-	deadline=$((SECONDS + MESH_OUT_LIMIT_S))
-	until mesh_out_settled &&
-	      [ $(($(mesh_tx rxn1 v12b) - b1)) -ge $((8 << 20)) ]; do
-		if [ "$SECONDS" -ge "$deadline" ] ||
-		   ! kill -0 "${MESH_OUT_PID[a]}" 2>/dev/null ||
-		   ! kill -0 "${MESH_OUT_PID[b]}" 2>/dev/null; then
-			echo "down-12: the cable is not back in use $((SECONDS - t0)) s in"
-			rc=1
-			break
-		fi
-		sleep 0.2
-	done
-	b2=$(mesh_tx rxn1 v12b)
-	echo "back in use after $((SECONDS - t0)) s: v12b sent $(((b2 - b1) >> 20)) MiB since it came back"
-	touch "$dir/stop"
-	rxe_wait "${MESH_OUT_PID[a]}" 60 || ra=$?
-	rxe_wait "${MESH_OUT_PID[b]}" 30 || rb=$?
-	echo "down-12: a exited $ra, b exited $rb after $((SECONDS - t0)) s"
-	for side in a b; do
-		grep -E "^$side: (OK|FAIL|STUCK)" "$LOGDIR/down-12.$side" |
-			sed 's/^/    /' || true
-		grep -qE "^$side: OK [0-9]+ messages sent, [0-9]+ received, every byte verified" \
-			"$LOGDIR/down-12.$side" || rc=1
-		grep -hE 'comm [0-9]+ (to|from) .*: path rxe(12b|21b) -> .* (down|back after)' \
-			"$LOGDIR/down-12.$side" | sed 's/^[ab] NCCL INFO /    /'
-		if grep -E 'NCCL WARN' "$LOGDIR/down-12.$side"; then
-			echo "down-12: side $side warned"
-			rc=1
-		fi
-	done
-	[ "$ra" -eq 0 ] && [ "$rb" -eq 0 ] || rc=1
-	[ "$rc" -eq 0 ] || close_show down-12
-	return "$rc"
+	outage_bounce down-12 rdma-mesh "${MESH_CONF:-$MESH_DIR/mesh-rdma.conf}" \
+		rxn1 duo1 rxn2 duo2 rxn1 v12b 'rxe(12b|21b) -> 10\.77\.112\.[12]' \
+		NCCL_MESH_RDMA_MESH_RETRY_CNT=3
 }
 
 check_mesh_topology_down() {

@@ -18,9 +18,11 @@
 #      messages (max_recvs 1); ib-fabric's error paths
 #      (tests/rxe/errors.sh): an oversize send, a work completion error
 #      from a stale rkey, and a refused RoCE v1 / v2 GID mix, each of
-#      which must make both processes fail cleanly and quickly.
+#      which must make both processes fail cleanly and quickly; the link
+#      down under traffic (tests/rxe/outage.sh): for 5 s, survived with
+#      every byte, and past outage_ms, failed on both ends with the reason.
 #   2. rdma-mesh (tests/rxe/mesh.sh): a triangle, a node with one cable,
-#      two cables between two nodes; relay over rdma-mesh (tests/rxe/relay.sh):
+#      two cables between two nodes, one of them down for 5 s under traffic; relay over rdma-mesh (tests/rxe/relay.sh):
 #      a ring of four whose diagonal pairs go through a neighbour, a line of
 #      four whose ends go through two relays, a relay killed mid-transfer;
 #      meshinfo --cluster on the triangle and the ring (tests/rxe/cluster.sh):
@@ -53,6 +55,8 @@ src=$(cd "$here/../.." && pwd)
 . "$here/cluster.sh"
 # shellcheck source=tests/rxe/close.sh
 [ -e "$here/close.sh" ] && . "$here/close.sh"
+# shellcheck source=tests/rxe/outage.sh
+. "$here/outage.sh"
 # shellcheck source=tests/rxe/conformance.sh
 . "$here/conformance.sh"
 
@@ -501,6 +505,7 @@ main() {
 		check "GID pick rxe12 with IPv6 entries" 60 check_gid_ipv6 || true
 		if [ "$MOD" = ib-fabric ]; then
 			! declare -F close_run_checks >/dev/null || close_run_checks
+			outage_run_checks
 			conf_run_checks
 		fi
 	fi
