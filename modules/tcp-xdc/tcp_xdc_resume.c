@@ -3,15 +3,15 @@
  * tcp-xdc resuming: a stream whose socket is reset or stops answering is
  * an outage, not a failure.  The sender dials the stream anew through the
  * core (module.h, rejoin_*: the same address, port, gate and key as the
- * first), the receiver takes the new socket once it has read everything
- * the old one holds, and the two agree on how many chunks of the stream
- * the receiver has whole (tcp_xdc_wire.h, the resume messages).  The
- * sender then writes again what followed.
+ * first); the receiver asks on the new socket with how many chunks of the
+ * stream it has whole, and the sender answers with the chunk it writes
+ * next there (tcp_xdc_wire.h, the resume messages).
  *
  * What makes that exact: a send completes only once the receiver's kernel
- * acknowledged all of it, so it lies in the receiver's socket, which
- * keeps it readable through a reset and which the receiver drains before
- * it switches.  Until then the chunk is in NCCL's buffer and in the
+ * acknowledged all of it, so it lies in the receiver's old socket, which
+ * keeps it readable through a reset.  The sender's answer counts those
+ * chunks, and the receiver reads them from the old socket before it
+ * switches.  Until acknowledged a chunk is in NCCL's buffer and in the
  * stream's list of kept chunks (struct tcp_xdc_sent): nothing is copied.
  *
  * Dead peers stay apart from outages: a receiver whose process is gone
