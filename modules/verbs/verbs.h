@@ -618,7 +618,7 @@ static inline uint64_t vl_rec_check(const struct vl_rec *r)
 	  "Reuse one memory region for registrations of the same range." }, \
 	{ "sysfs_root", MESH_PARAM_STR, "/sys/class/infiniband", 0, 0, \
 	  "Where HCA port and GID tables are read from." }, \
-	{ "outage_ms", MESH_PARAM_INT, "300000", 0, 3600000, \
+	{ "outage_ms", MESH_PARAM_INT, "300000", 0, 86400000, \
 	  "How long a connection may have no working path to its peer while it rebuilds its queue pairs, holding its requests; past it test() fails. A queue pair that fails while another works hands its traffic over and is rebuilt. 0: the first queue-pair error fails the connection." }
 
 /*
