@@ -404,9 +404,12 @@ relay_rx() {
 # processes must fail (exit 1: a failed plugin call, not meshperf's own
 # watchdog, which is set far beyond the bound) within RELAY_KILL_BOUND
 # seconds, each with a WARN line of the relay module naming the route
-# through n2.
+# through n2.  With outage_ms 0: a relay that dies fails its routes at
+# once (with a budget they wait for a new route, which the netns suite's
+# relay tests check).
 check_relay_kill() {
 	local tag=kill-13 t0 crc=0 src=0 a b n side rc=0 lines named
+	local -x NCCL_MESH_RELAY_OUTAGE_MS=0
 
 	relay_need || return $?
 	relay_topology_ensure line || return 1
