@@ -24,7 +24,8 @@
 # to full rate again, the largest tcpi_rto and backoff of a1's sockets to
 # the peer at the moment the link came back); then the transfers completed
 # and failed (meshperf verifies every byte: none lost, duplicated or
-# wrong), the "resumed" INFO lines, and for link-down faults the time to
+# wrong), each failed one with the faults of its last 15 s and its first
+# WARN lines, the "resumed" INFO lines, and for link-down faults the time to
 # full rate against the bar: at most 1 s + the RTO the streams had.
 #
 #   tests/bench/wan-faults.sh [BUILD_DIR] [FAULTS]
@@ -153,19 +154,22 @@ a1_rto() {
 # fault KIND...: one fault; prints "START END RTO BACKOFF", END being when
 # the link came back (down) or the rules went (reset).
 fault() {
-	local t0 t1 rto=0 backoff=0
+	local t0 t1 rto=0 backoff=0 reader
 
 	case $1 in
 	down)
 		# the RTO a1's streams have at the return: read about 100 ms
 		# before it, while wan_flap keeps the time
-		rm -f "$NETNS_TMP/rto"
+		echo "0 0" >"$NETNS_TMP/rto"
 		{
 			sleep "$(wan_secs $(($2 > 150 ? $2 - 150 : 0)))"
-			a1_rto >"$NETNS_TMP/rto"
+			a1_rto >"$NETNS_TMP/rto.new" &&
+				mv "$NETNS_TMP/rto.new" "$NETNS_TMP/rto"
 		} &
+		reader=$!
+		# (a process substitution sets $! too: the reader's pid is kept)
 		read -r t0 t1 < <(wan_flap ra ext "$2" "$RA_ROUTE")
-		wait $!
+		wait "$reader" || true
 		read -r rto backoff <"$NETNS_TMP/rto" ;;
 	reset)
 		read -r t0 t1 < <(wan_reset_for ra 1000) ;;
@@ -191,7 +195,10 @@ for ((i = 0; i < nfaults; i++)); do
 		break
 	fi
 	# shellcheck disable=SC2086 # the kind's words are the arguments
-	read -r t0 t1 rto backoff < <(fault $kind)
+	if ! read -r t0 t1 rto backoff < <(fault $kind); then
+		echo "fault $((i + 1)) ($kind) could not be injected; stopping"
+		break
+	fi
 	echo "$kind $t0 $t1 $rto $backoff" >>"$NETNS_TMP/faults"
 done
 touch "$NETNS_TMP/stop"
@@ -210,6 +217,9 @@ samples = [tuple(map(int, l.split())) for l in open(sys.argv[2])
 transfers = [list(map(int, l.split())) for l in open(sys.argv[3])]
 full = int(sys.argv[4])
 ts = [s[0] for s in samples]
+
+def kind_of(f):
+    return f[0] + " " + f[1] if f[0] in ("down", "flush") else f[0]
 
 def back_to_full(t_end):
     """ms from t_end to the start of the first 200 ms at full rate."""
@@ -232,11 +242,8 @@ def in_transfer(t0, t1):
 downs, bars = [], []
 kinds = {}
 for f in faults:
-    if f[0] in ("down", "flush"):
-        kind, rest = f[0] + " " + f[1], f[2:]
-    else:
-        kind, rest = f[0], f[1:]
-    t0, t1, rto, backoff = map(int, rest)
+    kind = kind_of(f)
+    t0, t1, rto, backoff = map(int, f[-4:])
     ret = back_to_full(t1)
     whole = ret is not None and in_transfer(t0, t1 + ret)
     kinds.setdefault(kind, []).append(ret if whole else None)
@@ -260,8 +267,12 @@ failed = [t for t in transfers if t not in done]
 print("transfers: %d completed and verified, %d failed (numbers: %s)" % (
     len(done), len(failed), " ".join(str(t[0]) for t in failed) or "none"))
 for t in failed:
-    print("transfer %d: client status %d, server status %d%s" % (
-        t[0], t[3], t[4], "" if t[5] else ", not verified"))
+    # the faults of the last 15 s before it ended: which one it failed on
+    near = [kind_of(f) for f in faults
+            if t[1] <= int(f[-4]) and t[2] - 15000 <= int(f[-3]) <= t[2]]
+    print("transfer %d: client status %d, server status %d%s; faults in its"
+          " last 15 s: %s" % (t[0], t[3], t[4], "" if t[5] else
+                              ", not verified", ", ".join(near) or "none"))
 print("".join(open(sys.argv[5]).readlines()[:40]) if failed else "", end="")
 print("resumed INFO lines: client %d, server %d; WARN lines %d" % (
     sum(t[6] for t in transfers), sum(t[7] for t in transfers),
