@@ -77,7 +77,6 @@ static void set_opt(int fd, int level, int name, int value, const char *what,
 }
 
 #define RESUME_KEEPALIVE_S 3
-#define RESUME_KEEPALIVE_PROBES 3
 
 /* Options are tuning: a refusal is worth a note, not a failed connection. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
@@ -104,9 +103,7 @@ void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 		"TCP_KEEPIDLE", peer);
 	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, is_send && ctx->outage_ms ?
 		1 : ctx->keepalive_interval_s, "TCP_KEEPINTVL", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, is_send && ctx->outage_ms &&
-		ctx->keepalive_count > RESUME_KEEPALIVE_PROBES ?
-		RESUME_KEEPALIVE_PROBES : ctx->keepalive_count,
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, ctx->keepalive_count,
 		"TCP_KEEPCNT", peer);
 	/*
 	 * A receiver's unacknowledged ping older than this fails the socket
