@@ -703,21 +703,27 @@ def parse_args(argv):
     return args
 
 
+def run_worker(worker, args):
+    """A rank's body; a crash ends the process at once (exit EXIT_CRASH).
+
+    Interpreter teardown is skipped: NCCL may hang waiting for a peer; the
+    launcher ends the other ranks."""
+    try:
+        return worker(args)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_CRASH)
+
+
 def main(argv):
     args = parse_args(argv)
     if args.compare:
         return compare_main(args)
     if not args.worker:
         return launcher_main(args)
-    try:
-        return worker_main(args)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Skip interpreter teardown: NCCL may hang waiting for the
-        # peer; the launcher ends the other rank.
-        os._exit(EXIT_CRASH)
+    return run_worker(worker_main, args)
 
 
 if __name__ == "__main__":

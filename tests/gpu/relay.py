@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import allreduce as ar  # noqa: E402  (shares the launching and checks)
@@ -644,13 +643,7 @@ def main(argv):
         return summary_main(args.summary)
     if not args.worker:
         return launcher_main(args)
-    try:
-        return worker_main(args)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(ar.EXIT_CRASH)
+    return ar.run_worker(worker_main, args)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 ".."))
@@ -530,15 +529,7 @@ def main(argv):
         return summary_main(args)
     if not args.worker:
         return launcher_main(args)
-    try:
-        return worker_main(args)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # NCCL may hang in teardown waiting for a peer; the launcher ends
-        # the others
-        os._exit(ar.EXIT_CRASH)
+    return ar.run_worker(worker_main, args)
 
 
 if __name__ == "__main__":
