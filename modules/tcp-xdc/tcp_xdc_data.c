@@ -396,12 +396,8 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 			close(atomic_load(&s->next_fd));
 		if (s->new_fd >= 0)
 			close(s->new_fd);
-		if (s->new_crypt)
-			tcp_xdc_crypt_fini(s->new_crypt);
-		free(s->new_crypt);
-		if (s->crypt)
-			tcp_xdc_crypt_fini(s->crypt);
-		free(s->crypt);
+		xdc_crypt_free(&s->new_crypt);
+		xdc_crypt_free(&s->crypt);
 		free(s->sent);
 	}
 	if (comm->rejoin)
@@ -544,24 +540,40 @@ static int fds_nonblocking(struct tcp_xdc_comm *comm)
 }
 
 /* Keys every stream of an encrypted comm: one key per stream. */
+int xdc_crypt_new(const struct tcp_xdc_comm *comm, int index,
+		  const uint8_t *secret, size_t secret_len,
+		  uint32_t record_size, struct tcp_xdc_crypt **out)
+{
+	struct tcp_xdc_crypt *c = calloc(1, sizeof(*c));
+	int ret = c ? tcp_xdc_crypt_init(c, secret, secret_len, comm->is_send,
+					 index, record_size,
+					 comm->ctx->aead_lib) : -ENOMEM;
+
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	*out = c;
+	return 0;
+}
+
+void xdc_crypt_free(struct tcp_xdc_crypt **c)
+{
+	if (*c)
+		tcp_xdc_crypt_fini(*c);
+	free(*c);
+	*c = NULL;
+}
+
 static int crypt_start(struct tcp_xdc_comm *comm, const uint8_t *secret,
 		       size_t secret_len, uint32_t record_size)
 {
 	for (int i = 0; i < comm->nstreams; i++) {
-		struct tcp_xdc_stream *s = &comm->streams[i];
-		int ret;
+		int ret = xdc_crypt_new(comm, i, secret, secret_len,
+					record_size, &comm->streams[i].crypt);
 
-		s->crypt = calloc(1, sizeof(*s->crypt));
-		if (!s->crypt)
-			return -ENOMEM;
-		ret = tcp_xdc_crypt_init(s->crypt, secret, secret_len,
-					 comm->is_send, i, record_size,
-					 comm->ctx->aead_lib);
-		if (ret) {
-			free(s->crypt);
-			s->crypt = NULL;
+		if (ret)
 			return ret;
-		}
 	}
 	return 0;
 }

@@ -33,6 +33,11 @@ int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s, int err);
 int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
 			     struct tcp_xdc_stream *s);
+/* The records of stream `index` keyed from a socket's secret; 0 or -errno. */
+int xdc_crypt_new(const struct tcp_xdc_comm *comm, int index,
+		  const uint8_t *secret, size_t secret_len,
+		  uint32_t record_size, struct tcp_xdc_crypt **out);
+void xdc_crypt_free(struct tcp_xdc_crypt **c);
 /* Failed or closing: the pool threads leave it alone. */
 bool xdc_comm_stopped(struct tcp_xdc_comm *comm);
 

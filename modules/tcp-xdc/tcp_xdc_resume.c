@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <linux/sockios.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -172,18 +171,15 @@ int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	return xdc_stream_fail(comm, s, -ETIMEDOUT, what);
 }
 
-/* Keys a new socket's records: fresh from its own handshake. */
+/* Keys a new socket's records: fresh from its own handshake.  0, or the
+ * comm fails. */
 static int rekey(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
-		 const uint8_t *secret, size_t secret_len)
+		 const uint8_t *secret, size_t secret_len,
+		 struct tcp_xdc_crypt **out)
 {
-	int ret;
+	int ret = xdc_crypt_new(comm, s->index, secret, secret_len,
+				comm->record_size, out);
 
-	if (!s->crypt)
-		return 0;
-	tcp_xdc_crypt_fini(s->crypt);
-	ret = tcp_xdc_crypt_init(s->crypt, secret, secret_len, comm->is_send,
-				 s->index, comm->record_size,
-				 comm->ctx->aead_lib);
 	if (ret)
 		return xdc_stream_fail(comm, s, ret,
 				       "cannot key a stream dialed anew");
@@ -283,11 +279,14 @@ void xdc_send_reap_all(struct tcp_xdc_comm *comm)
 static int send_adopt(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		      struct mesh_stream_new *ns)
 {
-	int ret;
+	int ret = 0;
 
 	tcp_xdc_stream_setup(comm->ctx, ns->fd, s->index, comm->peer, true);
 	s->fd = ns->fd;
-	ret = rekey(comm, s, ns->secret, ns->secret_len);
+	if (s->crypt) {
+		xdc_crypt_free(&s->crypt);
+		ret = rekey(comm, s, ns->secret, ns->secret_len, &s->crypt);
+	}
 	explicit_bzero(ns->secret, sizeof(ns->secret));
 	if (ret)
 		return ret;
@@ -491,11 +490,7 @@ static void recv_new_drop(struct tcp_xdc_stream *s)
 {
 	socket_abort(s->new_fd);
 	s->new_fd = -1;
-	if (s->new_crypt) {
-		tcp_xdc_crypt_fini(s->new_crypt);
-		free(s->new_crypt);
-		s->new_crypt = NULL;
-	}
+	xdc_crypt_free(&s->new_crypt);
 }
 
 static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
@@ -524,21 +519,11 @@ static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	s->confirmed = false;
 	s->asked = s->chunks;
 	s->resume_done = 0;
-	if (s->crypt) {
-		s->new_crypt = calloc(1, sizeof(*s->new_crypt));
-		ret = s->new_crypt ? tcp_xdc_crypt_init(s->new_crypt, secret,
-				secret_len, false, s->index,
-				comm->record_size, comm->ctx->aead_lib) :
-				     -ENOMEM;
-		if (ret) {
-			free(s->new_crypt);
-			s->new_crypt = NULL;
-		}
-	}
+	if (s->crypt)
+		ret = rekey(comm, s, secret, secret_len, &s->new_crypt);
 	explicit_bzero(secret, sizeof(secret));
 	if (ret)
-		return xdc_stream_fail(comm, s, ret,
-				       "cannot key a stream dialed anew");
+		return ret;
 	tcp_xdc_resume_encode(ask, TCP_XDC_RESUME_ASK, s->asked);
 	/* a fresh socket takes 16 bytes; one that does not broke again */
 	if (send(fd, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
@@ -596,8 +581,7 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	s->fd = s->new_fd;
 	s->new_fd = -1;
 	if (s->crypt) {
-		tcp_xdc_crypt_fini(s->crypt);
-		free(s->crypt);
+		xdc_crypt_free(&s->crypt);
 		s->crypt = s->new_crypt;
 		s->new_crypt = NULL;
 	}
