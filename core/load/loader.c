@@ -326,6 +326,20 @@ static int stub_describe(void *comm, struct mesh_conn_info *info)
 	return 0;
 }
 
+/* A module that counts nothing gives no counters (metrics show the
+ * core's own for it). */
+static int stub_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
+{
+	(void)comm, (void)emit, (void)arg;
+	return 0;
+}
+
+static int stub_counters(void *mctx, mesh_counter_fn emit, void *arg)
+{
+	(void)mctx, (void)emit, (void)arg;
+	return 0;
+}
+
 /* The descriptor's data members, before its operations. */
 #define DATA_MEMBERS(X) X(abi_version) X(size) X(name) X(version) X(params)
 
@@ -337,7 +351,7 @@ static int stub_describe(void *comm, struct mesh_conn_info *info)
 /* The optional ones: each has its stub_<member> above. */
 #define OPTIONAL_OPS(X) X(fini) X(abandon) X(reg_mr_dmabuf) X(iflush)   \
 	X(reach) X(check) X(start) X(route) X(route_abandon) X(routes_to) \
-	X(report) X(describe)
+	X(report) X(describe) X(comm_counters) X(counters)
 
 /*
  * The stubs as one descriptor, as rdma-core's dummy_ops.c: what a module

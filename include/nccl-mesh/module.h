@@ -29,6 +29,8 @@
  * 1.5: mesh_module.describe.
  * 1.6: resuming: struct mesh_rejoin, struct mesh_stream_new and the
  *      mesh_host rejoin_* services.
+ * 1.7: metrics: struct mesh_counter, mesh_module.comm_counters and
+ *      mesh_module.counters.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -88,7 +90,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 6
+#define MESH_MODULE_ABI_MINOR 7
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -390,6 +392,60 @@ struct mesh_leg {
 	const struct mesh_dev_props *props;
 };
 
+/** What a counter is (ABI 1.7): one that only grows, or a level. */
+enum mesh_counter_kind {
+	MESH_COUNTER_TOTAL,	/**< never goes back while the process lives */
+	MESH_COUNTER_GAUGE,	/**< goes up and down (comms open now) */
+};
+
+/** Which way a counter's bytes or requests went (ABI 1.7). */
+enum mesh_direction {
+	MESH_DIR_NONE,
+	MESH_DIR_SEND,
+	MESH_DIR_RECV,
+};
+
+/**
+ * One named counter (ABI 1.7), as the core's metrics show it:
+ * nccl_mesh_<name>_total{module, peer, direction} (a gauge without
+ * _total; docs/observe.md lists the names).  Counters of one name and
+ * the same labels add up, so a module may give one per comm or per pair.
+ * Only valid during the call to the mesh_counter_fn that receives it.
+ */
+struct mesh_counter {
+	const char *name;	/**< [a-z][a-z0-9_]*, at most 48: "bytes" */
+	/** one line, for a name the core does not document itself */
+	const char *help;
+	/** the other end, an address or a host name; NULL: none (from
+	 *  comm_counters: the core's, the comm's peer) */
+	const char *peer;
+	/** from comm_counters, MESH_DIR_NONE: the comm's own direction */
+	enum mesh_direction direction;
+	enum mesh_counter_kind kind;
+	uint64_t value;
+};
+
+/** Receives counters, one call each, on the caller's thread. */
+typedef void (*mesh_counter_fn)(void *arg, const struct mesh_counter *c);
+
+/*
+ * Counting on the data path (ABI 1.7): a counter that only the thread
+ * driving a comm writes, while another thread may read it.  A relaxed
+ * load and store, no lock and no locked instruction; counters written by
+ * more than one thread take __atomic_fetch_add(..., __ATOMIC_RELAXED).
+ */
+static inline void mesh_count(uint64_t *counter, uint64_t n)
+{
+	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) +
+			 n, __ATOMIC_RELAXED);
+}
+
+/** A counter another thread writes, read whole. */
+static inline uint64_t mesh_count_read(const uint64_t *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
 /**
  * Every request a module returns starts with this, so the core can reach the
  * module's test() with one indirection and no allocation.
@@ -487,6 +543,23 @@ struct mesh_module {
 	 * what it knows.  Any thread, while the comm is open.
 	 */
 	int (*describe)(void *comm, struct mesh_conn_info *info);
+	/* ABI 1.7 */
+	/**
+	 * Optional: the counters of one open comm, through emit: "bytes"
+	 * and "requests" of its completed requests, and whatever else the
+	 * module counts per comm (mesh_count on the data path, never a
+	 * lock).  The core labels them with the module, the comm's peer
+	 * and direction, and at close folds the comm's last counters into
+	 * the process's totals, so they never go back.  Any thread, while
+	 * the comm is open, concurrently with its data path.
+	 */
+	int (*comm_counters)(void *comm, mesh_counter_fn emit, void *arg);
+	/**
+	 * Optional: counters of the module as a whole, not of one comm NCCL
+	 * holds (outages resumed, a relay's forwarded pairs), totals that
+	 * never go back.  Any thread, from start until fini.
+	 */
+	int (*counters)(void *mctx, mesh_counter_fn emit, void *arg);
 };
 
 /** Nonzero when descriptor d (of any minor) has member m. */
@@ -501,6 +574,8 @@ struct mesh_module {
 #define MESH_MODULE_SIZE_1_3 offsetof(struct mesh_module, start)
 /** Size of a module descriptor of ABI 1.4 (before describe). */
 #define MESH_MODULE_SIZE_1_4 offsetof(struct mesh_module, describe)
+/** Size of a module descriptor of ABI 1.5 and 1.6 (before comm_counters). */
+#define MESH_MODULE_SIZE_1_5 offsetof(struct mesh_module, comm_counters)
 
 /** Nonzero when host h (of any minor) offers service m. */
 #define MESH_HOST_HAS(h, m) \
