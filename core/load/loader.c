@@ -15,6 +15,7 @@
 #include "layer.h"
 #include "core_log.h"
 #include "params.h"
+#include "profile.h"
 
 const char *core_module_status_name(enum core_module_status s)
 {
@@ -476,6 +477,7 @@ static void set_host(struct core_config *cfg, struct core_module *mod)
 		.authenticated = host_authenticated,
 	};
 	core_layer_host(&mod->host);
+	core_prof_host(&mod->host);
 }
 
 /* Resolves the module's parameters and runs its check: 0 when valid. */

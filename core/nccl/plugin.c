@@ -11,6 +11,7 @@
 #include "net.h"
 #include "nccl-mesh/nccl_net.h"
 #include "nccl-mesh/nccl_tuner.h"
+#include "profile.h"
 #include "tuner.h"
 
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -127,12 +128,30 @@ static ncclResult_t p_dereg_mr(void *comm, void *mhandle)
 	return core_to_nccl(c->desc->dereg_mr(c->mcomm, mhandle));
 }
 
+/* What core/profile needs of a comm to report its requests. */
+static struct core_prof_comm prof_comm(const struct core_comm *c)
+{
+	return (struct core_prof_comm){
+		.desc = c->desc, .mcomm = c->mcomm,
+		.peer = c->path.direct ? &c->path.remote : NULL };
+}
+
+/*
+ * With a profiler callback and NCCL's handle, core/profile asks NCCL
+ * whether the step is profiled and reports the request if it is; without
+ * one (meshperf, older NCCL) the request goes straight to the module.
+ */
 static ncclResult_t p_isend(void *send_comm, void *data, size_t size, int tag,
 			    void *mhandle, void *phandle, void **request)
 {
 	struct core_comm *c = send_comm;
 
-	(void)phandle;
+	if (core_prof_fn && phandle) {
+		struct core_prof_comm pc = prof_comm(c);
+
+		return core_to_nccl(core_prof_isend(&pc, data, size, tag,
+						    mhandle, phandle, request));
+	}
 	return core_to_nccl(c->desc->isend(c->mcomm, data, size, tag, mhandle,
 				      request));
 }
@@ -143,7 +162,13 @@ static ncclResult_t p_irecv(void *recv_comm, int n, void **data,
 {
 	struct core_comm *c = recv_comm;
 
-	(void)phandles;
+	if (core_prof_fn && phandles) {
+		struct core_prof_comm pc = prof_comm(c);
+
+		return core_to_nccl(core_prof_irecv(&pc, n, data, sizes, tags,
+						    mhandles, phandles,
+						    request));
+	}
 	return core_to_nccl(c->desc->irecv(c->mcomm, n, data, sizes, tags,
 				      mhandles, request));
 }
@@ -245,7 +270,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 			     ncclProfilerCallback_t prof)
 {
 	(void)config;	/* traffic class: no module uses it yet */
-	(void)prof;
+	core_prof_set(prof);
 	return core_to_nccl(core_net_init(ctx, comm_id, logger));
 }
 
@@ -284,7 +309,7 @@ static void *v10_ctx;
 static ncclResult_t init_v10(ncclDebugLogger_t logger,
 			     ncclProfilerCallback_t prof)
 {
-	(void)prof;
+	core_prof_set(prof);
 	if (v10_ctx)
 		return ncclSuccess;
 	return core_to_nccl(core_net_init(&v10_ctx, 0, logger));

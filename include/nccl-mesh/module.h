@@ -31,6 +31,8 @@
  *      mesh_host rejoin_* services.
  * 1.7: metrics: struct mesh_counter, mesh_module.comm_counters and
  *      mesh_module.counters.
+ * 1.8: profiler events: struct mesh_prof_part and the mesh_host prof_*
+ *      services.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -90,7 +92,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 7
+#define MESH_MODULE_ABI_MINOR 8
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -189,6 +191,20 @@ struct mesh_stream_new {
 	 *  every socket, like mesh_ctrl.secret); secret_len 0 without a key. */
 	uint8_t secret[32];
 	size_t secret_len;
+};
+
+/** What carried a part of a request, for profiler events (ABI 1.8). */
+enum mesh_prof_kind {
+	MESH_PROF_STREAM = 1,	/**< a chunk on one of a comm's streams */
+	MESH_PROF_QP = 2,	/**< a work request on one queue pair */
+	MESH_PROF_HOP = 3,	/**< a relay's hop */
+};
+
+/** One part of a request: what a module reports with prof_start (1.8). */
+struct mesh_prof_part {
+	enum mesh_prof_kind kind;
+	int index;		/**< the stream's index, the QP number, the hop */
+	size_t bytes;		/**< what this part moves */
 };
 
 /** Services the core gives a module.  One instance per module. */
@@ -321,6 +337,26 @@ struct mesh_host {
 	 *  not taken) and, the last one, the listener it kept open. */
 	void (*rejoin_close)(const struct mesh_host *host,
 			     struct mesh_rejoin *rj);
+	/* ABI 1.8: profiler events (docs/observe.md). */
+	/**
+	 * From isend or irecv, on the thread that called it: the token of
+	 * the request being posted when a profiler records it, else NULL
+	 * (the common case: then report nothing for it).  Keep it with the
+	 * request; it is valid until test() says the request is done.
+	 */
+	void *(*prof_request)(const struct mesh_host *host);
+	/**
+	 * Starts the event of one part of a request (token from
+	 * prof_request, never NULL): a chunk on a stream, a work request
+	 * on a queue pair, a hop.  Start it before its bytes count towards
+	 * the request's completion.  Returns the event for prof_stop, or
+	 * NULL when the profiler keeps none.  Any thread; never blocks,
+	 * never allocates.
+	 */
+	void *(*prof_start)(const struct mesh_host *host, void *token,
+			    const struct mesh_prof_part *part);
+	/** Stops an event prof_start returned (not NULL).  Any thread. */
+	void (*prof_stop)(const struct mesh_host *host, void *event);
 };
 
 /**
