@@ -71,7 +71,18 @@
 	X(CP_NCCL_LL_MAX, "nccl_ll_max", MESH_PARAM_SIZE, "0", 0, 1LL << 30,   \
 	  "Largest collective NCCL may run with its low-latency protocols "    \
 	  "(LL, LL128), told to NCCL by the plugin's tuner; larger ones run "  \
-	  "Simple; 0: NCCL's choice")
+	  "Simple; 0: NCCL's choice")                                       \
+	X(CP_METRICS_FILE, "metrics_file", MESH_PARAM_STR, "", 0, 0,           \
+	  "File the plugin writes its counters to in Prometheus text, for "    \
+	  "node_exporter's textfile collector: replaced whole every "          \
+	  "metrics_interval_ms, %p in the name becomes the process id; "      \
+	  "empty: none")                                                       \
+	X(CP_METRICS_INTERVAL_MS, "metrics_interval_ms", MESH_PARAM_INT,       \
+	  "15000", 100, 3600000, "How often metrics_file is written")          \
+	X(CP_METRICS_LISTEN, "metrics_listen", MESH_PARAM_STR, "", 0, 0,       \
+	  "Address and port meshrelay serves its counters on over HTTP "       \
+	  "(GET /metrics, Prometheus text), as <ip>:<port>; empty: none; "     \
+	  "the plugin ignores it")
 
 enum core_param_id {
 #define CORE_PARAM_ENUM(id, ...) id,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core_log.h"
+#include "metrics.h"
 #include "netaddr.h"
 #include "net_priv.h"
 
@@ -45,15 +46,46 @@ static void log_connection(const char *dir, const struct core_rail *rail,
 		  (unsigned long long)p->peer_fabric_id);
 }
 
+/*
+ * The peer its counters are labelled with: the address it reached
+ * without the port (one series per host, not per connection), or a
+ * relayed comm's destination as its module describes it.
+ */
+static void metrics_peer(const struct core_comm *c, char *buf, size_t cap)
+{
+	struct mesh_conn_info info = { 0 };
+	struct mesh_addr a;
+
+	buf[0] = '\0';
+	if (c->path.direct) {
+		a = c->path.remote;
+		a.port = 0;
+		util_addr_str(&a, buf, cap);
+		return;
+	}
+	if (c->desc->describe(c->mcomm, &info) || info.nhops < 1 ||
+	    info.nhops > MESH_CONN_HOPS_MAX)
+		return;
+	info.hops[info.nhops - 1].addr[MESH_CONN_ADDR_MAX - 1] = '\0';
+	if (util_addr_parse(info.hops[info.nhops - 1].addr, &a))
+		return;
+	a.port = 0;
+	util_addr_str(&a, buf, cap);
+}
+
 struct core_comm *core_comm_new(const struct mesh_module *d, void *mcomm,
-				  const struct core_comm_path *path)
+				const struct core_comm_path *path, bool send)
 {
 	struct core_comm *c = malloc(sizeof(*c));
+	char peer[UTIL_ADDR_STRLEN];
 
 	if (c) {
 		c->desc = d;
 		c->mcomm = mcomm;
 		c->path = *path;
+		metrics_peer(c, peer, sizeof(peer));
+		c->metrics = core_metrics_comm_open(d, mcomm, path->module,
+						    peer, send);
 	}
 	return c;
 }
@@ -95,7 +127,7 @@ static int finish_step(const struct core_rail *rail,
 	if (!err) {
 		struct core_comm_path path = direct_path(rail, m, c);
 
-		*comm = core_comm_new(d, *mcomm, &path);
+		*comm = core_comm_new(d, *mcomm, &path, c->connector);
 		if (*comm)
 			return 0;
 		err = -ENOMEM;
@@ -146,6 +178,8 @@ int core_net_close_comm(void *comm, int send)
 
 	if (!c)
 		return 0;
+	/* its last counters into the totals, while the comm is there */
+	core_metrics_comm_close(c->metrics);
 	err = send ? c->desc->close_send(c->mcomm) :
 		     c->desc->close_recv(c->mcomm);
 	free(c);

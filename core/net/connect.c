@@ -90,7 +90,7 @@ static int route_step(const struct core_rail *rail,
 					       .path_class = "relayed" };
 
 		cs->route_state = NULL;	/* the comm took it */
-		*send_comm = core_comm_new(d, mcomm, &path);
+		*send_comm = core_comm_new(d, mcomm, &path, true);
 		if (!*send_comm) {
 			d->close_send(mcomm);
 			return -ENOMEM;

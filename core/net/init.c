@@ -12,6 +12,7 @@
 #include "ctrl.h"
 #include "layer.h"
 #include "core_log.h"
+#include "metrics.h"
 #include "net_priv.h"
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,6 +26,10 @@ struct core_net_ctx {
 
 static void teardown(void)
 {
+	/* the file's last counts, and the counters of the comms NCCL left
+	 * open, while their modules are here */
+	core_metrics_file_stop();
+	core_metrics_detach_all();
 	/* connects NCCL left in progress, while their modules are here */
 	core_connects_drop(NULL);
 	/* modules first: a layered one stops using its channels and
@@ -64,6 +69,8 @@ int core_net_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 		core_ctrl_set_auth_key(&net_state->auth_key);
 		if (!net_refs)
 			err = core_layer_start(net_state);
+		if (!err && !net_refs)
+			core_metrics_file_start(net_state);
 	}
 	if (!err && !nccl_offered) {
 		nccl_offered = true;	/* NCCL reads it once per process */

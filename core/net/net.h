@@ -25,11 +25,14 @@ struct core_comm_path {
 	uint64_t fabric_id, peer_fabric_id;
 };
 
+struct core_metrics_comm;
+
 /* What NCCL holds as a send or receive comm: one hop to the module. */
 struct core_comm {
 	const struct mesh_module *desc;
 	void *mcomm;
 	struct core_comm_path path;	/* cold: set up, logs and tools */
+	struct core_metrics_comm *metrics;	/* its counters' entry */
 };
 
 int core_net_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);

@@ -64,9 +64,9 @@ void core_connects_release(struct connect_entry *e, bool done);
 /* Frees the connects of ctx (NULL: every one) NCCL left in progress. */
 void core_connects_drop(const void *ctx);
 
-/* comm.c */
+/* comm.c: send says which way, for the comm's counters. */
 struct core_comm *core_comm_new(const struct mesh_module *d, void *mcomm,
-				const struct core_comm_path *path);
+				const struct core_comm_path *path, bool send);
 /* Runs the chosen module's exchange.  0 with *comm set when done, 0 with
  * *comm NULL while in progress, else the error (logged). */
 int core_module_step(const char *dir, const struct core_rail *rail,
