@@ -177,6 +177,19 @@ static int tcp_xdc_report(void *mctx, char *buf, size_t cap)
 	return n < 0 ? -EIO : 0;
 }
 
+/* The module's own: outages this process's comms survived, and the
+ * streams they dialed anew (counted by the resuming code, in ctx). */
+static int tcp_xdc_counters(void *mctx, mesh_counter_fn emit, void *arg)
+{
+	struct tcp_xdc_ctx *ctx = mctx;
+
+	emit(arg, &(struct mesh_counter){ .name = "resumes",
+		.value = atomic_load(&ctx->outages) });
+	emit(arg, &(struct mesh_counter){ .name = "reconnects",
+		.value = atomic_load(&ctx->resumed_streams) });
+	return 0;
+}
+
 static void tcp_xdc_fini(void *mctx)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
@@ -333,4 +346,6 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.reach = tcp_xdc_reach,
 	.describe = tcp_xdc_describe,
 	.report = tcp_xdc_report,
+	.comm_counters = tcp_xdc_comm_counters,
+	.counters = tcp_xdc_counters,
 };

@@ -182,6 +182,9 @@ struct tcp_xdc_stream {
 	uint64_t asked;			/* chunks we had whole */
 	bool confirmed;			/* the sender answered: */
 	uint64_t resume_to;		/* it writes this chunk next */
+	/* metrics, the holder's (mesh_count): plaintext through the record
+	 * layer, records that failed their tag, stalls found */
+	uint64_t m_crypt_bytes, m_auth_failures, m_stalls;
 };
 
 /* The streams of one comm that one pool thread serves. */
@@ -246,6 +249,9 @@ struct tcp_xdc_comm {
 	atomic_int cause_set;
 	char outage_cause[128];		/* the first break's */
 	uint64_t next_take_ns;		/* recv: next look for new sockets */
+	/* metrics: what test() saw complete (the proxy thread's,
+	 * mesh_count) */
+	uint64_t m_bytes, m_requests;
 };
 
 /* tcp_xdc_conn.c */
@@ -273,6 +279,7 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 int tcp_xdc_close_send(void *send_comm);
 int tcp_xdc_close_recv(void *recv_comm);
 int tcp_xdc_describe(void *comm, struct mesh_conn_info *info);
+int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
 
 /* tcp_xdc_pool.c */
 /* The pool size for a threads setting (0: two per core). */

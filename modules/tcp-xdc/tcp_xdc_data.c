@@ -243,6 +243,8 @@ static int req_test(void *request, int *done, int *sizes)
 			req->in_use = false;
 			atomic_fetch_add_explicit(&comm->completed, 1,
 						  memory_order_relaxed);
+			mesh_count(&comm->m_bytes, size);
+			mesh_count(&comm->m_requests, 1);
 			*done = 1;
 			if (sizes)
 				*sizes = (int)size;
@@ -721,5 +723,35 @@ int tcp_xdc_describe(void *comm, struct mesh_conn_info *info)
 
 	snprintf(info->cipher, sizeof(info->cipher), "%s",
 		 c->streams[0].crypt ? TCP_XDC_CIPHER_NAME : "none");
+	return 0;
+}
+
+/* What the proxy thread and the streams' holders counted; loads only. */
+int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
+{
+	const struct tcp_xdc_comm *c = comm;
+	/* record_size says whether the comm was keyed: a stream's crypt
+	 * may be between sockets while it resumes */
+	bool sealed = c->streams[0].crypt || c->record_size;
+	uint64_t crypt = 0, bad = 0, stalls = 0;
+
+	for (int i = 0; i < c->nstreams; i++) {
+		crypt += mesh_count_read(&c->streams[i].m_crypt_bytes);
+		bad += mesh_count_read(&c->streams[i].m_auth_failures);
+		stalls += mesh_count_read(&c->streams[i].m_stalls);
+	}
+	emit(arg, &(struct mesh_counter){ .name = "bytes",
+		.value = mesh_count_read(&c->m_bytes) });
+	emit(arg, &(struct mesh_counter){ .name = "requests",
+		.value = mesh_count_read(&c->m_requests) });
+	if (c->is_send)
+		emit(arg, &(struct mesh_counter){ .name = "stalls",
+			.value = stalls });
+	if (sealed)
+		emit(arg, &(struct mesh_counter){ .name = c->is_send ?
+			"encrypted_bytes" : "decrypted_bytes", .value = crypt });
+	if (sealed && !c->is_send)
+		emit(arg, &(struct mesh_counter){ .name = "auth_failures",
+			.value = bad });
 	return 0;
 }

@@ -162,8 +162,11 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 				   &s->rx_bytes) :
 		tcp_xdc_readv(s->fd, iov, iovcnt, &s->rx_bytes);
 
-	if (n > 0)
+	if (n > 0) {
+		if (s->crypt)
+			mesh_count(&s->m_crypt_bytes, (uint64_t)n);
 		return n;
+	}
 	switch (n) {
 	case 0:
 		return recv_eof(comm, s, false);
@@ -178,8 +181,11 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 			return xdc_stream_syscall_fail(comm, s, ECONNABORTED);
 		/* fall through */
 	case -EBADMSG:
-		if (s->crypt)
-			return xdc_stream_fail(comm, s, (int)n, s->crypt->why);
+		if (s->crypt) {
+			mesh_count(&s->m_auth_failures, 1);
+			return xdc_stream_fail(comm, s, (int)n,
+					       s->crypt->why);
+		}
 		/* fall through */
 	default:
 		return xdc_stream_syscall_fail(comm, s, (int)-n);

@@ -122,6 +122,7 @@ ssize_t xdc_stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
 			errno = (int)-n;
 			return -1;
 		}
+		mesh_count(&s->m_crypt_bytes, (uint64_t)n);
 		return n;
 	}
 	n = sendmsg(s->fd, msg, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -324,6 +325,7 @@ static int send_stream_step(struct tcp_xdc_comm *comm,
 					       comm->timeout_ms, r->restart)) {
 		char what[96];
 
+		mesh_count(&s->m_stalls, 1);
 		snprintf(what, sizeof(what),
 			 "no acknowledgement and no word from the peer for %d ms",
 			 comm->rejoin ? (int)comm->stall_ms : comm->timeout_ms);
