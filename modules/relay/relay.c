@@ -90,6 +90,7 @@ static void relay_fini(void *mctx)
 	struct relay_ctx *x = mctx;
 
 	relay_serve_stop(x);
+	free(x->flows);
 	pthread_mutex_destroy(&x->lock);
 	relay_conf_free(&x->conf);
 	free(x);
@@ -133,6 +134,17 @@ static int relay_report(void *mctx, char *buf, size_t cap)
 			 (unsigned long long)atomic_load(&x->resent_msgs),
 			 (unsigned long long)atomic_load(&x->resent_bytes));
 	return err;
+}
+
+/* Forwarded here, and this process's routes that broke and resumed. */
+static int relay_counters(void *mctx, mesh_counter_fn emit, void *arg)
+{
+	struct relay_ctx *x = mctx;
+
+	relay_serve_counters(x, emit, arg);
+	emit(arg, &(struct mesh_counter){ .name = "resumes",
+		.value = atomic_load(&x->resumed) });
+	return 0;
 }
 
 /* ---- the origin ---- */
@@ -387,5 +399,7 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.route_abandon = relay_route_abandon,
 	.routes_to = relay_routes_to,
 	.report = relay_report,
+	.comm_counters = relay_comm_counters,
+	.counters = relay_counters,
 	.describe = relay_describe,
 };

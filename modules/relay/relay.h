@@ -81,6 +81,7 @@ const struct mesh_addr *relay_conf_outsider(const struct relay_conf *c,
 
 struct relay_pair;
 struct relay_setup;
+struct relay_flow;
 
 struct relay_ctx {
 	struct relay_conf conf;
@@ -102,7 +103,15 @@ struct relay_ctx {
 	/* this process's ends: routes that broke, came back, and what
 	 * went again */
 	atomic_uint_fast64_t outages, resumed, resent_msgs, resent_bytes;
+	/* metrics: what the pairs that ended forwarded, per origin and
+	 * destination (under lock) */
+	struct relay_flow *flows;
+	int nflows;
 };
+
+/* relay_serve.c: the forwarding's counters (mesh_module.counters). */
+void relay_serve_counters(struct relay_ctx *x, mesh_counter_fn emit,
+			  void *arg);
 
 extern struct relay_ctx *relay_ctx_of_process;
 

@@ -1107,7 +1107,23 @@ static int relay_test(void *request, int *done, int *sizes)
 		for (int i = 0; !c->is_send && i < r->n; i++)
 			sizes[i] = (int)(r->filled[i] ? r->got[i] : 0);
 	}
+	if (c->is_send)
+		mesh_count(&c->m_bytes, r->size);
+	for (int i = 0; !c->is_send && i < r->n; i++)
+		mesh_count(&c->m_bytes, r->filled[i] ? r->got[i] : 0);
+	mesh_count(&c->m_requests, 1);
 	r->in_use = false;
+	return 0;
+}
+
+int relay_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
+{
+	const struct relay_comm *c = comm;
+
+	emit(arg, &(struct mesh_counter){ .name = "bytes",
+		.value = mesh_count_read(&c->m_bytes) });
+	emit(arg, &(struct mesh_counter){ .name = "requests",
+		.value = mesh_count_read(&c->m_requests) });
 	return 0;
 }
 

@@ -128,6 +128,8 @@ struct relay_comm {
 	struct relay_msg *jlast;
 	struct mesh_leg jleg;
 	uint64_t outages, resent_msgs, resent_bytes;
+	/* metrics: what test() saw complete (mesh_count) */
+	uint64_t m_bytes, m_requests;
 };
 
 /* An origin's send comm over a route that is up (h finished), or NULL. */
@@ -163,5 +165,6 @@ int relay_close_recv(void *recv_comm);
 /* The first or last leg's cipher and devices, the far end, and for a
  * send comm the relays of its route. */
 int relay_describe(void *comm, struct mesh_conn_info *info);
+int relay_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
 
 #endif

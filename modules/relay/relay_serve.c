@@ -104,6 +104,19 @@ struct relay_pair {
 	 * gone (GONE onwards), one of them alone a break (a new route) */
 	bool in_failed, gone;
 	int64_t up_lost_ns, in_failed_ns;
+	/* metrics: the origin as it names itself, the destination's
+	 * address */
+	char m_origin[64], m_dest[UTIL_ADDR_STRLEN];
+};
+
+/* What the pairs that ended forwarded, per origin and destination; the
+ * last entry takes every pair past the others (origin and destination
+ * "other"), so that strangers' names cannot grow the table. */
+#define RELAY_FLOWS_MAX 256
+
+struct relay_flow {
+	char origin[64], dest[UTIL_ADDR_STRLEN];
+	uint64_t bytes, msgs;
 };
 
 /* How long the first relay waits for the other sign of the origin's end. */
@@ -138,6 +151,92 @@ static void pair_free(struct relay_pair *p)
 	free(p);
 }
 
+/* The labels its counters get: the origin's name (from the wire: cut
+ * at its field's end, escaped by the core) and the destination's first
+ * address without the port. */
+static void pair_labels(struct relay_pair *p, const struct relay_setup *s)
+{
+	struct mesh_addr a[4];
+	int n = relay_host->handle_addrs(relay_host, s->req.handle, a, 4);
+
+	snprintf(p->m_origin, sizeof(p->m_origin), "%.*s",
+		 (int)sizeof(s->req.origin), s->req.origin[0] ?
+		 s->req.origin : s->from);
+	if (n > 0) {
+		a[0].port = 0;
+		util_addr_str(&a[0], p->m_dest, sizeof(p->m_dest));
+	} else {
+		snprintf(p->m_dest, sizeof(p->m_dest), "?");
+	}
+}
+
+/* Adds an ended pair's counts to its flow; under x->lock. */
+static void flow_add(struct relay_ctx *x, const struct relay_pair *p)
+{
+	struct relay_flow *f = NULL;
+
+	if (!x->flows) {
+		x->flows = calloc(RELAY_FLOWS_MAX, sizeof(*x->flows));
+		if (!x->flows)
+			return;		/* the totals go without this one */
+	}
+	for (int i = 0; i < x->nflows && !f; i++)
+		if (!strcmp(x->flows[i].origin, p->m_origin) &&
+		    !strcmp(x->flows[i].dest, p->m_dest))
+			f = &x->flows[i];
+	if (!f && x->nflows < RELAY_FLOWS_MAX - 1) {
+		f = &x->flows[x->nflows++];
+		snprintf(f->origin, sizeof(f->origin), "%s", p->m_origin);
+		snprintf(f->dest, sizeof(f->dest), "%s", p->m_dest);
+	}
+	if (!f) {
+		f = &x->flows[RELAY_FLOWS_MAX - 1];
+		snprintf(f->origin, sizeof(f->origin), "other");
+		snprintf(f->dest, sizeof(f->dest), "other");
+	}
+	f->bytes += atomic_load(&p->bytes);
+	f->msgs += atomic_load(&p->msgs);
+}
+
+/* One origin-destination pair's three counters. */
+static void flow_emit(mesh_counter_fn emit, void *arg, const char *origin,
+		      const char *dest, uint64_t bytes, uint64_t msgs)
+{
+	emit(arg, &(struct mesh_counter){ .name = "relayed_bytes",
+		.peer = origin, .direction = MESH_DIR_RECV, .value = bytes });
+	emit(arg, &(struct mesh_counter){ .name = "relayed_bytes",
+		.peer = dest, .direction = MESH_DIR_SEND, .value = bytes });
+	emit(arg, &(struct mesh_counter){ .name = "relayed_messages",
+		.peer = dest, .direction = MESH_DIR_SEND, .value = msgs });
+}
+
+void relay_serve_counters(struct relay_ctx *x, mesh_counter_fn emit,
+			  void *arg)
+{
+	uint64_t n = 0;
+	bool other;
+
+	pthread_mutex_lock(&x->lock);
+	for (struct relay_pair *p = x->pairs; p; p = p->next, n++)
+		flow_emit(emit, arg, p->m_origin, p->m_dest,
+			  atomic_load(&p->bytes), atomic_load(&p->msgs));
+	for (int i = 0; x->flows && i < RELAY_FLOWS_MAX; i++) {
+		const struct relay_flow *f = &x->flows[i];
+
+		other = i == RELAY_FLOWS_MAX - 1;
+		if (i < x->nflows || (other && f->msgs))
+			flow_emit(emit, arg, f->origin, f->dest, f->bytes,
+				  f->msgs);
+	}
+	if (x->serving) {
+		emit(arg, &(struct mesh_counter){ .name = "relay_pairs",
+			.kind = MESH_COUNTER_GAUGE, .value = n });
+		emit(arg, &(struct mesh_counter){ .name = "relay_refused",
+			.value = mesh_count_read(&x->refused) });
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
 static struct relay_pair *pair_new(struct relay_ctx *x,
 				   struct relay_setup *s)
 {
@@ -166,6 +265,7 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 	p->chunk = x->conf.chunk;
 	snprintf(p->desc, sizeof(p->desc), "%s from %s (%s) -> %s",
 		 s->req.origin, s->from, p->in_leg.module->name, s->hop.route);
+	pair_labels(p, s);
 	len = p->chunk * (size_t)p->nb;
 	p->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
 	p->b = calloc((size_t)p->nb, sizeof(*p->b));
@@ -510,7 +610,7 @@ static void refuse(struct relay_ctx *x, struct relay_setup *s, int err,
 		MESH_WARN("refused to relay for %s (%s): %s",
 			  s->req.origin[0] ? s->req.origin : "?", s->from,
 			  why);
-	x->refused++;
+	mesh_count(&x->refused, 1);
 	respond(s, -err, 0, why);
 	s->stage = S_REFUSED;
 }
@@ -809,6 +909,7 @@ static int step_all(struct relay_ctx *x)
 			*pp = p->next;
 			x->pairs_done++;
 			x->bytes_done += p->bytes;
+			flow_add(x, p);
 			pthread_mutex_unlock(&x->lock);
 			pair_free(p);
 		} else {
