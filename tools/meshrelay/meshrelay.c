@@ -4,7 +4,9 @@
  * (gateways between datacenters).  It runs the same init as the plugin
  * (config, modules, rails, every module's start, where the relay module
  * begins to serve on a thread of its own), then only waits for signals:
- * SIGUSR1 prints the relay's counters, SIGTERM and SIGINT stop it.
+ * SIGUSR1 prints the relay's counters, SIGTERM and SIGINT stop it.  With
+ * metrics_listen set, a thread of the core serves the counters over
+ * HTTP for Prometheus (core/metrics/metrics_http.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "core_log.h"
+#include "metrics.h"
 #include "net.h"
 #include "layer.h"
 #include "state.h"
@@ -60,10 +63,14 @@ static void usage(FILE *f)
 		"prints them once\n"
 		"more and stops.  Logs go to stderr (NCCL_DEBUG=INFO for "
 		"more).\n"
+		"With metrics_listen set in the config, serves the counters "
+		"for Prometheus\n"
+		"at http://ADDR:PORT/metrics.\n"
 		"Exit status: 0 stopped by a signal, 1 init failed (reasons "
-		"logged),\n"
-		"2 the config does not enable the relay module, 64 bad "
-		"usage.\n");
+		"logged; also\n"
+		"when metrics_listen cannot be served), 2 the config does not "
+		"enable the\n"
+		"relay module, 64 bad usage.\n");
 }
 
 static int parse_seconds(const char *text, long *out)
@@ -236,6 +243,7 @@ static void serve(const struct core_module *m, const sigset_t *set,
 int main(int argc, char **argv)
 {
 	struct meshrelay_opts o = { 0 };
+	struct core_metrics_http *http = NULL;
 	const struct core_state *st;
 	const struct core_module *m;
 	sigset_t set;
@@ -286,11 +294,18 @@ int main(int argc, char **argv)
 		status = r ? 1 : EXIT_NO_RELAY;
 	} else if (o.once) {
 		print_report(m, "once");
+	} else if (core_metrics_http_start(st, &http)) {
+		/* logged; like a relay port it cannot take, a failure, so
+		 * that systemd retries */
+		fprintf(stderr, "meshrelay: cannot serve metrics_listen "
+			"(reason logged above)\n");
+		status = 1;
 	} else {
 		CORE_INFO("meshrelay: running with %s (pid %ld); SIGUSR1 "
 			  "prints the counters", core_config_path(st->cfg),
 			  (long)getpid());
 		serve(m, &set, o.every_s);
+		core_metrics_http_stop(http);
 	}
 	core_net_finalize(ctx);
 	return status;
