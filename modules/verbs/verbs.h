@@ -549,6 +549,8 @@ struct vl_comm {
 	int error;		/* first failure, negative errno */
 	bool warned;
 	char errmsg[384];
+	/* metrics: what test() saw complete (mesh_count) */
+	uint64_t m_bytes, m_requests;
 };
 
 static inline int vl_qp_link(const struct vl_comm *c, int qp)
@@ -735,6 +737,8 @@ void vl_post_queued(struct vl_comm *c);
 void vl_fifo_rewrite(struct vl_comm *c);
 /* verbs_conn.c: the local device of each link, for tools */
 int vl_describe(void *comm, struct mesh_conn_info *info);
+/* verbs_data.c: bytes and requests completed, for metrics */
+int vl_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
 
 /* The entries of a module descriptor that every verbs module shares: the
  * modules differ in devices and setup, never in the data path. */
@@ -748,6 +752,7 @@ int vl_describe(void *comm, struct mesh_conn_info *info);
 	.iflush = vl_iflush,                 \
 	.close_send = vl_close_send,         \
 	.close_recv = vl_close_recv,         \
-	.describe = vl_describe
+	.describe = vl_describe,             \
+	.comm_counters = vl_comm_counters
 
 #endif

@@ -46,6 +46,8 @@ static int send_test(void *request, int *done, int *sizes)
 		*done = 1;
 		if (sizes)
 			*sizes = (int)r->size;
+		mesh_count(&c->m_bytes, r->size);
+		mesh_count(&c->m_requests, 1);
 		return 0;
 	}
 	/* after the peer's notice, what it never acknowledged fails */
@@ -179,8 +181,23 @@ static int recv_test(void *request, int *done, int *sizes)
 	}
 	if (!got)
 		return ret;
+	for (int i = 0; !r->flush && i < r->n; i++)
+		mesh_count(&c->m_bytes, recv_size(r, i));
+	if (!r->flush)
+		mesh_count(&c->m_requests, 1);
 	r->in_use = false;
 	*done = 1;
+	return 0;
+}
+
+int vl_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
+{
+	const struct vl_comm *c = comm;
+
+	emit(arg, &(struct mesh_counter){ .name = "bytes",
+		.value = mesh_count_read(&c->m_bytes) });
+	emit(arg, &(struct mesh_counter){ .name = "requests",
+		.value = mesh_count_read(&c->m_requests) });
 	return 0;
 }
 
