@@ -674,6 +674,20 @@ xdc_cluster_topology() {
 	fi
 }
 
+# cluster_scenario MESHINFO PLUGIN MODULE_DIR SOURCE_ROOT: the arguments
+# a meshinfo --cluster scenario takes (usage: NAME.sh MESHINFO PLUGIN
+# MODULE_DIR SOURCE_ROOT), set with its config (cluster.conf), the
+# report's schema and checker; SKIP where it cannot run (netns_init).
+cluster_scenario() {
+	MESHINFO=$1
+	PLUGIN=$2
+	MODULE_DIR=$3
+	CONF=$(dirname "${BASH_SOURCE[0]}")/cluster.conf
+	schema=$4/docs/meshinfo-cluster.schema.json
+	check=$4/tests/tools/cluster_report.py
+	netns_init
+}
+
 # netns_shape_split NS IF RATE [DEST DEST_RATE]...: egress of IF limited
 # to RATE, except packets to address DEST, which get a token bucket of
 # their own at DEST_RATE: one cable of a host made slower than its others.
@@ -715,4 +729,28 @@ netns_block() {
 	netns_ipt "$1" -A INPUT -s "${XDC_IP[$2]}" -j DROP
 	netns_ipt "$2" -A OUTPUT -d "${XDC_IP[$1]}" -j DROP
 	netns_ipt "$2" -A INPUT -s "${XDC_IP[$1]}" -j DROP
+}
+
+# ------------------------------------------------- management network
+#
+# xdc_mgmt_network HOST...: beside the NAT'd LANs, one flat network that
+# every given host reaches directly, as a management network or a VPN
+# does (docs/deploy.md): a bridge in namespace "mg", and in each host an
+# interface "mgmt" at 10.99.0.(10 + its place in the list)/24, the
+# addresses left in XDC_MGMT_IP.  No route of the LANs changes: only
+# what binds or dials a mgmt address (NCCL's bootstrap with
+# NCCL_SOCKET_IFNAME=mgmt) takes it.
+declare -gA XDC_MGMT_IP=()
+xdc_mgmt_network() {
+	local h k=0 ports=()
+
+	netns_add mg
+	for h in "$@"; do
+		k=$((k + 1))
+		netns_veth "$h" mgmt mg "m-$h"
+		ports+=("m-$h")
+		XDC_MGMT_IP[$h]=10.99.0.$((10 + k))
+		netns_addr "$h" mgmt "${XDC_MGMT_IP[$h]}/24"
+	done
+	netns_bridge mg br0 "${ports[@]}"
 }

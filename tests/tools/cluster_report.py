@@ -24,6 +24,14 @@ usage: cluster_report.py REPORT.json [checks...]
                        finding of KIND (red, thick, the label naming it);
                        repeatable; no edge of another pair that connected
                        is drawn so
+  --boot-failed A:B[=ERR]  NCCL's bootstrap from A to B's address failed
+                       (with error class ERR, or one of ERR|ERR...);
+                       repeatable; no other bootstrap pair failed
+  --boot-finding B=A1+A2...  a bootstrap finding about B's address that
+                       names exactly A1, A2, ... as the hosts not reaching
+                       it; repeatable; no other bootstrap finding
+  --boot-ok            every bootstrap pair connected, no bootstrap finding
+  --boot-max-s S       the bootstrap check took under S seconds
   --table              print one line per pair: from to class gbps lat_us
 
 Exit 0 when every check holds, 1 (with the reasons) otherwise.  Hosts are
@@ -88,28 +96,41 @@ def host_pair(spec):
     return a, b
 
 
-def check_failed(doc, name, specs):
-    want = {}
-    for spec in specs:
-        pair, _, err = spec.partition("=")
-        a, b = host_pair(pair)
-        want[(a, b)] = err.split("|") if err else None
-        want[(b, a)] = want[(a, b)]
+def match_failed(pairs, name, want, what):
+    """The failed ones of pairs are exactly want's ordered (from, to)
+    keys, each with one of its error classes where it names any."""
     got = set()
-    for p in doc["pairs"]:
+    for p in pairs:
         if p["ok"]:
             continue
         key = (name[p["from"]], name[p["to"]])
         got.add(key)
         if key not in want:
-            fail(f"pair {key[0]}->{key[1]} failed and should not have: "
+            fail(f"{what} {key[0]}->{key[1]} failed and should not have: "
                  f"{p.get('error')}: {p.get('reason')}")
         elif want[key] and p.get("error") not in want[key]:
-            fail(f"pair {key[0]}->{key[1]} failed with '{p.get('error')}', "
-                 f"expected '{'|'.join(want[key])}' ({p.get('reason')})")
+            fail(f"{what} {key[0]}->{key[1]} failed with "
+                 f"'{p.get('error')}', expected '{'|'.join(want[key])}' "
+                 f"({p.get('reason')})")
     for key in want:
         if key not in got:
-            fail(f"pair {key[0]}->{key[1]} did not fail")
+            fail(f"{what} {key[0]}->{key[1]} did not fail")
+
+
+def failed_specs(specs, both_ways):
+    """A:B[=ERR|ERR...] specs as match_failed wants them."""
+    want = {}
+    for spec in specs:
+        pair, _, err = spec.partition("=")
+        a, b = host_pair(pair)
+        want[(a, b)] = err.split("|") if err else None
+        if both_ways:
+            want[(b, a)] = want[(a, b)]
+    return want
+
+
+def check_failed(doc, name, specs):
+    match_failed(doc["pairs"], name, failed_specs(specs, True), "pair")
 
 
 def check_findings(doc, name, specs, only):
@@ -129,6 +150,46 @@ def check_findings(doc, name, specs, only):
             fail(f"unexpected finding: {f['kind']}: {f.get('text')}")
     for kind, pair in want - seen:
         fail(f"no {kind} finding between {' and '.join(sorted(pair))}")
+
+
+def check_boot(doc, name, a):
+    """NCCL's bootstrap: the failed pairs, the findings, the time."""
+    boot = doc["bootstrap"]
+    rank = {v: k for k, v in name.items()}
+    n = len(name)
+    tried = len(boot["pairs"])
+    print(f"bootstrap check: {tried} pairs, {boot['elapsed_s']:.2f} s")
+    if a.boot_max_s is not None and not boot["elapsed_s"] < a.boot_max_s:
+        fail(f"the bootstrap check took {boot['elapsed_s']} s, "
+             f"not under {a.boot_max_s} s")
+    if tried != n * (n - 1):
+        fail(f"{tried} bootstrap pairs tried, expected {n * (n - 1)}")
+    want = failed_specs(a.boot_failed, False)
+    match_failed(boot["pairs"], name, want, "bootstrap")
+    if boot["ok"] != (not want and not a.boot_finding):
+        fail(f"bootstrap ok is {boot['ok']}")
+    expect = {}
+    for spec in a.boot_finding:
+        dst, _, srcs = spec.partition("=")
+        expect[dst] = frozenset(srcs.split("+"))
+    seen = set()
+    for f in doc["findings"]:
+        if f["kind"] != "bootstrap":
+            continue
+        dst = name[f["to"]] if f.get("to") is not None else None
+        srcs = frozenset(name[h] for h in f["hosts"] if h != f.get("to"))
+        if dst not in expect or expect[dst] != srcs:
+            fail(f"unexpected bootstrap finding: {f['text']}")
+            continue
+        seen.add(dst)
+        need = ("ncclCommInitRank", "NCCL_SOCKET_IFNAME",
+                doc["hosts"][rank[dst]]["bootstrap"]["address"])
+        for word in need:
+            if word not in f["text"]:
+                fail(f"the bootstrap finding about {dst} does not say "
+                     f"'{word}': {f['text']}")
+    for dst in set(expect) - seen:
+        fail(f"no bootstrap finding about {dst}")
 
 
 def svg_text(g):
@@ -244,6 +305,10 @@ def main():
     ap.add_argument("--no-finding", action="append", default=[])
     ap.add_argument("--svg")
     ap.add_argument("--marked", action="append", default=[])
+    ap.add_argument("--boot-failed", action="append", default=[])
+    ap.add_argument("--boot-finding", action="append", default=[])
+    ap.add_argument("--boot-ok", action="store_true")
+    ap.add_argument("--boot-max-s", type=float)
     ap.add_argument("--table", action="store_true")
     a = ap.parse_args()
 
@@ -277,6 +342,9 @@ def main():
     for f in doc["findings"]:
         if f["kind"] in a.no_finding:
             fail(f"unexpected finding: {f['kind']}: {f.get('text')}")
+    if a.boot_failed or a.boot_finding or a.boot_ok or \
+            a.boot_max_s is not None:
+        check_boot(doc, name, a)
     if a.svg:
         check_svg(doc, name, a.svg, a.marked)
     if a.table:

@@ -275,6 +275,8 @@ static int start_host(const struct cl_opts *o, struct cl_node *n,
 		setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", CL_DEFAULT_CONNECT_MS, 1);
 		n->connect_timeout_ms = atoi(CL_DEFAULT_CONNECT_MS);
 	}
+	/* NCCL's bootstrap needs none of the plugin: checked either way */
+	cl_boot_start(me);
 	if (cl_node_start(n, o->plugin ? o->plugin :
 			  default_plugin(buf, sizeof(buf)), me))
 		return 0;	/* said in me->error: the report shows it */
@@ -316,19 +318,24 @@ static int step_timeout(const struct coord *c, int kind)
 	}
 }
 
-static void lose(struct coord *c, int rank)
+void cl_lose(struct cl_report *r, int *fds, int rank)
 {
-	struct cl_host *h = &c->r->hosts[rank];
+	struct cl_host *h = &r->hosts[rank];
 
 	if (h->lost)
 		return;
 	h->lost = true;
-	if (c->fds[rank] >= 0)
-		close(c->fds[rank]);
-	c->fds[rank] = -1;
+	if (fds[rank] >= 0)
+		close(fds[rank]);
+	fds[rank] = -1;
 	if (!h->error[0])
 		snprintf(h->error, sizeof(h->error),
 			 "its control connection to rank 0 failed");
+}
+
+static void lose(struct coord *c, int rank)
+{
+	cl_lose(c->r, c->fds, rank);
 }
 
 /*
@@ -620,6 +627,9 @@ static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
 				p->rail = rail, p->from = i, p->to = j;
 				p->gbps = p->lat_us = p->peak_gbps = -1;
 			}
+	/* NCCL's own bootstrap first: without it the job never gets as far
+	 * as the plugin, and the check is a few seconds at most */
+	cl_boot_run(&r, fds, (int)o->timeout_s);
 	for (int rail = 0; rail < r.nrails; rail++)
 		for (int i = 0; i < nh; i++)
 			for (int j = i + 1; j < nh; j++)
@@ -629,6 +639,9 @@ static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
 			status = 1;
 	if (!r.nrails)
 		status = 1;	/* no rail anywhere: nothing connects */
+	/* the job would hang in ncclCommInitRank whatever the pairs do */
+	if (cl_boot_failed(&r))
+		status = 3;
 	for (int k = 1; k < nh; k++) {
 		struct cl_cmd done = { .kind = CL_CMD_DONE, .status = status };
 
@@ -653,6 +666,12 @@ static int run_member(const struct cl_opts *o, struct cl_node *n, int fd)
 
 	/* rank 0 may be busy with other pairs for a long while */
 	while (!cl_recv_cmd(fd, &cmd, 24 * 3600)) {
+		if (cmd.kind == CL_CMD_BOOT) {
+			if (cl_boot_member(fd, &cmd, o->rank, o->size,
+					   (int)o->timeout_s))
+				break;
+			continue;
+		}
 		cl_exec(n, &cmd, &s, fd, fd);
 		if (cmd.kind == CL_CMD_DONE)
 			return cmd.status;
@@ -717,6 +736,7 @@ int meshinfo_cluster_main(int argc, char **argv)
 	free(fds);
 	free(hosts);
 	explicit_bzero(&key, sizeof(key));
+	cl_boot_stop();
 	cl_node_stop(&node);
 	free(cap_buf);
 	return status;

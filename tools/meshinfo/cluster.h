@@ -11,6 +11,9 @@
  *                 without I/O (tests/fuzz/fuzz_cluster.c runs it)
  * cluster_pair.c  one step of one pair on this host: listen, connect,
  *                 burst, ping-pong, close; the path the plugin took
+ * cluster_boot.c  what NCCL's own bootstrap needs: the interface and
+ *                 address NCCL picks on each host, and a plain TCP connect
+ *                 from every host to every other host's
  * cluster_find.c  findings and the NCCL environment
  * cluster_out.c   text, JSON, DOT, and SVG/PNG through Graphviz
  */
@@ -63,6 +66,21 @@ struct cl_rail {
 	uint64_t fabric_id;
 };
 
+/*
+ * Where NCCL's bootstrap will be on a host: the interface and address
+ * NCCL picks there (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY, else its
+ * default order), and the port meshinfo listens on at that address for
+ * the others to try.  An empty addr: no interface, `error` says why.
+ */
+struct cl_boot_host {
+	char ifname[CL_NAME_MAX];
+	char addr[CL_ADDR_MAX];	/* numeric, no port */
+	int port;
+	uint64_t token;		/* its listener's word: the host, not a copy */
+	char rule[128];		/* what chose the interface */
+	char error[256];
+};
+
 /* What each host tells rank 0 about itself. */
 struct cl_host {
 	int rank;
@@ -76,6 +94,7 @@ struct cl_host {
 	char error[CL_REASON_MAX];	/* the plugin did not start: why */
 	int nrails;
 	struct cl_rail rails[CL_MAX_RAILS];
+	struct cl_boot_host boot;
 	bool lost;		/* its control connection failed mid-run */
 };
 
@@ -112,9 +131,40 @@ struct cl_finding {
 	char text[1024];
 };
 
+/* One host's try of another's bootstrap address. */
+enum cl_boot_status {
+	CL_BOOT_UNTRIED,	/* an end has no address, or was lost */
+	CL_BOOT_OK,
+	CL_BOOT_REFUSED,
+	CL_BOOT_TIMEDOUT,
+	CL_BOOT_UNREACHABLE,
+	CL_BOOT_WRONG_HOST,	/* another host answered at that address */
+	CL_BOOT_NO_ANSWER,	/* connected, but not to a meshinfo */
+	CL_BOOT_OTHER,
+	CL_BOOT_NSTATUS
+};
+
+struct cl_boot_result {
+	int to;
+	int status;		/* enum cl_boot_status */
+	double ms;		/* how long the connect took */
+	char detail[112];
+};
+
+/* What rank 0 sends every host to try: each host's address. */
+struct cl_boot_target {
+	int rank;
+	char addr[CL_ADDR_MAX];	/* "": none, not tried */
+	int port;
+	uint64_t token;
+};
+
 struct cl_report {
 	int nhosts;
 	struct cl_host *hosts;
+	/* NCCL's bootstrap: [from * nhosts + to], and the check's time */
+	struct cl_boot_result *boot;
+	double boot_elapsed_s;
 	int nrails;		/* the most rails of any host */
 	int npairs;
 	struct cl_pair *pairs;
@@ -134,6 +184,7 @@ enum cl_cmd_kind {
 	CL_CMD_PINGPONG,
 	CL_CMD_CLOSE,
 	CL_CMD_DONE,
+	CL_CMD_BOOT,		/* iters: the hosts; the targets follow */
 };
 
 /* An order from rank 0 to one host, about its pair with `peer`. */
@@ -175,6 +226,21 @@ int cl_encode_step(const struct cl_step *s, uint8_t msg[CL_MSG_BYTES]);
 int cl_decode_step(const uint8_t msg[CL_MSG_BYTES], struct cl_step *s);
 int cl_encode_host(const struct cl_host *h, uint8_t msg[CL_MSG_BYTES]);
 int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h);
+
+/* The bootstrap check's lists, in batches of one message each: targets
+ * from `first` on (at most CL_BOOT_TARGETS), results likewise (at most
+ * CL_BOOT_RESULTS).  Decoding says how many came and from where; a count
+ * or index outside [0, total) is -EPROTO. */
+#define CL_BOOT_TARGETS 64
+#define CL_BOOT_RESULTS 48
+int cl_encode_boot_targets(const struct cl_boot_target *t, int first, int n,
+			   uint8_t msg[CL_MSG_BYTES]);
+int cl_decode_boot_targets(const uint8_t msg[CL_MSG_BYTES], int total,
+			   struct cl_boot_target *t, int *first, int *n);
+int cl_encode_boot_results(const struct cl_boot_result *r, int first, int n,
+			   uint8_t msg[CL_MSG_BYTES]);
+int cl_decode_boot_results(const uint8_t msg[CL_MSG_BYTES], int total,
+			   struct cl_boot_result *r, int *first, int *n);
 
 /* ---- the rendezvous, without I/O (cluster_wire.c) ---- */
 
@@ -291,6 +357,32 @@ const char *cl_log_lines(void);
 
 /* The failure class of a plugin's line: "refused", "timed out", ... */
 const char *cl_classify(const char *reason);
+
+/* ---- NCCL's bootstrap (cluster_boot.c) ---- */
+
+/* Each connect's limit: a routable address answers in milliseconds, and
+ * a lost SYN is sent again after 1 s. */
+#define CL_BOOT_CONNECT_MS 2000
+/* Connects in flight at once on one host. */
+#define CL_BOOT_PARALLEL 256
+
+/* Picks the interface and address as NCCL does, and listens there (a
+ * thread answers every connection with the token); fills me->boot.
+ * Failing to is not an error of meshinfo: boot.error says why. */
+void cl_boot_start(struct cl_host *me);
+void cl_boot_stop(void);
+/* Rank 0: every host tries every other's address, all at once; fills
+ * r->boot and r->boot_elapsed_s.  Hosts whose control connection fails
+ * are lost (cl_lose). */
+void cl_boot_run(struct cl_report *r, int *fds, int timeout_s);
+/* Another rank: rank 0's CL_CMD_BOOT; 0 or a negative errno. */
+int cl_boot_member(int fd, const struct cl_cmd *c, int rank, int size,
+		   int timeout_s);
+const char *cl_boot_status_text(int status);
+/* Whether NCCL's init would hang or fail: a pair or a host without one. */
+bool cl_boot_failed(const struct cl_report *r);
+/* A host rank 0 lost: its fd closed, the reason kept. */
+void cl_lose(struct cl_report *r, int *fds, int rank);
 
 /* ---- findings and outputs ---- */
 

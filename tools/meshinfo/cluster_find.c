@@ -254,6 +254,83 @@ static void find_rail_speed(struct cl_report *r, int rail)
 	}
 }
 
+/* Appends to a finding's text, cut where it is full. */
+static void append(struct cl_finding *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void append(struct cl_finding *f, const char *fmt, ...)
+{
+	size_t len = strlen(f->text);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->text + len, sizeof(f->text) - len, fmt, ap);
+	va_end(ap);
+}
+
+#define BOOT_FIX "set NCCL_SOCKET_IFNAME on every host to an interface all hosts reach (a management network or VPN), see docs/deploy.md"
+
+/*
+ * NCCL's own bootstrap: a host without an interface for it (NCCL's init
+ * fails there), and per host whose address others cannot reach, who
+ * cannot and how (NCCL's init hangs).  One finding per such host: when
+ * a DC cannot reach another, each of its hosts is one line, not each pair.
+ */
+static void find_bootstrap(struct cl_report *r)
+{
+	int n = r->nhosts;
+
+	for (int k = 0; k < n; k++) {
+		const struct cl_host *h = &r->hosts[k];
+
+		if (!h->lost && h->boot.error[0])
+			add_host(add(r, "bootstrap", -1, -1, -1,
+				     "NCCL's init will fail on %s: %s; %s",
+				     name(r, k), h->boot.error, BOOT_FIX), k);
+	}
+	for (int j = 0; r->boot && j < n; j++) {
+		const struct cl_boot_host *b = &r->hosts[j].boot;
+		struct cl_finding *f = NULL;
+		int nfrom = 0, last = -1;
+
+		for (int i = 0; i < n; i++)
+			if (r->boot[(size_t)i * n + j].status > CL_BOOT_OK) {
+				nfrom++;
+				last = i;
+			}
+		if (!nfrom)
+			continue;
+		f = add(r, "bootstrap", -1, nfrom == 1 ? last : -1,
+			nfrom == 1 ? j : -1,
+			"NCCL's init will hang in ncclCommInitRank: %s's bootstrap address %s on %s (%s) is not reached from",
+			name(r, j), b->addr, b->ifname, b->rule);
+		if (!f)
+			return;
+		if (nfrom > 1) {
+			f->to = j;	/* the pairs all end here */
+			add_host(f, j);
+		}
+		for (int i = 0, said = 0; i < n; i++) {
+			const struct cl_boot_result *x =
+				&r->boot[(size_t)i * n + j];
+
+			if (x->status <= CL_BOOT_OK)
+				continue;
+			if (nfrom > 1)
+				add_host(f, i);
+			/* the first one's detail in full, the others' class */
+			if (said++ < 8)
+				append(f, "%s %s (%s%s%s)", said > 1 ? "," : "",
+				       name(r, i), cl_boot_status_text(x->status),
+				       said == 1 ? ": " : "",
+				       said == 1 ? x->detail : "");
+			else if (said == 9)
+				append(f, " and %d more", nfrom - 8);
+		}
+		append(f, "; %s", BOOT_FIX);
+	}
+}
+
 static void set_env(struct cl_report *r, const char *k, const char *v)
 {
 	if (r->nenv >= 8 || !v || !*v)
@@ -280,10 +357,14 @@ static void find_env(struct cl_report *r)
 	set_env(r, "NCCL_MESH_MODULE_PATH", getenv("NCCL_MESH_MODULE_PATH"));
 	set_env(r, "NCCL_MESH_AUTH_KEY_FILE",
 		getenv("NCCL_MESH_AUTH_KEY_FILE"));
+	/* where NCCL's bootstrap goes: what the check above ran with */
+	set_env(r, "NCCL_SOCKET_IFNAME", getenv("NCCL_SOCKET_IFNAME"));
+	set_env(r, "NCCL_SOCKET_FAMILY", getenv("NCCL_SOCKET_FAMILY"));
 }
 
 void cl_find(struct cl_report *r)
 {
+	find_bootstrap(r);
 	for (int rail = 0; rail < r->nrails; rail++)
 		for (int i = 0; i < r->nhosts; i++)
 			for (int j = i + 1; j < r->nhosts; j++)
@@ -302,6 +383,7 @@ void cl_report_free(struct cl_report *r)
 	for (int i = 0; i < r->nfindings; i++)
 		free(r->findings[i].hosts);
 	free(r->findings);
+	free(r->boot);
 	free(r->pairs);
 	free(r->hosts);
 	memset(r, 0, sizeof(*r));

@@ -61,6 +61,49 @@ static void text_hosts(FILE *out, const struct cl_report *r)
 	}
 }
 
+/* Tried and reached, of the bootstrap's ordered pairs. */
+static void boot_counts(const struct cl_report *r, int *tried, int *ok)
+{
+	*tried = *ok = 0;
+	for (size_t i = 0; r->boot && i < (size_t)r->nhosts * r->nhosts; i++) {
+		*tried += r->boot[i].status != CL_BOOT_UNTRIED;
+		*ok += r->boot[i].status == CL_BOOT_OK;
+	}
+}
+
+static void text_boot(FILE *out, const struct cl_report *r)
+{
+	char a[CL_NAME_MAX + 16], b[CL_NAME_MAX + 16];
+	int n = r->nhosts, tried, ok;
+
+	boot_counts(r, &tried, &ok);
+	fprintf(out, "\nNCCL bootstrap (plain TCP to the address NCCL advertises, before any plugin): %d of %d pairs connect, %.1f s\n",
+		ok, tried, r->boot_elapsed_s);
+	fprintf(out, "  %4s  %-20s %-16s %-28s %s\n", "rank", "host",
+		"interface", "address", "chosen by");
+	for (int k = 0; k < n; k++) {
+		const struct cl_boot_host *h = &r->hosts[k].boot;
+
+		fprintf(out, "  %4d  %-20s %-16s %-28s %s\n", k,
+			cl_label(r, k, a, sizeof(a)), h->ifname[0] ? h->ifname :
+			"-", h->addr[0] ? h->addr : "-",
+			h->error[0] ? h->error : h->rule);
+	}
+	for (int i = 0; r->boot && i < n; i++)
+		for (int j = 0; j < n; j++) {
+			const struct cl_boot_result *x = &r->boot[(size_t)i * n + j];
+
+			if (x->status <= CL_BOOT_OK)
+				continue;
+			fprintf(out, "  %s -> %s  %s:%d on %s  FAILED %s: %s\n",
+				cl_label(r, i, a, sizeof(a)),
+				cl_label(r, j, b, sizeof(b)),
+				r->hosts[j].boot.addr, r->hosts[j].boot.port,
+				r->hosts[j].boot.ifname,
+				cl_boot_status_text(x->status), x->detail);
+		}
+}
+
 static void text_matrix(FILE *out, const struct cl_report *r, int rail)
 {
 	char b[CL_NAME_MAX + 16];
@@ -145,6 +188,7 @@ void cl_print_text(FILE *out, const struct cl_report *r)
 		r->nhosts, r->nrails, r->nrails == 1 ? "" : "s", ok, total,
 		r->elapsed_s);
 	text_hosts(out, r);
+	text_boot(out, r);
 	for (int rail = 0; rail < r->nrails; rail++) {
 		text_matrix(out, r, rail);
 		text_pairs(out, r, rail);
@@ -189,6 +233,17 @@ static void json_host(struct json *j, const struct cl_host *h)
 	json_u64(j, "dc", h->dc);
 	json_str(j, "config_sha256", h->config_sha[0] ? h->config_sha : NULL);
 	json_str(j, "plugin_sha256", h->plugin_sha[0] ? h->plugin_sha : NULL);
+	json_open(j, "bootstrap", '{');
+	json_str(j, "interface", h->boot.ifname[0] ? h->boot.ifname : NULL);
+	json_str(j, "address", h->boot.addr[0] ? h->boot.addr : NULL);
+	json_key(j, "port");
+	if (h->boot.addr[0] && h->boot.port)
+		fprintf(j->out, "%d", h->boot.port);
+	else
+		fputs("null", j->out);
+	json_str(j, "chosen_by", h->boot.rule[0] ? h->boot.rule : NULL);
+	json_str(j, "error", h->boot.error[0] ? h->boot.error : NULL);
+	json_close(j, '}');
 	json_open(j, "rails", '[');
 	for (int i = 0; i < h->nrails; i++) {
 		json_open(j, NULL, '{');
@@ -228,6 +283,38 @@ static void json_pair(struct json *j, const struct cl_pair *p)
 	json_close(j, '}');
 }
 
+/* The tried pairs of NCCL's bootstrap, each way. */
+static void json_boot(struct json *j, const struct cl_report *r)
+{
+	int n = r->nhosts, tried, ok;
+
+	boot_counts(r, &tried, &ok);
+	json_open(j, "bootstrap", '{');
+	json_bool(j, "ok", !cl_boot_failed(r));
+	json_int(j, "connect_timeout_ms", CL_BOOT_CONNECT_MS);
+	json_num(j, "elapsed_s", r->boot_elapsed_s, true);
+	json_open(j, "pairs", '[');
+	for (int i = 0; r->boot && i < n; i++)
+		for (int k = 0; k < n; k++) {
+			const struct cl_boot_result *x = &r->boot[(size_t)i * n + k];
+
+			if (x->status == CL_BOOT_UNTRIED)
+				continue;
+			json_open(j, NULL, '{');
+			json_int(j, "from", i);
+			json_int(j, "to", k);
+			json_bool(j, "ok", x->status == CL_BOOT_OK);
+			json_num(j, "ms", x->ms, true);
+			json_str(j, "error", x->status == CL_BOOT_OK ? NULL :
+				 cl_boot_status_text(x->status));
+			json_str(j, "reason", x->status == CL_BOOT_OK ? NULL :
+				 x->detail);
+			json_close(j, '}');
+		}
+	json_close(j, ']');
+	json_close(j, '}');
+}
+
 void cl_print_json(FILE *out, const struct cl_report *r)
 {
 	struct json j = { .out = out };
@@ -243,6 +330,7 @@ void cl_print_json(FILE *out, const struct cl_report *r)
 		if (r->pairs[i].from != r->pairs[i].to)
 			json_pair(&j, &r->pairs[i]);
 	json_close(&j, ']');
+	json_boot(&j, r);
 	json_open(&j, "findings", '[');
 	for (int i = 0; i < r->nfindings; i++) {
 		const struct cl_finding *f = &r->findings[i];
@@ -471,13 +559,30 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 		 direct_attrs(a->ok && b->ok, mark != NULL), text);
 }
 
+/* Hosts that do not reach host k's bootstrap address. */
+static int boot_missed(const struct cl_report *r, int k)
+{
+	int miss = 0;
+
+	for (int i = 0; r->boot && i < r->nhosts; i++)
+		miss += r->boot[(size_t)i * r->nhosts + k].status > CL_BOOT_OK;
+	return miss;
+}
+
 void cl_print_dot(FILE *out, const struct cl_report *r)
 {
-	char b[CL_NAME_MAX + 32];
+	char b[2 * CL_NAME_MAX + CL_ADDR_MAX + 96];
+	int tried, ok;
 
+	boot_counts(r, &tried, &ok);
 	fprintf(out, "graph meshinfo_cluster {\n  graph [fontname=\"Helvetica\", overlap=false];\n"
 		"  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
 		"  edge [fontname=\"Helvetica\", fontsize=10];\n");
+	/* the one fault that stops the job before any of the edges below */
+	if (cl_boot_failed(r))
+		fprintf(out, "  label=\"NCCL's bootstrap fails: %d of %d pairs do not connect%s; ncclCommInitRank will hang\";\n"
+			"  labelloc=t; fontcolor=red;\n", tried - ok, tried,
+			tried == ok ? ", a host has no interface for it" : "");
 	for (int k = 0; k < r->nhosts; k++) {
 		bool first = true;
 
@@ -491,15 +596,33 @@ void cl_print_dot(FILE *out, const struct cl_report *r)
 		for (int i = k; i < r->nhosts; i++) {
 			if (r->hosts[i].dc != r->hosts[k].dc)
 				continue;
-			snprintf(b, sizeof(b), "%s\nrank %d", r->hosts[i].host,
-				 i);
+			int miss = boot_missed(r, i);
+			const struct cl_boot_host *bh = &r->hosts[i].boot;
+
+			/* the second line: where NCCL's bootstrap is, and
+			 * whether the others reach it */
+			if (bh->error[0])
+				snprintf(b, sizeof(b),
+					 "%s\nrank %d\nbootstrap: no interface",
+					 r->hosts[i].host, i);
+			else if (miss)
+				snprintf(b, sizeof(b),
+					 "%s\nrank %d\nbootstrap %s %s\nnot reached from %d host%s",
+					 r->hosts[i].host, i, bh->ifname, bh->addr,
+					 miss, miss == 1 ? "" : "s");
+			else
+				snprintf(b, sizeof(b), "%s\nrank %d\nbootstrap %s %s",
+					 r->hosts[i].host, i, bh->ifname,
+					 bh->addr);
 			fprintf(out, "    h%d [label=\"", i);
 			for (const char *s = b; *s; s++)
 				fprintf(out, *s == '\n' ? "\\n" :
 					*s == '"' || *s == '\\' ? "\\%c" : "%c",
 					*s);
-			fprintf(out, "\"%s];\n", r->hosts[i].error[0] ||
-				r->hosts[i].lost ? ", color=red" : "");
+			fprintf(out, "\"%s%s];\n", r->hosts[i].error[0] ||
+				r->hosts[i].lost ? ", color=red" : "",
+				miss || bh->error[0] ?
+				", fontcolor=red, style=\"rounded,dashed,bold\", color=red" : "");
 		}
 		fprintf(out, "  }\n");
 	}

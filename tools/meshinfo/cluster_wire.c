@@ -278,7 +278,25 @@ int cl_encode_host(const struct cl_host *h, uint8_t msg[CL_MSG_BYTES])
 		put_int(&b, h->rails[i].speed_mbps);
 		put64(&b, h->rails[i].fabric_id);
 	}
+	put_str(&b, h->boot.ifname);
+	put_str(&b, h->boot.addr);
+	put_int(&b, h->boot.port);
+	put64(&b, h->boot.token);
+	put_str(&b, h->boot.rule);
+	put_str(&b, h->boot.error);
 	return put_end(&b);
+}
+
+/* A TCP port, or 0 for none; else the message is bad. */
+static int get_port(struct cl_buf *b)
+{
+	int port = get_int(b);
+
+	if (port < 0 || port > 65535) {
+		b->bad = true;
+		return 0;
+	}
+	return port;
 }
 
 int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h)
@@ -301,13 +319,101 @@ int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h)
 		h->rails[i].speed_mbps = get_int(&b);
 		h->rails[i].fabric_id = get64(&b);
 	}
+	get_str(&b, h->boot.ifname, sizeof(h->boot.ifname));
+	get_str(&b, h->boot.addr, sizeof(h->boot.addr));
+	h->boot.port = get_port(&b);
+	h->boot.token = get64(&b);
+	get_str(&b, h->boot.rule, sizeof(h->boot.rule));
+	get_str(&b, h->boot.error, sizeof(h->boot.error));
+	return b.bad ? -EPROTO : 0;
+}
+
+/* ---- the bootstrap check's batches ---- */
+
+/* A batch's head: where it starts and how many follow, within total. */
+static void batch_head(struct cl_buf *b, int total, int max, int *first,
+		       int *n)
+{
+	*first = get_int(b);
+	*n = get_count(b, max);
+	if (*first < 0 || *first >= total || *n > total - *first)
+		b->bad = true;
+}
+
+int cl_encode_boot_targets(const struct cl_boot_target *t, int first, int n,
+			   uint8_t msg[CL_MSG_BYTES])
+{
+	struct cl_buf b = { msg, 0, CL_MSG_BYTES, false };
+
+	memset(msg, 0, CL_MSG_BYTES);
+	put_int(&b, first);
+	put_int(&b, n);
+	for (int i = 0; i < n && i < CL_BOOT_TARGETS; i++) {
+		put_int(&b, t[i].rank);
+		put_str(&b, t[i].addr);
+		put_int(&b, t[i].port);
+		put64(&b, t[i].token);
+	}
+	return n > CL_BOOT_TARGETS ? -EOVERFLOW : put_end(&b);
+}
+
+int cl_decode_boot_targets(const uint8_t msg[CL_MSG_BYTES], int total,
+			   struct cl_boot_target *t, int *first, int *n)
+{
+	struct cl_buf b = { (uint8_t *)msg, 0, CL_MSG_BYTES, false };
+
+	batch_head(&b, total, CL_BOOT_TARGETS, first, n);
+	for (int i = 0; !b.bad && i < *n; i++) {
+		t[i].rank = get_int(&b);
+		get_str(&b, t[i].addr, sizeof(t[i].addr));
+		t[i].port = get_port(&b);
+		t[i].token = get64(&b);
+		/* in order: the i-th of the batch is rank first + i */
+		if (t[i].rank != *first + i)
+			b.bad = true;
+	}
+	return b.bad ? -EPROTO : 0;
+}
+
+int cl_encode_boot_results(const struct cl_boot_result *r, int first, int n,
+			   uint8_t msg[CL_MSG_BYTES])
+{
+	struct cl_buf b = { msg, 0, CL_MSG_BYTES, false };
+
+	memset(msg, 0, CL_MSG_BYTES);
+	put_int(&b, first);
+	put_int(&b, n);
+	for (int i = 0; i < n && i < CL_BOOT_RESULTS; i++) {
+		put_int(&b, r[i].to);
+		put_int(&b, r[i].status);
+		put_dbl(&b, r[i].ms);
+		put_str(&b, r[i].detail);
+	}
+	return n > CL_BOOT_RESULTS ? -EOVERFLOW : put_end(&b);
+}
+
+int cl_decode_boot_results(const uint8_t msg[CL_MSG_BYTES], int total,
+			   struct cl_boot_result *r, int *first, int *n)
+{
+	struct cl_buf b = { (uint8_t *)msg, 0, CL_MSG_BYTES, false };
+
+	batch_head(&b, total, CL_BOOT_RESULTS, first, n);
+	for (int i = 0; !b.bad && i < *n; i++) {
+		r[i].to = get_int(&b);
+		r[i].status = get_int(&b);
+		r[i].ms = get_time(&b);
+		get_str(&b, r[i].detail, sizeof(r[i].detail));
+		if (r[i].to != *first + i || r[i].status < 0 ||
+		    r[i].status >= CL_BOOT_NSTATUS)
+			b.bad = true;
+	}
 	return b.bad ? -EPROTO : 0;
 }
 
 /* ---- the rendezvous ---- */
 
 /* Bump when the rendezvous changes: both ends must run the same one. */
-#define CL_PROTO 2
+#define CL_PROTO 3
 #define CL_HELLO_FLAG_KEY 1u
 #define HELLO_FRAME (OOB_HDR_BYTES + CL_RDV_BYTES)
 #define HOST_FRAME (OOB_HDR_BYTES + CL_MSG_BYTES)
