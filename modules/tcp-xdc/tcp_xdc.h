@@ -95,6 +95,7 @@ struct tcp_xdc_req {
 	_Atomic uint64_t chunks_done;
 	_Atomic uint64_t bytes_done;	/* recv */
 	_Atomic uint64_t total;		/* recv: size the sender announced */
+	void *prof;			/* profiler token; NULL: unprofiled */
 };
 
 enum tcp_xdc_stream_state {
@@ -147,6 +148,7 @@ struct tcp_xdc_stream {
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
+	void *prof_ev;			/* the chunk's profiler event */
 	/*
 	 * Whoever moves the stream (its pool thread, or the proxy thread on
 	 * the fast path) holds it; the other one passes by and never waits.
@@ -253,6 +255,42 @@ struct tcp_xdc_comm {
 	 * mesh_count) */
 	uint64_t m_bytes, m_requests;
 };
+
+/*
+ * Profiler events (docs/observe.md): each chunk a stream moves is a part
+ * of its request, started before its bytes count towards the request and
+ * stopped once they are written or read whole.  Nothing happens for a
+ * request the core does not profile (req->prof NULL, the common case).
+ */
+static inline void *xdc_prof_request(void)
+{
+	/* a host of 1.7 or before, or a test's, has no such service */
+	return MESH_HOST_HAS(tcp_xdc_host, prof_request) &&
+		       tcp_xdc_host->prof_request ?
+		       tcp_xdc_host->prof_request(tcp_xdc_host) : NULL;
+}
+
+static inline void xdc_prof_begin(struct tcp_xdc_stream *s,
+				  struct tcp_xdc_req *req)
+{
+	void *token = __atomic_load_n(&req->prof, __ATOMIC_RELAXED);
+
+	if (token) {
+		struct mesh_prof_part part = { MESH_PROF_STREAM, s->index,
+					       s->len };
+
+		s->prof_ev = tcp_xdc_host->prof_start(tcp_xdc_host, token,
+						      &part);
+	}
+}
+
+static inline void xdc_prof_end(struct tcp_xdc_stream *s)
+{
+	if (s->prof_ev) {
+		tcp_xdc_host->prof_stop(tcp_xdc_host, s->prof_ev);
+		s->prof_ev = NULL;
+	}
+}
 
 /* tcp_xdc_conn.c */
 int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,

@@ -324,6 +324,7 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 		return 0;
 	req->piece = message_piece(comm, size);
 	req->nchunks = size ? (size + req->piece - 1) / req->piece : 1;
+	__atomic_store_n(&req->prof, xdc_prof_request(), __ATOMIC_RELAXED);
 	atomic_store(&comm->posted, req->seq + 1);
 	*request = req;
 	if (req->nchunks == 1 && size <= comm->inline_max &&
@@ -359,6 +360,7 @@ int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 	req = req_next(comm, data[0], sizes[0], tags[0]);
 	if (!req)
 		return 0;
+	__atomic_store_n(&req->prof, xdc_prof_request(), __ATOMIC_RELAXED);
 	atomic_store(&comm->posted, req->seq + 1);
 	for (int i = 0; i < comm->nlanes; i++) {
 		struct tcp_xdc_lane *l = &comm->lanes[i];

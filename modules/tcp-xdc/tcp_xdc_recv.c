@@ -81,6 +81,7 @@ static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	}
 	s->req = req;
 	s->state = TCP_XDC_PAYLOAD;
+	xdc_prof_begin(s, req);
 	return 0;
 }
 
@@ -88,6 +89,7 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 {
 	struct tcp_xdc_req *req = s->req;
 
+	xdc_prof_end(s);
 	s->req = NULL;
 	s->state = TCP_XDC_IDLE;
 	s->chunks++;

@@ -87,6 +87,7 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		s->payload_done = 0;
 		s->state = TCP_XDC_PAYLOAD;
 		chunk_hdr_encode(s);
+		xdc_prof_begin(s, req);
 		if (s->sent)
 			xdc_sent_push(s);
 		return true;
@@ -181,6 +182,7 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->payload_done += (size_t)n;
 		if (s->payload_done < s->len)
 			continue;
+		xdc_prof_end(s);
 		req = s->req;
 		s->req = NULL;
 		s->state = TCP_XDC_IDLE;
