@@ -6,10 +6,13 @@ In every phase whose name starts with "on" (meshprof_mark), each network
 operation NCCL ran, a ProxyStep event, must have the plugin's request
 events under it (net plugin events of nccl-mesh's id, type req), stopped,
 and their bytes must add up to the size NCCL recorded for the step (its
-last state's transSize).  A request's parts (chunks on streams, work
+transSize after the send was posted or the receive completed).  A request's parts (chunks on streams, work
 requests on QPs, hops), where the module reports any, must add up to the
-request.  In phases whose name starts with "off" there must be no
-ProxyStep and no net plugin event at all: the events really were off.
+request.  In phases whose name starts with "off" there should be no
+ProxyStep and no net plugin event at all (the events really were off);
+where there are, the file still passes, with a warning and off_steps
+in the report: a comparison of on with off is then void.  A net plugin
+event counts in the phase of its step.
 
 Usage: check.py [--json OUT] FILE...
 Exit status 0 when every file passes, 1 when one does not, 2 on bad
@@ -118,12 +121,14 @@ def check(ev, name):
         if n["plugin"] != MESH_ID:
             r["foreign_net_events"] += 1
             continue
-        kind = phase_kind(marks, n["phase"])
-        if kind == "off":
-            r["off_net_events"] += 1
-            continue
-        if n["step"] not in ev["steps"]:
+        step = ev["steps"].get(n["step"])
+        if step is None:
             r["orphan_net_events"] += 1
+            continue
+        # An event belongs to its step's phase: a module may start a
+        # part of a request after the phase that posted it ended.
+        if phase_kind(marks, step["phase"]) == "off":
+            r["off_net_events"] += 1
             continue
         modules[(n.get("module", "-"), n["type"], n.get("kind", "-"))] += 1
         if n["type"] == "req":
@@ -184,15 +189,14 @@ def check(ev, name):
 
     ok = (r["steps"] > 0 and not r["steps_without_events"] and
           not r["steps_bytes_mismatch"] and not r["requests_not_stopped"] and
-          not r["requests_parts_mismatch"] and not r["off_net_events"] and
-          not r["off_steps"] and not r["orphan_net_events"] and
+          not r["requests_parts_mismatch"] and not r["orphan_net_events"] and
           r["steps_bytes_match"] > 0)
     if r["steps"] == 0:
         problems.append("no ProxyStep event in an 'on' phase")
     if r["off_steps"] or r["off_net_events"]:
-        problems.append("%d steps and %d plugin events in 'off' phases: the "
-                        "events were not off" % (r["off_steps"],
-                                                 r["off_net_events"]))
+        print("%s: warning: %d steps and %d plugin events in 'off' phases: "
+              "the events were not off" % (name, r["off_steps"],
+                                           r["off_net_events"]))
     if r["orphan_net_events"]:
         problems.append("%d plugin events under no known step" %
                         r["orphan_net_events"])

@@ -176,9 +176,17 @@ static ncclResult_t record_state(void *eh, int state,
 	if (!r || !args)
 		return ncclSuccess;
 	if (r->type == ncclProfileProxyStep) {
-		/* the last state NCCL records carries the step's size */
-		r->bytes = args->proxyStep.transSize;
-		r->states++;
+		/*
+		 * NCCL sets transSize to a step's size right after the isend
+		 * (SendWait) and after the receive's test said done
+		 * (RecvFlushWait); the states after those may carry the next
+		 * step's size already.
+		 */
+		if (state == MESHPROF_STATE_SEND_WAIT ||
+		    state == MESHPROF_STATE_RECV_FLUSH_WAIT) {
+			r->bytes = args->proxyStep.transSize;
+			r->states++;
+		}
 	} else if (r->type == ncclProfileNetPlugin &&
 		   state == MESHPROF_STATE_NET_UPDATE &&
 		   r->net_id == MESH_PROF_NET_ID && args->netPlugin.data) {

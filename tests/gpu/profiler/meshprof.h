@@ -18,7 +18,7 @@ struct meshprof_rec {
 	int rank;
 	int a, b, c, d;		/* op: channel, peer, steps, send; step: step */
 	uint64_t parent;	/* the parent's id (index + 1); 0: none */
-	uint64_t bytes;		/* op: chunk size; step: last transSize */
+	uint64_t bytes;		/* op: chunk size; step: its transSize */
 	int64_t net_id;		/* net plugin: its pluginId */
 	uint64_t t0, t1;	/* start, stop (CLOCK_MONOTONIC ns); 0: not */
 	struct mesh_prof_event_v1 ev;	/* ours: the last descriptor */

@@ -194,10 +194,16 @@ static int run_op(int send, int nsteps, size_t size)
 			got++;
 			mode = "done";
 		}
-		/* NCCL's last state of a step carries what moved */
+		/* NCCL's state after the post (send) or the completion
+		 * (receive) carries what moved; a later one may not */
 		a.proxyStep.transSize = send ? size : (size_t)got;
 		if (ph.step_event) {
-			prof->recordEventState(ph.step_event, 9, &a);
+			prof->recordEventState(ph.step_event, send ?
+					       MESHPROF_STATE_SEND_WAIT :
+					       MESHPROF_STATE_RECV_FLUSH_WAIT,
+					       &a);
+			a.proxyStep.transSize = 12345;
+			prof->recordEventState(ph.step_event, 12, &a);
 			prof->stopEvent(ph.step_event);
 		}
 	}

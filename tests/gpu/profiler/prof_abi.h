@@ -27,7 +27,10 @@ enum {
 	ncclProfileNetPlugin = 1 << 7,
 };
 
-/* The state recordEventState reports for a net plugin's update. */
+/* States recordEventState reports: a ProxyStep's send posted, its
+ * receive done, and a net plugin's update. */
+#define MESHPROF_STATE_SEND_WAIT 9
+#define MESHPROF_STATE_RECV_FLUSH_WAIT 11
 #define MESHPROF_STATE_NET_UPDATE 21
 
 /* The union both versions share, from its offset on (8-aligned). */
