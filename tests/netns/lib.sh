@@ -282,9 +282,11 @@ netns_wait_listen() {
 
 # --------------------------------------------------------- XDC topology
 
-# xdc_router NAME DC_OCTET EXT_IP PEER_EXT_IP HOST...
-xdc_router() {
-	local r=$1 dc=$2 ext=$3 peer=$4 h k base ports=()
+# xdc_lan NAME DC_OCTET EXT_IP PEER_EXT_IP HOST...: router NAME's LAN
+# (each HOST's lan-HOST at XDC_IP on its bridge, 10.<dc>.0.1 the hosts'
+# way out) and its outside address, forwarding on, no NAT or firewall yet.
+xdc_lan() {
+	local r=$1 dc=$2 ext=$3 peer=$4 h ports=()
 
 	shift 4
 	for h in "$@"; do
@@ -300,6 +302,14 @@ xdc_router() {
 	# DC are routed there too, and its firewall drops them
 	netns_route "$r" default "$peer"
 	netns_forwarding "$r"
+}
+
+# xdc_router NAME DC_OCTET EXT_IP PEER_EXT_IP HOST...
+xdc_router() {
+	local r=$1 ext=$3 h k base
+
+	xdc_lan "$@"
+	shift 4
 
 	# NAT: outbound masquerades to the external address; inbound, each
 	# host gets XDC_NPORTS external ports from its base, one rule each,
@@ -688,6 +698,71 @@ cluster_scenario() {
 	netns_init
 }
 
+# cluster_run TAG WANT RDV NS...: one meshinfo --cluster, rank r in
+# namespace NS_r, rank 0 listening at RDV (ADDR:PORT, which every rank
+# reaches); each rank's NCCL_MESH_HOSTNAME is CLUSTER_NAMES[r] (else
+# NS_r), its NCCL_SOCKET_IFNAME CLUSTER_IFNAME[r] (unset where empty),
+# with CLUSTER_ENV (VAR=value words) for all.  Small bursts: the pairs
+# need only connect.  Every rank must exit WANT, else the logs are shown
+# and the test fails; rank 0's JSON is left in NETNS_TMP/TAG.json, each
+# rank's output in NETNS_TMP/TAG.rankR.
+CLUSTER_NAMES=()
+CLUSTER_IFNAME=()
+CLUSTER_ENV=()
+cluster_run() {
+	local tag=$1 want=$2 rdv=$3 size r k rc pids=() ifn extra
+
+	shift 3
+	size=$#
+	for ((r = 0; r < size; r++)); do
+		ifn=(-u NCCL_SOCKET_IFNAME)
+		[ -z "${CLUSTER_IFNAME[$r]:-}" ] ||
+			ifn=(NCCL_SOCKET_IFNAME="${CLUSTER_IFNAME[$r]}")
+		extra=()
+		[ "$r" -eq 0 ] && extra=(--json "$NETNS_TMP/$tag.json")
+		netns_spawn "${@:r+1:1}" "$NETNS_TMP/$tag.rank$r" env \
+			"${ifn[@]}" NCCL_MESH_HOSTNAME="${CLUSTER_NAMES[$r]:-${*:r+1:1}}" \
+			NCCL_MESH_CONF="$CONF" NCCL_MESH_MODULE_PATH="$MODULE_DIR" \
+			"${CLUSTER_ENV[@]}" \
+			"$MESHINFO" --cluster --rendezvous "$rdv" --rank "$r" \
+			--size "$size" --plugin "$PLUGIN" --timeout 30 \
+			--burst-ms 20 --burst-bytes 256K --lat-iters 0 \
+			"${extra[@]}"
+		pids+=("$NETNS_LAST_PID")
+	done
+	for ((r = 0; r < size; r++)); do
+		rc=0
+		netns_wait "${pids[$r]}" 90 || rc=$?
+		[ "$rc" -eq "$want" ] && continue
+		for ((k = 0; k < size; k++)); do
+			echo "---- $tag rank $k ----"
+			cat "$NETNS_TMP/$tag.rank$k"
+		done
+		netns_die "$tag: rank $r exited $rc, expected $want"
+	done
+	sed -n '/^NCCL bootstrap/,/^$/p;/^findings/,/^$/p' \
+		"$NETNS_TMP/$tag.rank0"
+	echo "PASS $tag: every rank exits $want"
+}
+
+# cluster_report TAG CHECKS...: rank 0's JSON of cluster_run TAG against
+# the schema and cluster_report.py's CHECKS.
+cluster_report() {
+	local tag=$1
+
+	shift
+	python3 "$check" "$NETNS_TMP/$tag.json" --schema "$schema" "$@" || {
+		cat "$NETNS_TMP/$tag.rank0"
+		netns_die "$tag: the report does not show the scenario"
+	}
+}
+
+# cluster_text TAG LINE_RE: rank 0's text report has a line matching.
+cluster_text() {
+	grep -Eq -- "$2" "$NETNS_TMP/$1.rank0" ||
+		netns_die "$1: rank 0's text report has no line matching '$2'"
+}
+
 # netns_shape_split NS IF RATE [DEST DEST_RATE]...: egress of IF limited
 # to RATE, except packets to address DEST, which get a token bucket of
 # their own at DEST_RATE: one cable of a host made slower than its others.
@@ -753,4 +828,83 @@ xdc_mgmt_network() {
 		netns_addr "$h" mgmt "${XDC_MGMT_IP[$h]}/24"
 	done
 	netns_bridge mg br0 "${ports[@]}"
+}
+
+# ------------------------------------------- containers behind docker -p
+#
+# docker_topology HOST...: machines on one LAN, each running one container
+# behind Docker's default bridge (docs/deploy.md, containers):
+#
+#   c<k> eth0 172.17.0.2 -- docker0 172.17.0.1  h<k> eth0 10.0.0.(10+k) -- LAN
+#
+# Namespace HOST is the machine, "c-HOST" its container, at 172.17.0.2 in
+# every machine as Docker gives it.  The machine masquerades what leaves
+# the container and forwards its ports 50000..50009 to the container's
+# 40000..40009, one rule per port as `docker run -p 50000-50009:40000-40009`
+# makes them.  Addresses in DOCKER_HOST_IP.
+declare -gA DOCKER_HOST_IP=()
+docker_topology() {
+	local h k=0 p ports=()
+
+	netns_add lan
+	for h in "$@"; do
+		k=$((k + 1))
+		netns_add "$h" "c-$h"
+		DOCKER_HOST_IP[$h]=10.0.0.$((10 + k))
+		netns_veth "$h" eth0 lan "p-$h"
+		ports+=("p-$h")
+		netns_addr "$h" eth0 "${DOCKER_HOST_IP[$h]}/24"
+		# the container's eth0 first: its lowest interface after lo
+		netns_veth "c-$h" eth0 "$h" veth0
+		netns_addr "c-$h" eth0 172.17.0.2/16
+		netns_route "c-$h" default 172.17.0.1
+		netns_bridge "$h" docker0 veth0
+		netns_addr "$h" docker0 172.17.0.1/16
+		netns_forwarding "$h"
+		netns_ipt "$h" -t nat -A POSTROUTING -s 172.17.0.0/16 \
+			! -o docker0 -j MASQUERADE
+		for ((p = 0; p < 10; p++)); do
+			netns_ipt "$h" -t nat -A PREROUTING -i eth0 -p tcp \
+				-d "${DOCKER_HOST_IP[$h]}" --dport $((50000 + p)) \
+				-j DNAT --to-destination 172.17.0.2:$((40000 + p))
+		done
+	done
+	netns_bridge lan br0 "${ports[@]}"
+}
+
+# ----------------------------------------------- cloud VMs behind 1:1 NAT
+#
+# nat11_topology: xdc_topology's four hosts and two routers, but each host
+# has a public address of its own, mapped 1:1 (every port) by its router,
+# as a cloud VM's public IP is: a1, a2 at 203.0.113.11, .12 behind ra;
+# b1, b2 at 198.51.100.11, .12 behind rb.  The routers' firewall (a
+# security group) lets in only replies and ports 40000-40009 (the plugin's
+# range and the rendezvous); a host's private address is not routed from
+# the other side.  Public addresses in NAT11_PUB.
+declare -gA NAT11_PUB=([a1]=203.0.113.11 [a2]=203.0.113.12
+		       [b1]=198.51.100.11 [b2]=198.51.100.12)
+nat11_router() {
+	local r=$1 h
+
+	xdc_lan "$@"
+	shift 4
+	for h in "$@"; do
+		netns_ipt "$r" -t nat -A PREROUTING -i ext -d "${NAT11_PUB[$h]}" \
+			-j DNAT --to-destination "${XDC_IP[$h]}"
+		netns_ipt "$r" -t nat -A POSTROUTING -o ext -s "${XDC_IP[$h]}" \
+			-j SNAT --to-source "${NAT11_PUB[$h]}"
+	done
+	netns_ipt "$r" -P FORWARD DROP
+	netns_ipt "$r" -A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED \
+		-j ACCEPT
+	netns_ipt "$r" -A FORWARD -i br0 -j ACCEPT
+	netns_ipt "$r" -A FORWARD -i ext -p tcp --dport 40000:40009 \
+		-m conntrack --ctstate DNAT -j ACCEPT
+}
+
+nat11_topology() {
+	netns_add a1 a2 b1 b2 ra rb
+	netns_veth ra ext rb ext
+	nat11_router ra 1 "${XDC_EXT[ra]}" "${XDC_EXT[rb]}" a1 a2
+	nat11_router rb 2 "${XDC_EXT[rb]}" "${XDC_EXT[ra]}" b1 b2
 }

@@ -21,12 +21,15 @@ static void usage(FILE *out)
 "One process per host connects every pair of hosts through the plugin,\n"
 "on every rail, and rank 0 reports each pair's path, bandwidth and\n"
 "latency, what looks wrong, and the NCCL environment for the job.\n"
+"First every host tries a TCP connect to every other host's address on\n"
+"the interface NCCL's own bootstrap takes (NCCL_SOCKET_IFNAME, else\n"
+"NCCL's default order): where one fails, NCCL's init would hang.\n"
 "Without --rendezvous, the launcher's variables say where rank 0 is:\n"
 "MASTER_ADDR/MASTER_PORT with RANK/WORLD_SIZE (torchrun), SLURM_PROCID/\n"
 "SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/PMI_SIZE.\n"
 "\n"
 "Exit status: 0 every pair connected, 1 a pair did not, 2 bad usage or\n"
-"the rendezvous failed.\n");
+"the rendezvous failed, 3 NCCL's bootstrap would not connect a pair.\n");
 }
 
 /* Bytes, at least 1 and at most 1 TiB. */
