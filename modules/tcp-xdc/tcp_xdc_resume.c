@@ -324,8 +324,10 @@ static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 s->cause);
 		return xdc_stream_fail(comm, s, -ECONNRESET, what);
 	}
-	/* refused, or taken and never answered: nobody there serves it */
-	if (ret != -ECONNREFUSED && ret != -EREMOTEIO) {
+	/* Refused: nothing listens there any more.  A dial taken and never
+	 * answered is not a refusal: a host that took it lives, and the
+	 * path that lost the answer is an outage like any other. */
+	if (ret != -ECONNREFUSED) {
 		s->refused_ns = 0;
 		return 0;
 	}
@@ -334,22 +336,21 @@ static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	if (now - s->refused_ns < (uint64_t)comm->timeout_ms * 500000ULL)
 		return 0;
 	snprintf(what, sizeof(what),
-		 "the peer's host refused new streams, or left them unanswered, for %llu ms (the peer process is gone) after the stream broke (%s)",
+		 "the peer's host refused new streams for %llu ms (the peer process is gone) after the stream broke (%s)",
 		 ms_since(s->refused_ns, now), s->cause);
 	return xdc_stream_fail(comm, s, -ECONNREFUSED, what);
 }
 
 /*
- * A socket the peer's core took but the receiver never spoke on: its comm
- * is gone or stuck.  Counts like a refusal.
+ * A socket the peer's core took but the receiver never spoke on: the
+ * path lost the answer, or the receiver is stuck.  Dialed anew; the
+ * outage budget bounds it.
  */
 static int send_unanswered(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			   uint64_t now)
 {
 	if (now - s->resume_ns < RESUME_ANSWER_NS)
 		return 0;
-	if (!s->refused_ns)
-		s->refused_ns = s->resume_ns;
 	return xdc_stream_break(comm, s, ECONNRESET,
 				"the peer took a stream dialed anew and never answered");
 }
