@@ -1,0 +1,178 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# What the metrics tests share: a strict reader of Prometheus's text
+# exposition format (0.0.4), written here rather than trusted to a
+# library, so that anything our text gets wrong fails the test.
+#
+#   prom check FILE            every line well-formed, HELP and TYPE at
+#                              most once per name and before its samples,
+#                              a family's samples together, no series
+#                              twice, counters named *_total and whole
+#                              numbers, every name nccl_mesh_*
+#   prom get FILE NAME [L=V]...  the sum of the samples of NAME whose
+#                              labels include every L=V; "none" when no
+#                              sample matches
+#
+# prom_setup DIR writes the reader to DIR/prom.py first (a python of the
+# test may import it: parse(path) -> (errors, samples), total(samples,
+# name, labels)).
+
+prom_setup() {
+	prom_py=$1/prom.py
+	cat >"$prom_py" <<'PY'
+import re
+import sys
+
+NAME = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*')
+LABEL = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*')
+
+
+def value_of(text):
+    if text in ('+Inf', '-Inf', 'NaN'):
+        return float(text)
+    if not re.fullmatch(r'[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?', text):
+        raise ValueError('value %r' % text)
+    return float(text)
+
+
+def label_value(line, i):
+    """A quoted value from line[i] (the opening quote): (value, next)."""
+    if line[i:i + 1] != '"':
+        raise ValueError('label value without its quote')
+    out, i = [], i + 1
+    while i < len(line):
+        c = line[i]
+        if c == '"':
+            return ''.join(out), i + 1
+        if c == '\\':
+            esc = line[i + 1:i + 2]
+            if esc not in ('\\', '"', 'n'):
+                raise ValueError('escape \\%s' % esc)
+            out.append('\n' if esc == 'n' else esc)
+            i += 2
+            continue
+        if c == '\n':
+            raise ValueError('newline in a label value')
+        out.append(c)
+        i += 1
+    raise ValueError('label value not closed')
+
+
+def sample(line):
+    m = NAME.match(line)
+    if not m:
+        raise ValueError('no metric name')
+    name, i, labels = m.group(0), m.end(), {}
+    if line[i:i + 1] == '{':
+        i += 1
+        while line[i:i + 1] != '}':
+            m = LABEL.match(line, i)
+            if not m or line[m.end():m.end() + 1] != '=':
+                raise ValueError('bad label at %d' % i)
+            key = m.group(0)
+            if key in labels:
+                raise ValueError('label %s twice' % key)
+            labels[key], i = label_value(line, m.end() + 1)
+            if line[i:i + 1] == ',':
+                i += 1
+            elif line[i:i + 1] != '}':
+                raise ValueError('bad label list at %d' % i)
+        i += 1
+    rest = line[i:]
+    if not rest.startswith(' '):
+        raise ValueError('no space before the value')
+    parts = rest[1:].split(' ')
+    if len(parts) not in (1, 2):
+        raise ValueError('trailing fields')
+    val = value_of(parts[0])
+    if len(parts) == 2 and not re.fullmatch(r'-?\d+', parts[1]):
+        raise ValueError('bad timestamp')
+    return name, labels, val, parts[0]
+
+
+def parse(path):
+    text = open(path, encoding='utf-8').read()
+    errors, samples = [], []
+    if text and not text.endswith('\n'):
+        errors.append('the text does not end with a newline')
+    helps, types, seen, done_families = {}, {}, set(), set()
+    current = None
+    for n, line in enumerate(text.split('\n')[:-1], 1):
+        try:
+            if line.startswith('# HELP ') or line.startswith('# TYPE '):
+                kind, body = line[2:6], line[7:]
+                name, _, rest = body.partition(' ')
+                if not NAME.fullmatch(name):
+                    raise ValueError('bad name %r' % name)
+                table = helps if kind == 'HELP' else types
+                if name in table:
+                    raise ValueError('%s of %s twice' % (kind, name))
+                if name in done_families or current == name:
+                    raise ValueError('%s of %s after its samples'
+                                     % (kind, name))
+                if kind == 'TYPE' and rest not in (
+                        'counter', 'gauge', 'histogram', 'summary',
+                        'untyped'):
+                    raise ValueError('type %r' % rest)
+                if kind == 'HELP' and re.search(r'\\[^\\n]', rest):
+                    raise ValueError('bad escape in HELP')
+                table[name] = rest
+                continue
+            if line.startswith('#') or not line.strip():
+                raise ValueError('not a sample, HELP or TYPE')
+            name, labels, val, raw = sample(line)
+            if name != current:
+                if name in done_families:
+                    raise ValueError('samples of %s not together' % name)
+                if current:
+                    done_families.add(current)
+                current = name
+            key = (name, tuple(sorted(labels.items())))
+            if key in seen:
+                raise ValueError('series twice')
+            seen.add(key)
+            if not name.startswith('nccl_mesh_'):
+                raise ValueError('name without nccl_mesh_')
+            if name not in types or name not in helps:
+                raise ValueError('%s has no TYPE or HELP before it' % name)
+            if types[name] == 'counter' and (
+                    not name.endswith('_total') or
+                    not re.fullmatch(r'\d+', raw)):
+                raise ValueError('counter %s: a name in _total, a whole '
+                                 'number' % name)
+            samples.append((name, labels, val))
+        except ValueError as e:
+            errors.append('%s:%d: %s: %r' % (path, n, e, line))
+    return errors, samples
+
+
+def total(samples, metric, want):
+    """The sum of metric's samples with every label of want; None: none."""
+    hits = [v for name, labels, v in samples if name == metric and
+            all(labels.get(k) == x for k, x in want.items())]
+    return sum(hits) if hits else None
+
+
+def main():
+    cmd, path = sys.argv[1], sys.argv[2]
+    errors, samples = parse(path)
+    if cmd == 'check':
+        for e in errors:
+            print(e)
+        sys.exit(1 if errors else 0)
+    if errors:
+        print('unparsable: ' + errors[0], file=sys.stderr)
+        sys.exit(2)
+    got = total(samples, sys.argv[3],
+                dict(a.split('=', 1) for a in sys.argv[4:]))
+    print('none' if got is None else '%d' % got)
+
+
+if __name__ == '__main__':
+    main()
+PY
+}
+
+prom() {
+	python3 "$prom_py" "$@"
+}
