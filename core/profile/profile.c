@@ -43,10 +43,13 @@ struct prof_req {
 	struct mesh_prof_event_v1 d[PROF_SUBS];
 };
 
-/* The request on this thread's module call (prof_request), and a started
- * one whose post the module turned down (waiting for NCCL's retry). */
+/* The request on this thread's module call (prof_request), a started
+ * one whose post the module turned down (waiting for NCCL's retry), and
+ * one kept for the next request (idle), so that asking NCCL about a step
+ * nobody profiles allocates nothing. */
 static __thread struct prof_req *cur;
 static __thread struct prof_req *waiting;
+static __thread struct prof_req *idle;
 /* Ids: a thread's number in the high bits, its count below. */
 static __thread uint64_t next_id;
 static atomic_uint_fast64_t threads;
@@ -102,6 +105,17 @@ static void thread_exit(void *unused)
 		free(waiting);
 		waiting = NULL;
 	}
+	free(idle);
+	idle = NULL;
+}
+
+/* Done with w: kept for this thread's next request, or freed. */
+static void req_free(struct prof_req *w)
+{
+	if (!idle)
+		idle = w;
+	else
+		free(w);
 }
 
 static void exit_key_make(void)
@@ -121,7 +135,7 @@ static int prof_test(void *request, int *done, int *sizes)
 	}
 	if (*done) {
 		req_stop(w, sizes, 0);
-		free(w);
+		req_free(w);
 	}
 	return 0;
 }
@@ -163,9 +177,10 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 			return w;
 		/* NCCL moved on without the retry */
 		req_stop(w, NULL, MESH_PROF_FLAG_UNPOSTED);
-		free(w);
+		req_free(w);
 	}
-	w = malloc(sizeof(*w));
+	w = idle ? idle : malloc(sizeof(*w));
+	idle = NULL;
 	if (!w)
 		return NULL;
 	if (!next_id) {
@@ -183,7 +198,7 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 	}
 	next_id++;
 	if (!any) {
-		free(w);
+		idle = w;
 		return NULL;
 	}
 	return w;
@@ -196,7 +211,7 @@ static int req_end(struct prof_req *w, int err, void *inner, void **request)
 	cur = NULL;
 	if (err) {
 		req_stop(w, NULL, MESH_PROF_FLAG_UNPOSTED);
-		free(w);
+		req_free(w);
 		*request = NULL;
 		return err;
 	}

@@ -67,14 +67,17 @@ static ncclResult_t callback(void **eh, int type, void *ph, int64_t id,
 
 static const ncclNet_v12_t *net;
 
-static bool wait_done(void *req, int *size)
+/* Tests both until both are done: a receive may be read only in its
+ * test() (tcp-xdc reads small messages there), and the send waits for it. */
+static bool wait_both(void *sreq, int *ssize, void *rreq, int *rsize)
 {
 	struct timespec t0, t;
-	int done = 0;
+	int sdone = 0, rdone = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!done) {
-		if (net->test(req, &done, size) != ncclSuccess)
+	while (!sdone || !rdone) {
+		if ((!sdone && net->test(sreq, &sdone, ssize) != ncclSuccess) ||
+		    (!rdone && net->test(rreq, &rdone, rsize) != ncclSuccess))
 			return false;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (t.tv_sec - t0.tv_sec > 20)
@@ -101,8 +104,7 @@ static void exchange(void *send_comm, void *recv_comm, size_t size)
 	while (!sreq)
 		CHECK(net->isend(send_comm, src, size, tag, NULL, &step_s,
 				 &sreq) == ncclSuccess);
-	CHECK(wait_done(sreq, &ssize));
-	CHECK(wait_done(rreq, &rsize));
+	CHECK(wait_both(sreq, &ssize, rreq, &rsize));
 	CHECK(rsize == (int)size);
 	pthread_mutex_lock(&lock);
 	for (int i = first; i < nev; i++) {
