@@ -33,20 +33,10 @@ CONF
 
 # run MODE KEY EXTRA_ARGS...: prints the figure KEY of the last result.
 run() {
-	local conf=$work/$1.conf key=$2 pf=$work/port
+	local conf=$work/$1.conf key=$2
 	shift 2
-	rm -f "$pf"
 	NCCL_MESH_CONF=$conf NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc \
-		"$build/tools/meshperf/meshperf" --server \
-		-P "$build/core/libnccl-net-mesh.so" -p 0 --port-file "$pf" \
-		>/dev/null 2>&1 &
-	pids+=($!)
-	for _ in $(seq 50); do [ -s "$pf" ] && break; sleep 0.1; done
-	NCCL_MESH_CONF=$conf NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc \
-		"$build/tools/meshperf/meshperf" --client 127.0.0.1 \
-		-p "$(cat "$pf")" -P "$build/core/libnccl-net-mesh.so" --json \
-		"$@" >"$work/mp.json"
-	wait "${pids[-1]}"
+		bench_meshperf "$build" "$work" "$work/mp.json" "$@"
 	bench_figure "$work/mp.json" "$key"
 }
 
