@@ -37,6 +37,7 @@ ncclProfilerCallback_t core_prof_fn;
 struct prof_req {
 	struct mesh_request base;	/* test = prof_test */
 	struct mesh_request *inner;	/* the module's */
+	const char *module;		/* its name, whole */
 	int n;				/* 1, or an irecv's receives */
 	void *phandle[PROF_SUBS];
 	void *ev[PROF_SUBS];		/* NCCL's events; NULL: none */
@@ -189,6 +190,7 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 		next_id = (atomic_fetch_add(&threads, 1) + 1) << 40;
 	}
 	w->base.test = prof_test;
+	w->module = c->desc->name;
 	w->n = n;
 	for (int i = 0; i < n; i++) {
 		w->phandle[i] = phandles[i];
@@ -260,9 +262,15 @@ int core_prof_irecv(const struct core_prof_comm *c, int n, void **data,
 
 /* ------------------------------------------------------ host services */
 
+/*
+ * Only the module NCCL's request went to gets the token: a module it
+ * layers over (the relay's legs) posts requests of its own, which may
+ * outlive the one NCCL tests, and which the core does not see.
+ */
 static void *prof_request(const struct mesh_host *host)
 {
-	(void)host;
+	if (!cur || !host || !host->module || strcmp(host->module, cur->module))
+		return NULL;
 	return cur;
 }
 

@@ -99,7 +99,7 @@ static struct fake_req reqs[4];
 static int next_req;
 static bool turn_down;			/* isend takes no request */
 static int post_err;			/* isend/irecv fail */
-static struct mesh_host host;
+static struct mesh_host host, leg_host;	/* ours, a layered module's */
 static void *token_seen;
 static struct mesh_prof_part part = { MESH_PROF_STREAM, 3, 4096 };
 
@@ -123,8 +123,10 @@ static struct fake_req *fake_post(void **request)
 	memset(r, 0, sizeof(*r));
 	r->base.test = fake_test;
 	*request = r;
-	/* a module asks for the token and reports one part */
+	/* a module asks for the token and reports one part; a module it
+	 * layers over, called from here, gets none */
 	token_seen = host.prof_request(&host);
+	CHECK(leg_host.prof_request(&leg_host) == NULL);
 	if (token_seen) {
 		void *ev = host.prof_start(&host, token_seen, &part);
 
@@ -373,6 +375,9 @@ int main(void)
 	comm.path.remote = (struct mesh_addr){ .family = AF_INET, .port = 5000,
 					       .ip = { 10, 0, 0, 7 } };
 	core_prof_host(&host);
+	host.module = "fake-mod";
+	core_prof_host(&leg_host);
+	leg_host.module = "leg-mod";
 	without_callback();
 	core_prof_set(fake_callback);
 	unprofiled();

@@ -248,6 +248,7 @@ int main(int argc, char **argv)
 					       .port = 40000,
 					       .ip = { 127, 0, 0, 2 } };
 	core_prof_host(&host);
+	host.module = fake.name;
 	core_prof_set(nccl_callback);
 
 	mark("on:check");
