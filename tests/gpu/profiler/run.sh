@@ -79,7 +79,7 @@ if [ $use_mps -eq 1 ] && [ "$ngpu" -lt 2 ] &&
 	if nvidia-cuda-mps-control -d; then
 		mps_ours=1
 		mps_note="on (started here)"
-		if ! timeout 40 "$python" -c 'import torch
+		if ! timeout 20 "$python" -c 'import torch
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()' 2>"$out/mps-probe.err"; then
 			echo "run.sh: warning: CUDA fails under MPS; going on without it" >&2
 			stop_mps
@@ -97,9 +97,9 @@ failures=0
 
 # ---- 1 and 2: events checked, events on against off in one job ----
 echo "==== events on and off, alternating ($rounds rounds)"
-env "${gpu_mesh_env[@]}" timeout -k 5 70 "$python" "$here/prof_ranks.py" \
+env "${gpu_mesh_env[@]}" timeout -k 5 60 "$python" "$here/prof_ranks.py" \
 	--profiler "$profiler" --out "$out" --name toggle --rounds "$rounds" \
-	--timeout 60 2>&1 | tee "$out/toggle.log"
+	--timeout 50 2>&1 | tee "$out/toggle.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
 	echo "==== toggle run: FAILED (exit $rc)"
@@ -117,10 +117,10 @@ else
 fi
 
 # ---- the same blocks without a profiler, while time is left ----
-if [ $(( $(date +%s) - t_start )) -lt 60 ]; then
+if [ $(( $(date +%s) - t_start )) -lt 55 ]; then
 	echo "==== no profiler at all (reference)"
-	env "${gpu_mesh_env[@]}" timeout -k 5 35 "$python" "$here/prof_ranks.py" \
-		--absent --out "$out" --name absent --rounds 4 --timeout 30 \
+	env "${gpu_mesh_env[@]}" timeout -k 5 30 "$python" "$here/prof_ranks.py" \
+		--absent --out "$out" --name absent --rounds 4 --timeout 25 \
 		2>&1 | tee "$out/absent.log"
 else
 	echo "==== no time left for the run without a profiler"
