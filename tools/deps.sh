@@ -15,6 +15,12 @@ if [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]]; then
 	MESH_DEPS_OPTIONAL+=(libipsec-mb-dev)
 fi
 
+# The package stage of the whole run (tests/package/run.sh): Debian's
+# packaging tools, help2man for the manual pages, lintian, and mmdebstrap
+# for the fresh root the package is installed in.
+# shellcheck disable=SC2034  # tools/run-tests adds it to MESH_DEPS
+MESH_DEPS_PACKAGE=(dpkg-dev debhelper help2man lintian mmdebstrap)
+
 mesh_log() {
 	printf '\n==> %s\n' "$*"
 }

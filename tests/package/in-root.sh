@@ -70,6 +70,7 @@ check "meshrelay.service is not enabled" \
 # directory the core loads modules from.
 check "pkg-config moduledir is $moddir" \
 	test "$(pkgconf --variable=moduledir nccl-mesh-module)" = "$moddir"
+# shellcheck disable=SC2016  # expanded by the inner shell
 check "module.h where pkg-config's cflags point" sh -c \
 	'f=$(pkgconf --cflags-only-I nccl-mesh-module | sed "s/^-I//; s/ *$//")
 	 test -f "${f:-/usr/include}/nccl-mesh/module.h"'
@@ -91,7 +92,11 @@ check "meshinfo loads tcp-xdc from $moddir" \
 check "meshinfo: usable" grep -q '^# status: usable' "$tmp/meshinfo"
 # Every module of the package loads: its libraries are in the package's
 # dependencies (the verbs modules find no devices here, which is fine).
-mods=$(cd "$moddir" && ls mesh-*.so | sed 's/^mesh-//; s/\.so$//' | paste -sd,)
+mods=
+for f in "$moddir"/mesh-*.so; do
+	f=${f##*/mesh-}
+	mods+=${mods:+,}${f%.so}
+done
 NCCL_MESH_MODULES=$mods meshinfo >"$tmp/all" 2>&1
 for m in ${mods//,/ }; do
 	check "module $m loads" grep -Eq \

@@ -52,8 +52,16 @@ unshare --net true 2>/dev/null || skip "cannot make a network namespace"
 rm -rf "$logdir"
 mkdir -p "$logdir" || fail "cannot make $logdir"
 scratch=$(mktemp -d -t mesh-package.XXXXXX) || fail "mktemp failed"
+go=$scratch/go
+root_pid=
 # shellcheck disable=SC2317  # runs from the trap
 cleanup() {
+	# the root's bootstrap, when running, is told to give up and waited
+	# for: it unmounts what it mounted
+	if [[ -n $root_pid ]]; then
+		[[ -e $go ]] || echo stop >"$go"
+		wait "$root_pid"
+	fi
 	rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -80,6 +88,55 @@ else
 		-cf - . | tar -xf - -C "$src" || fail "cannot copy the tree"
 fi
 
+# What the package builds with; the full run's tools/deps.sh installs it
+# (libipsec-mb-dev only where apt has it: then this stage cannot run).
+unmet=$(cd "$src" && dpkg-checkbuilddeps 2>&1) ||
+	skip "build dependencies missing: ${unmet#*: Unmet build dependencies: }"
+
+# The root gets the mirrors and the Acquire options (proxy, snapshot
+# validity) that apt on this host uses; else mmdebstrap's default mirror.
+mirrors=()
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+	/etc/apt/sources.list.d/*.sources; do
+	[[ -f $f ]] && grep -q '^[^#]' "$f" && mirrors+=("$f")
+done
+aptopts=()
+for f in /etc/apt/apt.conf /etc/apt/apt.conf.d/*; do
+	[[ -f $f ]] && grep -q '^[[:space:]]*Acquire' "$f" &&
+		aptopts+=("--aptopt=$f")
+done
+
+# The root is made while the package builds: most of its time is waiting
+# on the mirror and on dpkg, which the build's two compilers do not.  Its
+# first customize hook waits until $go says "go" (the packages are built
+# and lintian passed) or anything else (give up); an hour at most, should
+# this script be killed before it can say.  Then the packages go in with
+# apt from inside the root, as a user installs them, while the root still
+# has this host's network for the mirror; the checks run in a network
+# namespace of their own (loopback only), so meshinfo sees the same
+# interfaces on every host and no port of this host is in the way.  The
+# root lives on a tmpfs in a mount namespace of its own: no disk writes to
+# wait for, and nothing left mounted whatever happens.
+debs=$scratch/debs
+mkdir -p "$scratch/root" "$debs"
+step "mmdebstrap $suite (in the background)"
+# shellcheck disable=SC2016  # $1 is the hooks' own argument, the root
+unshare --mount -- sh -c 'mount -t tmpfs -o size=2g,mode=0755 tmpfs "$1" &&
+	shift && exec "$@"' sh "$scratch/root" \
+	mmdebstrap --mode=root --variant=apt --dpkgopt=force-unsafe-io \
+	--skip=cleanup/apt/lists "${aptopts[@]}" \
+	--customize-hook="i=0; while [ ! -e $go ] && [ \$i -lt 3600 ]; do
+		sleep 1; i=\$((i + 1)); done; [ \"\$(cat $go)\" = go ]" \
+	--customize-hook="copy-in $debs $here/in-root.sh /tmp" \
+	--customize-hook='chroot "$1" sh -c "cd /tmp/debs &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends ./nccl-mesh_*.deb ./nccl-mesh-dev_*.deb pkgconf"' \
+	--customize-hook='unshare --net sh -c "ip link set lo up &&
+		chroot \"\$1\" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		/bin/bash /tmp/in-root.sh" sh "$1"' \
+	"$suite" "$scratch/root" "${mirrors[@]}" >"$logdir/root.log" 2>&1 &
+root_pid=$!
+
 step "dpkg-buildpackage -us -uc -b"
 # Two jobs at most: CI's machine has two cores.  nocheck: the package's
 # build-time tests (unit, loader) are the plain build's, which CI runs
@@ -102,45 +159,13 @@ lintian_rc=$?
 grep -v '^N: ' "$logdir/lintian.log" | grep -v 'root privileges'
 ((lintian_rc == 0)) || fail "lintian found errors (exit $lintian_rc): $logdir/lintian.log"
 
-# The root gets the mirrors and the Acquire options (proxy, snapshot
-# validity) that apt on this host uses; else mmdebstrap's default mirror.
-mirrors=()
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-	/etc/apt/sources.list.d/*.sources; do
-	[[ -f $f ]] && grep -q '^[^#]' "$f" && mirrors+=("$f")
-done
-aptopts=()
-for f in /etc/apt/apt.conf /etc/apt/apt.conf.d/*; do
-	[[ -f $f ]] && grep -q '^[[:space:]]*Acquire' "$f" &&
-		aptopts+=("--aptopt=$f")
-done
-
-# The packages go in with apt from inside the root, as a user installs
-# them, while the root still has this host's network for the mirror.  The
-# checks then run in a network namespace of their own (loopback only),
-# so meshinfo sees the same interfaces on every host and no port of this
-# host is in the way.
-mkdir -p "$scratch/debs"
-cp "$logdir"/nccl-mesh_*.deb "$logdir"/nccl-mesh-dev_*.deb "$scratch/debs/" ||
+cp "$logdir"/nccl-mesh_*.deb "$logdir"/nccl-mesh-dev_*.deb "$debs/" ||
 	fail "nccl-mesh or nccl-mesh-dev was not built"
-step "mmdebstrap $suite, apt-get install ./nccl-mesh_*.deb, checks"
-# The root lives on a tmpfs in a mount namespace of its own: no disk
-# writes to wait for, and nothing left mounted whatever happens.
-mkdir -p "$scratch/root"
-# shellcheck disable=SC2016  # $1 is the hooks' own argument, the root
-unshare --mount -- sh -c 'mount -t tmpfs -o size=2g,mode=0755 tmpfs "$1" &&
-	shift && exec "$@"' sh "$scratch/root" \
-	mmdebstrap --mode=root --variant=apt --dpkgopt=force-unsafe-io \
-	"${aptopts[@]}" \
-	--customize-hook="copy-in $scratch/debs $here/in-root.sh /tmp" \
-	--customize-hook='chroot "$1" sh -c "cd /tmp/debs &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-		--no-install-recommends ./nccl-mesh_*.deb ./nccl-mesh-dev_*.deb pkgconf"' \
-	--customize-hook='unshare --net sh -c "ip link set lo up &&
-		chroot \"\$1\" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash /tmp/in-root.sh" sh "$1"' \
-	"$suite" "$scratch/root" "${mirrors[@]}" >"$logdir/root.log" 2>&1
+echo go >"$go"
+step "waiting for the root: apt-get install ./nccl-mesh_*.deb, checks"
+wait "$root_pid"
 root_rc=$?
+root_pid=
 # The checks' own lines, whatever happened around them.
 grep -E '^(ok|FAIL|not run) - |^in-root: ' "$logdir/root.log"
 ((root_rc == 0)) || fail_log "the clean root failed (mmdebstrap exit $root_rc)" \
