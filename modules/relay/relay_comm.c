@@ -1096,7 +1096,14 @@ static int relay_test(void *request, int *done, int *sizes)
 		whole = recv_whole(c);
 		finished = true;
 		for (int i = 0; i < r->n; i++)
-			finished &= r->mseq[i] <= whole;
+			finished &= r->mseq[i] <= whole &&
+				    (!c->resumable || r->mseq[i] <= c->acked);
+		/* The origin's send completes on this end's acknowledgement,
+		 * and NCCL may not call test() here again once this is done:
+		 * the acknowledgement leaves before the receive completes. */
+		if (finished && c->resumable &&
+		    relay_chan_flush(&c->chan) == -EAGAIN)
+			finished = false;
 	}
 	if (!finished)
 		return 0;
