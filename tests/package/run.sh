@@ -127,13 +127,13 @@ unshare --mount -- sh -c 'mount -t tmpfs -o size=2g,mode=0755 tmpfs "$1" &&
 	--skip=cleanup/apt/lists "${aptopts[@]}" \
 	--customize-hook="i=0; while [ ! -e $go ] && [ \$i -lt 3600 ]; do
 		sleep 1; i=\$((i + 1)); done; [ \"\$(cat $go)\" = go ]" \
-	--customize-hook="copy-in $debs $here/in-root.sh /tmp" \
+	--customize-hook="copy-in $debs /tmp" \
 	--customize-hook='chroot "$1" sh -c "cd /tmp/debs &&
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 		--no-install-recommends ./nccl-mesh_*.deb ./nccl-mesh-dev_*.deb pkgconf"' \
 	--customize-hook='unshare --net sh -c "ip link set lo up &&
 		chroot \"\$1\" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash /tmp/in-root.sh" sh "$1"' \
+		/bin/bash /tmp/debs/in-root.sh" sh "$1"' \
 	"$suite" "$scratch/root" "${mirrors[@]}" >"$logdir/root.log" 2>&1 &
 root_pid=$!
 
@@ -159,8 +159,10 @@ lintian_rc=$?
 grep -v '^N: ' "$logdir/lintian.log" | grep -v 'root privileges'
 ((lintian_rc == 0)) || fail "lintian found errors (exit $lintian_rc): $logdir/lintian.log"
 
+# (the hooks name $debs, a path of mktemp's, never the checkout's)
 cp "$logdir"/nccl-mesh_*.deb "$logdir"/nccl-mesh-dev_*.deb "$debs/" ||
 	fail "nccl-mesh or nccl-mesh-dev was not built"
+cp "$here/in-root.sh" "$debs/" || fail "cannot copy in-root.sh"
 echo go >"$go"
 step "waiting for the root: apt-get install ./nccl-mesh_*.deb, checks"
 wait "$root_pid"
