@@ -5,6 +5,9 @@
  * that speaks ncclResult_t, and the only symbols the library exports.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core_log.h"
@@ -88,11 +91,13 @@ static ncclResult_t p_listen(void *ctx, int dev, void *handle,
 }
 
 static ncclResult_t p_connect(void *ctx, int dev, void *handle,
-			      void **send_comm, ncclNetDeviceHandle_t **dev_comm)
+			      int traffic_class, void **send_comm,
+			      ncclNetDeviceHandle_t **dev_comm)
 {
 	if (dev_comm)
 		*dev_comm = NULL;
-	return core_to_nccl(core_net_connect(ctx, dev, handle, send_comm));
+	return core_to_nccl(core_net_connect(ctx, dev, handle, traffic_class,
+					     send_comm));
 }
 
 static ncclResult_t p_accept(void *listen_comm, void **recv_comm,
@@ -262,6 +267,144 @@ static ncclResult_t props_v12(int dev, ncclNetProperties_v12_t *props)
 	return ncclSuccess;
 }
 
+/* ------------------------------------------------------- NCCL's hints */
+
+/* NCCL's "not set" for trafficClass and for each ncclNetAttr_t field. */
+#define NET_TRAFFIC_CLASS_UNDEF (-1)
+#define NET_ATTR_UNDEF (-1)
+
+/*
+ * The traffic class of NCCL's config: -1 for none (no config, or
+ * NCCL_NET_TRAFFIC_CLASS_UNDEF), else the TOS byte, 0..255.  A value
+ * outside both is NCCL's caller's mistake: -EINVAL, said once here.
+ */
+static int traffic_class_of(const ncclNetCommConfig_t *config, int *tc)
+{
+	*tc = -1;
+	if (!config || config->trafficClass == NET_TRAFFIC_CLASS_UNDEF)
+		return 0;
+	if (config->trafficClass < 0 || config->trafficClass > 255) {
+		CORE_WARN("trafficClass %d in NCCL's communicator config is "
+			  "not a traffic class (0..255, the TOS byte: "
+			  "DSCP << 2)", config->trafficClass);
+		return -EINVAL;
+	}
+	*tc = config->trafficClass;
+	return 0;
+}
+
+/*
+ * Whether one direction's hints of setNetAttr can be true: each count
+ * NCCL_NET_ATTR_UNDEF or at least 0, and a minimum no larger than its
+ * maximum.  0, or -EINVAL with the reason in why.  Not static: its unit
+ * test calls it.
+ */
+int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap);
+
+static int comm_attr_check(const ncclNetCommAttr_t *a, const char *dir,
+			   char *why, size_t cap)
+{
+	const struct {
+		const char *name;
+		int32_t v;
+	} f[] = {
+		{ "maxConcurrentPeers", a->maxConcurrentPeers },
+		{ "minConcurrentPeers", a->minConcurrentPeers },
+		{ "maxFlowsPerPeer", a->maxFlowsPerPeer },
+		{ "minFlowsPerPeer", a->minFlowsPerPeer },
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].v < 0 && f[i].v != NET_ATTR_UNDEF) {
+			snprintf(why, cap, "%sCommAttr.%s is %d", dir,
+				 f[i].name, (int)f[i].v);
+			return -EINVAL;
+		}
+	/* f[] pairs max, min: 0 with 1, 2 with 3 */
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i += 2)
+		if (f[i].v >= 0 && f[i + 1].v > f[i].v) {
+			snprintf(why, cap, "%sCommAttr.%s %d exceeds %s %d",
+				 dir, f[i + 1].name, (int)f[i + 1].v,
+				 f[i].name, (int)f[i].v);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap)
+{
+	if (!attr) {
+		snprintf(why, cap, "no attributes (NULL)");
+		return -EINVAL;
+	}
+	if (comm_attr_check(&attr->sendCommAttr, "send", why, cap))
+		return -EINVAL;
+	return comm_attr_check(&attr->recvCommAttr, "recv", why, cap);
+}
+
+/*
+ * A communicator's context as NCCL holds it (v11 on): the core's, and
+ * NCCL's hints for its connections.  The traffic class goes with every
+ * connect; setNetAttr's hints are recorded and logged, and nothing acts
+ * on them yet (docs/nccl.md, "NCCL's hints", says why).
+ */
+struct plugin_ctx {
+	void *core;
+	int traffic_class;		/* -1: none */
+	pthread_mutex_t attr_lock;	/* NCCL may set them from any thread */
+	bool attr_set;
+	ncclNetAttr_t attr;
+};
+
+/* The hints in one line, for the log. */
+static void attr_text(const ncclNetAttr_t *a, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "send peers %d..%d flows/peer %d..%d, recv peers "
+		 "%d..%d flows/peer %d..%d, op 0x%x algo 0x%x proto 0x%x "
+		 "(-1: unset)",
+		 (int)a->sendCommAttr.minConcurrentPeers,
+		 (int)a->sendCommAttr.maxConcurrentPeers,
+		 (int)a->sendCommAttr.minFlowsPerPeer,
+		 (int)a->sendCommAttr.maxFlowsPerPeer,
+		 (int)a->recvCommAttr.minConcurrentPeers,
+		 (int)a->recvCommAttr.maxConcurrentPeers,
+		 (int)a->recvCommAttr.minFlowsPerPeer,
+		 (int)a->recvCommAttr.maxFlowsPerPeer,
+		 a->op, a->algo, a->proto);
+}
+
+/*
+ * NCCL calls it before each connection it sets up with hints that may
+ * change between them; a line only when they do, so that the log says
+ * what NCCL asked without one line per connection.
+ */
+static ncclResult_t set_net_attr(void *ctx, ncclNetAttr_t *attr)
+{
+	struct plugin_ctx *pc = ctx;
+	char why[160], text[256];
+	bool changed;
+
+	if (!pc) {
+		CORE_WARN("setNetAttr without a context (NULL)");
+		return ncclInvalidArgument;
+	}
+	if (core_net_attr_check(attr, why, sizeof(why))) {
+		CORE_WARN("setNetAttr: NCCL's hints cannot be true: %s", why);
+		return ncclInvalidArgument;
+	}
+	pthread_mutex_lock(&pc->attr_lock);
+	changed = !pc->attr_set || memcmp(&pc->attr, attr, sizeof(*attr));
+	pc->attr = *attr;
+	pc->attr_set = true;
+	pthread_mutex_unlock(&pc->attr_lock);
+	if (changed) {
+		attr_text(attr, text, sizeof(text));
+		CORE_INFO("NCCL's hints for the connections of this "
+			  "communicator: %s; recorded, not acted on", text);
+	}
+	return ncclSuccess;
+}
+
 /* --------------------------------------------------------- v11 and v12 */
 
 static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
@@ -269,21 +412,74 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 			     ncclDebugLogger_t logger,
 			     ncclProfilerCallback_t prof)
 {
-	(void)config;	/* traffic class: no module uses it yet */
-	core_prof_set(prof);
-	return core_to_nccl(core_net_init(ctx, comm_id, logger));
+	struct plugin_ctx *pc;
+	int err;
+
+	*ctx = NULL;
+	core_log_set_nccl(logger);	/* the class's warning goes to NCCL */
+	pc = calloc(1, sizeof(*pc));
+	if (!pc)
+		return ncclSystemError;
+	/* NCCL's config lives on its stack: what it says is copied now */
+	err = traffic_class_of(config, &pc->traffic_class);
+	if (!err) {
+		core_prof_set(prof);
+		err = core_net_init(&pc->core, comm_id, logger);
+	}
+	if (err) {
+		free(pc);
+		return core_to_nccl(err);
+	}
+	pthread_mutex_init(&pc->attr_lock, NULL);
+	if (pc->traffic_class >= 0)
+		CORE_INFO("communicator %016llx: traffic class %d (DSCP %d) "
+			  "for its connections", (unsigned long long)comm_id,
+			  pc->traffic_class, pc->traffic_class >> 2);
+	*ctx = pc;
+	return ncclSuccess;
+}
+
+static ncclResult_t listen_v11(void *ctx, int dev, void *handle,
+			       void **listen_comm)
+{
+	struct plugin_ctx *pc = ctx;
+
+	return p_listen(pc ? pc->core : NULL, dev, handle, listen_comm);
+}
+
+static ncclResult_t connect_v11(void *ctx, int dev, void *handle,
+				void **send_comm,
+				ncclNetDeviceHandle_t **dev_comm)
+{
+	struct plugin_ctx *pc = ctx;
+
+	return p_connect(pc ? pc->core : NULL, dev, handle,
+			 pc ? pc->traffic_class : -1, send_comm, dev_comm);
+}
+
+static ncclResult_t finalize_v11(void *ctx)
+{
+	struct plugin_ctx *pc = ctx;
+	ncclResult_t res;
+
+	if (!pc)
+		return p_finalize(NULL);
+	res = p_finalize(pc->core);
+	pthread_mutex_destroy(&pc->attr_lock);
+	free(pc);
+	return res;
 }
 
 #define V11_LIKE_MEMBERS(props_fn)                                             \
-	.name = CORE_NCCL_NET_NAME, .init = init_v11, .devices = p_devices,                \
-	.getProperties = props_fn, .listen = p_listen, .connect = p_connect,   \
-	.accept = p_accept, .regMr = p_reg_mr,                                 \
+	.name = CORE_NCCL_NET_NAME, .init = init_v11, .devices = p_devices,    \
+	.getProperties = props_fn, .listen = listen_v11,                       \
+	.connect = connect_v11, .accept = p_accept, .regMr = p_reg_mr,         \
 	.regMrDmaBuf = p_reg_mr_dmabuf, .deregMr = p_dereg_mr,                 \
 	.isend = p_isend, .irecv = p_irecv, .iflush = p_iflush,                \
 	.test = p_test, .closeSend = p_close_send,                             \
 	.closeRecv = p_close_recv, .closeListen = p_close_listen,              \
 	.getDeviceMr = NULL, .irecvConsumed = NULL, .makeVDevice = NULL,       \
-	.finalize = p_finalize, .setNetAttr = NULL
+	.finalize = finalize_v11, .setNetAttr = set_net_attr
 
 PLUGIN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
 	V11_LIKE_MEMBERS(props_v12)
@@ -326,12 +522,19 @@ static ncclResult_t listen_v10(int dev, void *handle, void **listen_comm)
 	return p_listen(v10_ctx, dev, handle, listen_comm);
 }
 
+/* v10 hands the config to each connect instead of to init. */
 static ncclResult_t connect_v10(int dev, ncclNetCommConfig_t *config,
 				void *handle, void **send_comm,
 				ncclNetDeviceHandle_t **dev_comm)
 {
-	(void)config;
-	return p_connect(v10_ctx, dev, handle, send_comm, dev_comm);
+	int tc;
+	int err = traffic_class_of(config, &tc);
+
+	if (err) {
+		*send_comm = NULL;
+		return core_to_nccl(err);
+	}
+	return p_connect(v10_ctx, dev, handle, tc, send_comm, dev_comm);
 }
 
 PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {

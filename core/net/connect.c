@@ -30,8 +30,21 @@ static int connect_unreached(const struct core_rail *rail,
 	return -ENOPROTOOPT;	/* the two hosts' modules or links differ */
 }
 
+/*
+ * NCCL's traffic class goes to the module with the channel: only the
+ * connecting side has one (module.h, 1.9).  A routed connection goes
+ * without it: the layered module dials its legs itself.
+ */
+static void connect_hint(struct core_conn *conn, int traffic_class)
+{
+	if (traffic_class < 0)
+		return;
+	conn->ctrl.traffic_class_set = 1;
+	conn->ctrl.traffic_class = traffic_class;
+}
+
 static int connect_start(const struct core_rail *rail, const uint8_t *handle,
-			 struct core_connecting **out)
+			 int traffic_class, struct core_connecting **out)
 {
 	struct core_connecting *cs;
 	struct core_handle h;
@@ -64,6 +77,8 @@ static int connect_start(const struct core_rail *rail, const uint8_t *handle,
 				     core_module_tag(cs->member->module->name),
 				     rail->fabric_id,
 				     core_current_state()->connect_timeout_ms, &cs->conn);
+		if (!err)
+			connect_hint(cs->conn, traffic_class);
 	}
 	if (err) {
 		free(cs);
@@ -130,7 +145,8 @@ static int connect_step(const struct core_rail *rail,
 			   send_comm);
 }
 
-int core_net_connect(void *ctx, int dev, void *handle, void **send_comm)
+int core_net_connect(void *ctx, int dev, void *handle, int traffic_class,
+		     void **send_comm)
 {
 	const struct core_rail *rail = core_net_rail(dev);
 	uint8_t *slot = (uint8_t *)handle + CORE_HANDLE_STATE_OFFSET;
@@ -147,7 +163,7 @@ int core_net_connect(void *ctx, int dev, void *handle, void **send_comm)
 		return 0;	/* another call on this handle steps it */
 	if (err) {
 		/* whatever the slot held, it was not ours */
-		err = connect_start(rail, handle, &cs);
+		err = connect_start(rail, handle, traffic_class, &cs);
 		if (err)
 			return err;
 		err = core_connects_add(ctx, dev, handle, cs, &e);

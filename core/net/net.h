@@ -48,7 +48,9 @@ bool core_nccl_net_is_ours(void);
 struct core_tuning;
 void core_net_tuning(struct core_tuning *tuning);
 int core_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-int core_net_connect(void *ctx, int dev, void *handle, void **send_comm);
+/* traffic_class: NCCL's for this connection (0..255), -1 for none. */
+int core_net_connect(void *ctx, int dev, void *handle, int traffic_class,
+		     void **send_comm);
 int core_net_accept(void *listen_comm, void **recv_comm);
 int core_net_close_listen(void *listen_comm);
 int core_net_close_comm(void *comm, int send);

@@ -33,6 +33,7 @@
  *      mesh_module.counters.
  * 1.8: profiler events: struct mesh_prof_part and the mesh_host prof_*
  *      services.
+ * 1.9: mesh_ctrl.traffic_class_set/traffic_class.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -92,7 +93,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 8
+#define MESH_MODULE_ABI_MINOR 9
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -398,6 +399,18 @@ struct mesh_ctrl {
 	 */
 	const uint8_t *secret;
 	size_t secret_len;
+	/* ABI 1.9 */
+	/**
+	 * Connecting side: the traffic class NCCL asks for this connection
+	 * (ncclNetCommConfig_t.trafficClass of the communicator, NCCL_IB_TC
+	 * style): the whole IP TOS / IPv6 traffic class byte, DSCP << 2 |
+	 * ECN, as the GRH of RoCE and IB carries it.  traffic_class_set 0:
+	 * NCCL gave none, and always on the accepting side (NCCL gives the
+	 * accepting side no config) and on a channel a module made (a
+	 * relay's); the module's own config then decides.
+	 */
+	int traffic_class_set;
+	int traffic_class;	/**< 0..255 where set */
 };
 
 /**
@@ -413,6 +426,19 @@ static inline void *mesh_ctrl_state(struct mesh_ctrl *ctrl, size_t size,
 	if (*fresh)
 		ctrl->module_state = calloc(1, size);
 	return ctrl->module_state;
+}
+
+/**
+ * The traffic class of a connection's packets (ABI 1.9): NCCL's where
+ * ctrl carries one, else `own`, the module's config (-1: none).
+ */
+static inline int mesh_ctrl_traffic_class(const struct mesh_ctrl *ctrl,
+					  int own)
+{
+	if (ctrl->traffic_class_set && ctrl->traffic_class >= 0 &&
+	    ctrl->traffic_class <= 255)
+		return ctrl->traffic_class;
+	return own;
 }
 
 /**

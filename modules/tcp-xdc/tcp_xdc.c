@@ -57,6 +57,8 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, TCP_XDC_MAX_CHUNK,
 	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
+	{ "traffic_class", MESH_PARAM_INT, "-1", -1, 255,
+	  "IP TOS / IPv6 traffic class byte (DSCP << 2) of every data stream's packets where NCCL's communicator config sets none (it wins where it does); -1 leaves the system's." },
 	{ NULL, 0, NULL, 0, 0, NULL },
 };
 
@@ -137,6 +139,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->sndbuf = (int)host->param_int(host, "sndbuf");
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");
+	ctx->traffic_class = (int)host->param_int(host, "traffic_class");
 	pthread_mutex_init(&ctx->linger_lock, NULL);
 	ifname = host->param_str(host, "ifname");
 	if (!ifname)

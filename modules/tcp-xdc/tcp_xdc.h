@@ -43,6 +43,7 @@ struct tcp_xdc_ctx {
 	int sndbuf;
 	int rcvbuf;
 	int speed_mbps;
+	int traffic_class;		/* the config's; -1: leave as is */
 	int keepalive_idle_s;
 	int keepalive_interval_s;
 	int keepalive_count;
@@ -245,6 +246,7 @@ struct tcp_xdc_comm {
 	uint64_t stall_ms;		/* send: a blocked stream with no word
 					 * for this long is dialed anew */
 	uint32_t record_size;		/* of a new socket's records */
+	int traffic_class;		/* of its sockets, -1: left as is */
 	atomic_int broken;		/* streams out now */
 	_Atomic uint64_t outage_ns;	/* when the outage began */
 	_Atomic uint64_t resent_chunks, resent_bytes;	/* in this outage */
@@ -302,14 +304,17 @@ void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
 /* tcp_xdc_data.c */
 /* secret: the control connection's; record_size 0: streams in clear. */
 /* rejoin: kept for resuming (NULL: none), the comm's from here on. */
+/* traffic_class: of the streams' sockets (-1: left as is), kept for
+ * those dialed anew. */
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
 		       const uint8_t *secret, size_t secret_len,
 		       uint32_t record_size, struct mesh_rejoin *rejoin,
-		       struct tcp_xdc_comm **comm_out);
-/* tcp_xdc_conn.c: options of a data stream, also of one dialed anew. */
+		       int traffic_class, struct tcp_xdc_comm **comm_out);
+/* tcp_xdc_conn.c: options of a data stream, also of one dialed anew;
+ * traffic_class -1 leaves the socket's TOS as the system set it. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
-			  const char *peer, bool is_send);
+			  const char *peer, bool is_send, int traffic_class);
 int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 		  void *mhandle, void **request);
 int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,

@@ -33,20 +33,27 @@ struct tcp_xdc_pending {
 	uint32_t record_size;		/* 0: streams in clear */
 	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
 	uint64_t rejoin_key;		/* 0: no resuming */
+	int traffic_class;		/* of the streams; -1: left as is */
 	int nfds;
 	int fds[TCP_XDC_MAX_STREAMS];
 };
 
-static struct tcp_xdc_pending *pending_get(struct mesh_ctrl *ctrl,
+static struct tcp_xdc_pending *pending_get(const struct tcp_xdc_ctx *ctx,
+					   struct mesh_ctrl *ctrl,
 					   enum tcp_xdc_phase first)
 {
 	bool fresh;
 	struct tcp_xdc_pending *p = mesh_ctrl_state(ctrl, sizeof(*p), &fresh);
 
-	if (!p)
+	if (!p) {
 		MESH_WARN("out of memory");
-	else if (fresh)
+	} else if (fresh) {
 		p->phase = first;
+		/* NCCL's where it gave one: only ever the connecting
+		 * side, the data's direction (module.h 1.9) */
+		p->traffic_class = mesh_ctrl_traffic_class(ctrl,
+							   ctx->traffic_class);
+	}
 	return p;
 }
 
@@ -76,12 +83,43 @@ static void set_opt(int fd, int level, int name, int value, const char *what,
 			  strerror(errno));
 }
 
+/*
+ * The class marks what this socket sends: the data on the sending side,
+ * acknowledgements and pings on the receiving one.  An IPv6 socket may
+ * carry IPv4 (a mapped address), where IP_TOS is the one that counts: it
+ * gets both, and a refusal of IP_TOS on it says nothing (a socket bound
+ * to IPv6 only has no IPv4 header to mark).
+ */
+static void set_traffic_class(int fd, int traffic_class, const char *peer)
+{
+	int domain = AF_UNSPEC;
+	socklen_t len = sizeof(domain);
+	int level = IPPROTO_IP, name = IP_TOS;
+	const char *what = "IP_TOS";
+
+	if (traffic_class < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+	    domain == AF_INET6) {
+		(void)setsockopt(fd, IPPROTO_IP, IP_TOS, &traffic_class,
+				 sizeof(traffic_class));
+		level = IPPROTO_IPV6;
+		name = IPV6_TCLASS;
+		what = "IPV6_TCLASS";
+	}
+	if (setsockopt(fd, level, name, &traffic_class, sizeof(traffic_class)))
+		MESH_WARN("peer %s: cannot set %s to %d (DSCP %d): %s; its "
+			  "packets go unmarked", peer, what, traffic_class,
+			  traffic_class >> 2, strerror(errno));
+}
+
 #define RESUME_KEEPALIVE_S 3
 
 /* Options are tuning: a refusal is worth a note, not a failed connection. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
-			  const char *peer, bool is_send)
+			  const char *peer, bool is_send, int traffic_class)
 {
+	set_traffic_class(fd, traffic_class, peer);
 	if (ctx->sndbuf)
 		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
 			peer);
@@ -146,7 +184,8 @@ static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 				  strerror(-ret));
 			return ret;
 		}
-		tcp_xdc_stream_setup(ctx, fd, p->nfds, ctrl->peer, is_send);
+		tcp_xdc_stream_setup(ctx, fd, p->nfds, ctrl->peer, is_send,
+				     p->traffic_class);
 		p->fds[p->nfds++] = fd;
 	}
 	return 1;
@@ -195,7 +234,7 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 				 p->nstreams, p->fds, ctrl->secret,
 				 ctrl->secret_len, p->record_size,
 				 rejoin_keep(ctx, ctrl, p->rejoin_key, is_send),
-				 &comm);
+				 p->traffic_class, &comm);
 	p->nfds = 0;
 	pending_free(ctrl);
 	if (ret)
@@ -285,7 +324,7 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 
 	(void)dev;
 	*send_comm = NULL;
-	p = pending_get(ctrl, TCP_XDC_SEND_HELLO);
+	p = pending_get(ctx, ctrl, TCP_XDC_SEND_HELLO);
 	if (!p)
 		return -ENOMEM;
 	switch (p->phase) {
@@ -403,7 +442,7 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 
 	(void)dev;
 	*recv_comm = NULL;
-	p = pending_get(ctrl, TCP_XDC_WAIT_HELLO);
+	p = pending_get(ctx, ctrl, TCP_XDC_WAIT_HELLO);
 	if (!p)
 		return -ENOMEM;
 	switch (p->phase) {

@@ -614,11 +614,12 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 		       size_t chunk_size, int nstreams, const int *fds,
 		       const uint8_t *secret, size_t secret_len,
 		       uint32_t record_size, struct mesh_rejoin *rejoin,
-		       struct tcp_xdc_comm **comm_out)
+		       int traffic_class, struct tcp_xdc_comm **comm_out)
 {
 	struct tcp_xdc_comm *comm = NULL;
 	char sealed[128] = "not encrypted";
 	char resumes[64] = "no resuming";
+	char marked[48] = "";
 	int ret;
 
 	ret = tcp_xdc_pool_start(ctx);
@@ -646,6 +647,10 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 							chunk_size;
 	comm->timeout_ms = ctx->timeout_ms;
 	comm->inline_max = ctx->inline_max;
+	comm->traffic_class = traffic_class;
+	if (traffic_class >= 0)
+		snprintf(marked, sizeof(marked), ", traffic class %d (DSCP %d)",
+			 traffic_class, traffic_class >> 2);
 	/* the record layer reads whole records (up to record_size): that
 	 * work stays off NCCL's proxy thread */
 	comm->recv_inline = !is_send && ctx->inline_max && !record_size;
@@ -687,11 +692,11 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 	ret = xdc_pool_attach(ctx, comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s, %s",
+	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s, %s%s",
 		  xdc_comm_kind(comm), comm->id, is_send ? "to" : "from",
 		  comm->peer, comm->nstreams, comm->nlanes,
 		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms,
-		  resumes, sealed);
+		  resumes, sealed, marked);
 	*comm_out = comm;
 	return 0;
 err:

@@ -281,7 +281,8 @@ static int send_adopt(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 {
 	int ret = 0;
 
-	tcp_xdc_stream_setup(comm->ctx, ns->fd, s->index, comm->peer, true);
+	tcp_xdc_stream_setup(comm->ctx, ns->fd, s->index, comm->peer, true,
+			     comm->traffic_class);
 	s->fd = ns->fd;
 	if (s->crypt) {
 		xdc_crypt_free(&s->crypt);
@@ -515,7 +516,8 @@ static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			 "the sender dialed it anew");
 		outage_begin(comm, s, xdc_now_ns());
 	}
-	tcp_xdc_stream_setup(comm->ctx, fd, s->index, comm->peer, false);
+	tcp_xdc_stream_setup(comm->ctx, fd, s->index, comm->peer, false,
+			     comm->traffic_class);
 	s->new_fd = fd;
 	s->confirmed = false;
 	s->asked = s->chunks;
