@@ -472,6 +472,8 @@ struct vl_comm {
 	unsigned int id;
 	char peer[128];
 	int nqps;			/* QP q runs on link q % nlinks */
+	/* of its QPs' GRH at RTR, also of those a repair rebuilds */
+	int traffic_class;
 	struct ibv_qp *qps[VL_MAX_QPS];
 	uint32_t psn[VL_MAX_QPS];
 	int sq_depth;

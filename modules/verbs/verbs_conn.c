@@ -144,7 +144,7 @@ static int qp_rtr_rts(struct vl_comm *c, int i, struct ibv_qp *qp,
 		memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
 		a.ah_attr.grh.sgid_index = (uint8_t)d->gid.index;
 		a.ah_attr.grh.hop_limit = 255;
-		a.ah_attr.grh.traffic_class = (uint8_t)ctx->traffic_class;
+		a.ah_attr.grh.traffic_class = (uint8_t)c->traffic_class;
 	}
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -397,10 +397,10 @@ static void conn_log(const struct vl_comm *c, const struct ib_wire_info *w)
 			ntohl(w->link[l].gid_index),
 			128 << mtu_min(d, &w->link[l]));
 	}
-	MESH_INFO("%s comm %u %s peer %s: %d QPs over %s, eager up to %u bytes",
+	MESH_INFO("%s comm %u %s peer %s: %d QPs over %s, eager up to %u bytes, traffic class %d (DSCP %d)",
 		  c->is_send ? "send" : "recv", c->id,
 		  c->is_send ? "to" : "from", c->peer, c->nqps, line,
-		  c->eager_max);
+		  c->eager_max, c->traffic_class, c->traffic_class >> 2);
 }
 
 int vl_describe(void *comm, struct mesh_conn_info *info)
@@ -524,7 +524,7 @@ static int step_end(struct mesh_ctrl *ctrl, int ret)
 
 static int connect_create(struct vl_ctx *ctx, struct ib_pending *p,
 			  const struct vl_link_plan *plan, int nlinks,
-			  const char *peer)
+			  const struct mesh_ctrl *ctrl)
 {
 	struct vl_dev *links[VL_MAX_LINKS];
 	int nqps = ctx->nqps;
@@ -538,9 +538,14 @@ static int connect_create(struct vl_ctx *ctx, struct ib_pending *p,
 	/* every link gets at least one QP */
 	if (nqps < nlinks)
 		nqps = nlinks;
-	p->comm = vl_comm_create(ctx, links, nlinks, true, nqps, 0, peer);
+	p->comm = vl_comm_create(ctx, links, nlinks, true, nqps, 0,
+				 ctrl->peer);
 	if (!p->comm)
 		return -ENOMEM;
+	/* NCCL's traffic class where it gave one: only ever on the
+	 * connecting side (module.h 1.9), whose QPs send the data */
+	p->comm->traffic_class = mesh_ctrl_traffic_class(ctrl,
+							 ctx->traffic_class);
 	info_fill(p->comm, p->target, &p->info);
 	return 0;
 }
@@ -559,7 +564,7 @@ int vl_connect_links(struct vl_ctx *ctx,
 		return -ENOMEM;
 	switch (p->phase) {
 	case IB_CREATE:
-		ret = connect_create(ctx, p, plan, nlinks, ctrl->peer);
+		ret = connect_create(ctx, p, plan, nlinks, ctrl);
 		if (ret)
 			break;
 		p->phase = IB_SEND_INFO;
@@ -661,6 +666,9 @@ static int accept_info(struct vl_ctx *ctx, vl_resolve_fn resolve,
 			      ctrl->peer);
 	if (!p->comm)
 		return -ENOMEM;
+	/* NCCL gives the accepting side no class: its QPs (FIFO writes,
+	 * acknowledgements) keep the config's */
+	p->comm->traffic_class = ctx->traffic_class;
 	ret = qps_up(p->comm, w);
 	if (!ret)
 		ret = vl_post_recvs(p->comm);
