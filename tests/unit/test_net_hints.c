@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NCCL's hints at the NCCL boundary (core/nccl/plugin.c built in):
+ *
+ *  - setNetAttr is there (not NULL) in v11 and v12, and checks what NCCL
+ *    hands it: no context or no attributes, a count below 0 other than
+ *    NCCL_NET_ATTR_UNDEF, a minimum above its maximum are refused with
+ *    ncclInvalidArgument; unset (-1), zeros and real hints are taken;
+ *  - init refuses a trafficClass outside -1..255 and leaves no context;
+ *    v10's connect refuses one the same way;
+ *  - with a class, init works and the context takes hints.
+ *
+ * usage: test_net_hints MODULE_DIR
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl-mesh/nccl_net.h"
+
+#include "check.h"
+#include "plugin_conf.h"
+
+extern const ncclNet_v12_t ncclNetPlugin_v12;
+extern const ncclNet_v11_t ncclNetPlugin_v11;
+extern const ncclNet_v10_t ncclNetPlugin_v10;
+int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap);
+
+#define UNDEF (-1)
+
+static ncclNetAttr_t attr_unset(void)
+{
+	ncclNetAttr_t a = {
+		{ UNDEF, UNDEF, UNDEF, UNDEF },
+		{ UNDEF, UNDEF, UNDEF, UNDEF },
+		(uint32_t)UNDEF, (uint32_t)UNDEF, (uint32_t)UNDEF,
+	};
+
+	return a;
+}
+
+static void check_attrs(void)
+{
+	ncclNetAttr_t a = attr_unset();
+	char why[160] = "";
+
+	CHECK(core_net_attr_check(NULL, why, sizeof(why)) == -EINVAL);
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == 0);
+	memset(&a, 0, sizeof(a));
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == 0);
+
+	/* what NCCL sends for p2p: peers and flows per peer, masks */
+	a = attr_unset();
+	a.sendCommAttr.maxConcurrentPeers = 8;
+	a.sendCommAttr.minConcurrentPeers = 1;
+	a.sendCommAttr.maxFlowsPerPeer = 4;
+	a.sendCommAttr.minFlowsPerPeer = 1;
+	a.recvCommAttr = a.sendCommAttr;
+	a.op = 0x3;
+	a.algo = 0x2;
+	a.proto = 0x4;
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == 0);
+
+	a.sendCommAttr.maxFlowsPerPeer = -2;
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == -EINVAL);
+	CHECK(strstr(why, "sendCommAttr.maxFlowsPerPeer is -2") != NULL);
+
+	a.sendCommAttr.maxFlowsPerPeer = 4;
+	a.recvCommAttr.minConcurrentPeers = 9;
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == -EINVAL);
+	CHECK(strstr(why, "recvCommAttr.minConcurrentPeers 9 exceeds "
+			  "maxConcurrentPeers 8") != NULL);
+
+	/* a minimum with no maximum is no contradiction */
+	a.recvCommAttr.maxConcurrentPeers = UNDEF;
+	CHECK(core_net_attr_check(&a, why, sizeof(why)) == 0);
+}
+
+static void check_init(const char *module_dir)
+{
+	ncclNetCommConfig_t config = { .trafficClass = 256 };
+	ncclNetAttr_t a = attr_unset();
+	struct plugin_conf pc;
+	void *ctx = (void *)&config;
+	void *comm = (void *)&config;
+	char handle[128] = { 0 };
+
+	CHECK(ncclNetPlugin_v11.setNetAttr != NULL);
+	CHECK(ncclNetPlugin_v12.setNetAttr != NULL);
+	CHECK(ncclNetPlugin_v12.setNetAttr(NULL, &a) == ncclInvalidArgument);
+
+	CHECK(ncclNetPlugin_v12.init(&ctx, 1, &config, NULL, NULL) ==
+	      ncclInvalidArgument);
+	CHECK(ctx == NULL);
+	config.trafficClass = -2;
+	CHECK(ncclNetPlugin_v11.init(&ctx, 1, &config, NULL, NULL) ==
+	      ncclInvalidArgument);
+	CHECK(ctx == NULL);
+	CHECK(ncclNetPlugin_v10.connect(0, &config, handle, &comm, NULL) ==
+	      ncclInvalidArgument);
+	CHECK(comm == NULL);
+
+	if (plugin_conf_write(&pc, "hints", "version = 1;\n"
+			      "modules = [ \"tcp-xdc\" ];\n"
+			      "tcp-xdc: { ifname = \"=lo\"; };\n")) {
+		fprintf(stderr, "cannot write the config\n");
+		failures++;
+		return;
+	}
+	setenv("NCCL_MESH_MODULE_PATH", module_dir, 1);
+	config.trafficClass = 104;
+	CHECK(ncclNetPlugin_v12.init(&ctx, 2, &config, NULL, NULL) ==
+	      ncclSuccess);
+	CHECK(ctx != NULL);
+	if (ctx) {
+		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, NULL) ==
+		      ncclInvalidArgument);
+		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) == ncclSuccess);
+		a.sendCommAttr.maxFlowsPerPeer = 2;
+		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) == ncclSuccess);
+		a.recvCommAttr.minFlowsPerPeer = -5;
+		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) ==
+		      ncclInvalidArgument);
+		CHECK(ncclNetPlugin_v12.finalize(ctx) == ncclSuccess);
+	}
+	plugin_conf_remove(&pc);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s MODULE_DIR\n", argv[0]);
+		return 2;
+	}
+	check_attrs();
+	check_init(argv[1]);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("net hints: ok\n");
+	return 0;
+}
