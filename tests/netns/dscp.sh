@@ -10,7 +10,9 @@
 #    every data packet carries DSCP 26;
 #  - the config's traffic_class 72 (DSCP 18) alone: the data carries 18,
 #    and the receiver's acknowledgements too (its own config's class);
-#  - both: NCCL's class wins on the data, the receiver keeps its config's.
+#  - both: NCCL's class wins on the data, the receiver keeps its config's;
+#  - the sender's streams reset mid-transfer: the streams dialed anew
+#    carry NCCL's class too.
 # A data packet is one longer than 1000 bytes (the plugin's control
 # channel and meshperf's bootstrap carry only small messages).
 #
@@ -65,10 +67,11 @@ packets() {
 			if ($i == "packets") print $(i + 1) }'
 }
 
-# run TAG [meshperf args...]: one transfer, client in snd, server in rcv,
-# each with the env of SND_ENV / RCV_ENV
-run() {
-	local tag=$1 spid cpid rc=0
+# run_bg TAG [meshperf args...]: starts one transfer of 1 MiB messages
+# (20 unless the args say), client in snd, server in rcv, each with the
+# env of SND_ENV / RCV_ENV; run_end TAG waits for it to succeed
+run_bg() {
+	local tag=$1
 
 	shift
 	netns_spawn rcv "$NETNS_TMP/$tag.server" env NCCL_MESH_CONF="$CONF" \
@@ -83,12 +86,22 @@ run() {
 		"${SND_ENV[@]}" "$MESHPERF" --client 10.77.0.2 --port "$PORT" \
 		--plugin "$PLUGIN" -v --sizes 1M --iters 20 --no-latency "$@"
 	cpid=$NETNS_LAST_PID
+}
+
+run_end() {
+	local tag=$1 rc=0
+
 	netns_wait "$cpid" 20 || rc=$?
 	netns_wait "$spid" 10 || rc=$((rc ? rc : $?))
 	if [ "$rc" -ne 0 ]; then
 		tail -n 20 "$NETNS_TMP/$tag.client" "$NETNS_TMP/$tag.server" >&2
 		netns_die "$tag: meshperf failed ($rc)"
 	fi
+}
+
+run() {
+	run_bg "$@"
+	run_end "$1"
 }
 
 # expect TAG DATA_DSCP ACK_DSCP: after run TAG with counters on both
@@ -135,5 +148,29 @@ count rcv 26
 count snd 18
 run both --traffic-class 104
 expect both 26 18
+
+# Streams dialed anew after an outage carry the class too: the sender's
+# data sockets reset mid-transfer (ss -K), on a link slow enough that the
+# transfer is still running, and every data packet, before and after,
+# must carry DSCP 26.  Needs the kernel's socket destroy (INET_DIAG_DESTROY).
+SND_ENV=()
+RCV_ENV=()
+netns_shape snd v0 400mbit
+count rcv 26
+run_bg resume --traffic-class 104 --iters 100
+sleep 0.8
+killed=$(nsx snd ss -HtK dst 10.77.0.2 "( dport != :$PORT )" 2>/dev/null |
+	grep -c ESTAB || true)
+t0=$SECONDS
+run_end resume
+netns_log "resume: took $((SECONDS - t0)) s"
+grep -h 'resumed' "$NETNS_TMP/resume.client" | head -n 2 >&2 || true
+if [ "$killed" -eq 0 ]; then
+	netns_log "resume: no socket destroyed (kernel without INET_DIAG_DESTROY?): only the first streams checked"
+else
+	grep -q 'resumed' "$NETNS_TMP/resume.client" ||
+		netns_die "resume: $killed sockets reset, and the sender did not resume"
+fi
+expect resume 26
 
 echo "PASS: dscp (data marked with NCCL's class, else the config's)"
