@@ -106,6 +106,52 @@ static void join_untrusted(const struct core_auth_key *k, const uint8_t *p,
 	}
 }
 
+/* The bootstrap check's batches: what decodes lies within total and
+ * encodes back to itself. */
+static void boot_batches(const uint8_t msg[CL_MSG_BYTES], int total)
+{
+	static struct cl_boot_target t[CL_BOOT_TARGETS], t2[CL_BOOT_TARGETS];
+	static struct cl_boot_result r[CL_BOOT_RESULTS], r2[CL_BOOT_RESULTS];
+	static uint8_t again[CL_MSG_BYTES];
+	int first, n, first2, n2;
+
+	if (!cl_decode_boot_targets(msg, total, t, &first, &n)) {
+		REQUIRE(first >= 0 && n >= 0 && n <= CL_BOOT_TARGETS &&
+			n <= total - first);
+		for (int i = 0; i < n; i++) {
+			clean_str(t[i].addr, sizeof(t[i].addr));
+			REQUIRE(t[i].rank == first + i);
+			REQUIRE(t[i].port >= 0 && t[i].port <= 65535);
+		}
+		REQUIRE(!cl_encode_boot_targets(t, first, n, again) &&
+			!cl_decode_boot_targets(again, total, t2, &first2,
+						&n2));
+		REQUIRE(first2 == first && n2 == n);
+		for (int i = 0; i < n; i++)
+			REQUIRE(!strcmp(t[i].addr, t2[i].addr) &&
+				t[i].port == t2[i].port &&
+				t[i].token == t2[i].token);
+	}
+	if (!cl_decode_boot_results(msg, total, r, &first, &n)) {
+		REQUIRE(first >= 0 && n >= 0 && n <= CL_BOOT_RESULTS &&
+			n <= total - first);
+		for (int i = 0; i < n; i++) {
+			clean_str(r[i].detail, sizeof(r[i].detail));
+			REQUIRE(r[i].to == first + i && r[i].status >= 0 &&
+				r[i].status < CL_BOOT_NSTATUS);
+			REQUIRE(isfinite(r[i].ms) && r[i].ms >= 0);
+		}
+		REQUIRE(!cl_encode_boot_results(r, first, n, again) &&
+			!cl_decode_boot_results(again, total, r2, &first2,
+						&n2));
+		REQUIRE(first2 == first && n2 == n);
+		for (int i = 0; i < n; i++)
+			REQUIRE(r[i].status == r2[i].status &&
+				r[i].ms == r2[i].ms &&
+				!strcmp(r[i].detail, r2[i].detail));
+	}
+}
+
 static void decoders(const uint8_t *p, size_t n)
 {
 	static uint8_t msg[CL_MSG_BYTES], again[CL_MSG_BYTES];
@@ -137,6 +183,8 @@ static void decoders(const uint8_t *p, size_t n)
 			s.path.nrelays == s2.path.nrelays &&
 			s.elapsed == s2.elapsed && s.rc == s2.rc);
 	}
+	/* the job's size from the input's last byte: 1..256 hosts */
+	boot_batches(msg, n ? p[n - 1] + 1 : 1);
 	if (!cl_decode_cmd(msg, &c)) {
 		REQUIRE(!cl_encode_cmd(&c, again) && !cl_decode_cmd(again, &c2));
 		REQUIRE(c.kind == c2.kind && c.rail == c2.rail &&
