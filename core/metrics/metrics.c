@@ -144,6 +144,16 @@ static void series_set_free(struct series_set *set)
 	memset(set, 0, sizeof(*set));
 }
 
+/* The totals of closed comms live as long as the library: NCCL may close
+ * comms after its last finalize, and tools read them until they exit.
+ * Unloaded, nothing can read them again. */
+__attribute__((destructor)) static void closed_free(void)
+{
+	pthread_mutex_lock(&reg_lock);
+	series_set_free(&closed);
+	pthread_mutex_unlock(&reg_lock);
+}
+
 static const struct known *known_name(const char *name)
 {
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)

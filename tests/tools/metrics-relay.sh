@@ -116,6 +116,41 @@ case_scrape() {
 		[ -s "$tmp/port" ] && break
 		sleep 0.1
 	done
+	# scrapes while the data flows (one scraper, started before the
+	# client: a python started per scrape, or late, can take seconds on
+	# a busy host and miss the transfer): the count grows
+	python3 - "$URL/metrics" "$tmp/client.pid" "$tmp" <<'PY' >"$tmp/scrapes" &
+import os
+import sys
+import time
+import urllib.request
+
+url, pidfile, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, tmp)
+import prom  # noqa: E402
+
+# until the client ended, at most 120 s
+for n in range(1200):
+    try:
+        os.kill(int(open(pidfile).read()), 0)
+    except (FileNotFoundError, ValueError):
+        time.sleep(0.1)
+        continue
+    except ProcessLookupError:
+        break
+    with urllib.request.urlopen(url, timeout=10) as r:
+        path = '%s/scrape.%04d' % (tmp, n)
+        open(path, 'wb').write(r.read())
+    errors, samples = prom.parse(path)
+    sent = prom.total(samples, 'nccl_mesh_relayed_bytes_total',
+                      {'direction': 'send', 'peer': '127.0.0.3'})
+    pairs = prom.total(samples, 'nccl_mesh_relay_pairs', {})
+    print('%d %d %d' % (len(errors), sent or 0, pairs or 0), flush=True)
+    for e in errors:
+        print(e, file=sys.stderr)
+    time.sleep(0.1)
+PY
+	local scraper=$!
 	NCCL_MESH_RELAY_NAME=c NCCL_MESH_RELAY_RELAYS="$RELAYS" \
 		NCCL_MESH_RELAY_ROUTES="127.0.0.3 via r1" \
 		NCCL_MESH_METRICS_FILE="$tmp/client.prom" \
@@ -125,36 +160,7 @@ case_scrape() {
 		>"$tmp/client.json" 2>"$tmp/client.log" &
 	client=$!
 	pids+=("$client")
-	# scrapes while the data flows (one scraper: a python started per
-	# scrape can take seconds on a busy host): the count grows
-	python3 - "$URL/metrics" "$client" "$tmp" <<'PY' >"$tmp/scrapes" &
-import os
-import sys
-import time
-import urllib.request
-
-url, pid, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-sys.path.insert(0, tmp)
-import prom  # noqa: E402
-
-for n in range(40):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        break
-    with urllib.request.urlopen(url, timeout=10) as r:
-        path = '%s/scrape.%03d' % (tmp, n)
-        open(path, 'wb').write(r.read())
-    errors, samples = prom.parse(path)
-    sent = prom.total(samples, 'nccl_mesh_relayed_bytes_total',
-                      {'direction': 'send', 'peer': '127.0.0.3'})
-    pairs = prom.total(samples, 'nccl_mesh_relay_pairs', {})
-    print('%d %d %d' % (len(errors), sent or 0, pairs or 0), flush=True)
-    for e in errors:
-        print(e, file=sys.stderr)
-    time.sleep(0.25)
-PY
-	local scraper=$!
+	echo "$client" >"$tmp/client.pid"
 	wait "$client" || ok=1
 	wait "$scraper" || ok=1
 	while read -r bad v pairs; do
