@@ -1093,16 +1093,18 @@ static int relay_test(void *request, int *done, int *sizes)
 		   c->chunk_req != r) {
 		/* whole, and nothing before it owed: a route that breaks
 		 * never takes back what NCCL was given */
+		/* The origin's send completes on this end's acknowledgement,
+		 * and NCCL may not call test() here again once this is done:
+		 * the acknowledgement leaves before the receive completes
+		 * (unless the origin closed: nobody waits for it then). */
+		bool owed = c->resumable && !c->end_known;
+
 		whole = recv_whole(c);
 		finished = true;
 		for (int i = 0; i < r->n; i++)
 			finished &= r->mseq[i] <= whole &&
-				    (!c->resumable || r->mseq[i] <= c->acked);
-		/* The origin's send completes on this end's acknowledgement,
-		 * and NCCL may not call test() here again once this is done:
-		 * the acknowledgement leaves before the receive completes. */
-		if (finished && c->resumable &&
-		    relay_chan_flush(&c->chan) == -EAGAIN)
+				    (!owed || r->mseq[i] <= c->acked);
+		if (finished && owed && relay_chan_flush(&c->chan) == -EAGAIN)
 			finished = false;
 	}
 	if (!finished)
