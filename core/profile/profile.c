@@ -119,9 +119,20 @@ static void req_free(struct prof_req *w)
 		free(w);
 }
 
+static bool exit_key_made;
+
 static void exit_key_make(void)
 {
-	(void)pthread_key_create(&exit_key, thread_exit);
+	exit_key_made = !pthread_key_create(&exit_key, thread_exit);
+}
+
+/* Unloaded: the unloading thread's kept request goes, and no thread that
+ * ends later calls into code that is gone. */
+__attribute__((destructor)) static void prof_unload(void)
+{
+	thread_exit(NULL);
+	if (exit_key_made)
+		(void)pthread_key_delete(exit_key);
 }
 
 static int prof_test(void *request, int *done, int *sizes)
