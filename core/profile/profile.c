@@ -44,13 +44,12 @@ struct prof_req {
 	struct mesh_prof_event_v1 d[PROF_SUBS];
 };
 
-/* The request on this thread's module call (prof_request), a started
- * one whose post the module turned down (waiting for NCCL's retry), and
- * one kept for the next request (idle), so that asking NCCL about a step
- * nobody profiles allocates nothing. */
+/* The request on this thread's module call (prof_request), and a started
+ * one whose post the module turned down (waiting for NCCL's retry).  No
+ * request is kept for the next one: a thread's cache would outlive an
+ * unload of the plugin (a leak, and a destructor in unmapped code). */
 static __thread struct prof_req *cur;
 static __thread struct prof_req *waiting;
-static __thread struct prof_req *idle;
 /* Ids: a thread's number in the high bits, its count below. */
 static __thread uint64_t next_id;
 static atomic_uint_fast64_t threads;
@@ -106,17 +105,12 @@ static void thread_exit(void *unused)
 		free(waiting);
 		waiting = NULL;
 	}
-	free(idle);
-	idle = NULL;
 }
 
-/* Done with w: kept for this thread's next request, or freed. */
+/* Done with w. */
 static void req_free(struct prof_req *w)
 {
-	if (!idle)
-		idle = w;
-	else
-		free(w);
+	free(w);
 }
 
 static bool exit_key_made;
@@ -191,8 +185,7 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 		req_stop(w, NULL, MESH_PROF_FLAG_UNPOSTED);
 		req_free(w);
 	}
-	w = idle ? idle : malloc(sizeof(*w));
-	idle = NULL;
+	w = malloc(sizeof(*w));
 	if (!w)
 		return NULL;
 	if (!next_id) {
@@ -211,7 +204,7 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 	}
 	next_id++;
 	if (!any) {
-		idle = w;
+		free(w);
 		return NULL;
 	}
 	return w;
