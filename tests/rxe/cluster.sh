@@ -68,7 +68,11 @@ cluster_run() {
 		extra=()
 		[ "$r" -eq 0 ] &&
 			extra=(--json "$LOGDIR/$tag.json" --dot "$LOGDIR/$tag.dot")
+		# NCCL's bootstrap on the management network (m<node>), as
+		# on a cluster whose cables are each their own subnet: the
+		# bootstrap check finds no finding there
 		rxe_spawn "rxn$((r + 1))" "$LOGDIR/$tag.rank$r" env \
+			NCCL_SOCKET_IFNAME="=m$((r + 1))" \
 			NCCL_MESH_HOSTNAME="$prefix$((r + 1))" NCCL_MESH_CONF="$conf" \
 			NCCL_MESH_MODULE_PATH="$modpath" "$MESHINFO" --cluster \
 			--rendezvous "${rdv[r]}:$CLUSTER_PORT" --rank "$r" --size "$n" \
