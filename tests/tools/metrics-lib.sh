@@ -16,6 +16,50 @@
 # prom_setup DIR writes the reader to DIR/prom.py first (a python of the
 # test may import it: parse(path) -> (errors, samples), total(samples,
 # name, labels)).
+#
+# metrics_test_setup: what every metrics test starts with: a scratch
+# directory tmp (removed, and the processes in pids killed, on exit), the
+# reader in it, no NCCL_MESH_* or NCCL_DEBUG from the caller, failures 0.
+# check STATUS WHAT: PASS or FAIL (with the tails of tmp/*.log) and counts.
+
+metrics_test_setup() {
+	local v
+
+	tmp=$(mktemp -d)
+	pids=()
+	failures=0
+	trap metrics_test_cleanup EXIT
+	prom_setup "$tmp"
+	for v in $(compgen -e); do
+		case $v in NCCL_MESH_*|NCCL_DEBUG) unset "$v" ;; esac
+	done
+}
+
+# shellcheck disable=SC2317  # runs from the trap
+metrics_test_cleanup() {
+	local p
+
+	for p in "${pids[@]}"; do
+		kill -9 "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+
+check() {
+	local f
+
+	if [ "$1" -eq 0 ]; then
+		echo "PASS: $2"
+	else
+		echo "FAIL: $2"
+		for f in "$tmp"/*.log; do
+			echo "---- $(basename "$f") ----"
+			grep -a -v "^\[" "$f" | tail -n 20
+		done
+		failures=$((failures + 1))
+	fi
+}
 
 prom_setup() {
 	prom_py=$1/prom.py

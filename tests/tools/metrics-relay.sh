@@ -24,24 +24,7 @@ src=$(cd "$2" && pwd)
 meshperf=$build/tools/meshperf/meshperf
 meshrelay=$build/tools/meshrelay/meshrelay
 plugin=$build/core/libnccl-net-mesh.so
-tmp=$(mktemp -d)
-pids=()
-failures=0
-
-# shellcheck disable=SC2317  # runs from the trap
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-prom_setup "$tmp"
-
-for v in $(compgen -e); do
-	case $v in NCCL_MESH_*|NCCL_DEBUG) unset "$v" ;; esac
-done
+metrics_test_setup
 export NCCL_MESH_CONF=$src/tests/functional/relay.conf
 export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc:$build/modules/relay
 
@@ -53,19 +36,6 @@ P1=$(free_port 127.0.0.2)
 MP=$(free_port 127.0.0.2)
 RELAYS="r1 127.0.0.2:$P1"
 URL=http://127.0.0.2:$MP
-
-check() {
-	if [ "$1" -eq 0 ]; then
-		echo "PASS: $2"
-	else
-		echo "FAIL: $2"
-		for f in "$tmp"/*.log; do
-			echo "---- $(basename "$f") ----"
-			grep -a -v "^\[" "$f" | tail -n 20
-		done
-		failures=$((failures + 1))
-	fi
-}
 
 # http METHOD PATH OUT: the status line's code, the body into OUT
 http() {

@@ -18,40 +18,10 @@ src=$(cd "$2" && pwd)
 . "$src/tests/tools/metrics-lib.sh"
 meshperf=$build/tools/meshperf/meshperf
 plugin=$build/core/libnccl-net-mesh.so
-tmp=$(mktemp -d)
-pids=()
-failures=0
-
-# shellcheck disable=SC2317  # runs from the trap
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill -9 "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-prom_setup "$tmp"
-
-for v in $(compgen -e); do
-	case $v in NCCL_MESH_*|NCCL_DEBUG) unset "$v" ;; esac
-done
+metrics_test_setup
 export NCCL_MESH_CONF=$src/tests/functional/loopback.conf
 export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
 export NCCL_MESH_METRICS_INTERVAL_MS=100
-
-check() {
-	if [ "$1" -eq 0 ]; then
-		echo "PASS: $2"
-	else
-		echo "FAIL: $2"
-		for f in "$tmp"/*.log; do
-			echo "---- $(basename "$f") ----"
-			tail -n 20 "$f"
-		done
-		failures=$((failures + 1))
-	fi
-}
 
 # run DIR [meshperf args...]: a server and a client writing into DIR,
 # in the background (pids server and client: their timeouts')
