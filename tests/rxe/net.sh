@@ -124,7 +124,9 @@ rxnet_begin() {
 	done
 }
 
-# rxnet_up N: a fresh mesh of N nodes (an older one is removed first).
+# rxnet_up N: a fresh mesh of N nodes (an older one is removed first), with
+# its management network: every cable is its own subnet, so NCCL's
+# bootstrap between any two nodes needs one (meshinfo --cluster checks it).
 rxnet_up() {
 	local n=${1:-3} i j devs=()
 
@@ -146,7 +148,7 @@ rxnet_up() {
 			devs+=("rxe$i$j")
 		done
 	done
-	rxnet_wait_active "${devs[@]}"
+	rxnet_mgmt "$n" && rxnet_wait_active "${devs[@]}"
 }
 
 # rxnet_down: removes the mesh rxnet_up built (devices first: an rxe device
