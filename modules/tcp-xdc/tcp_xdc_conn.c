@@ -113,12 +113,36 @@ static void set_traffic_class(int fd, int traffic_class, const char *peer)
 			  traffic_class >> 2, strerror(errno));
 }
 
-#define RESUME_KEEPALIVE_S 3
+/*
+ * Resuming, a sender probes a stream after a second without a word from
+ * its peer.  A receiver whose stream was reset gives the sender timeout_ms
+ * to dial it anew, one whose socket gave up waits out outage_ms, and a
+ * sender with nothing to write on that stream learns of either only from
+ * its probe: the peer's reset at once, or silence after a few probes (at
+ * most a fifth of outage_ms, as the receiver's own timeout comes first).
+ * The peer's kernel answers probes, so a live but busy peer never fails
+ * them, and a probe lost to a lossy path only costs a resume.
+ */
+#define RESUME_KEEPALIVE_S 1
+#define RESUME_KEEPALIVE_MIN_COUNT 3
+
+static int keepalive_count(const struct tcp_xdc_ctx *ctx, bool resuming)
+{
+	/* probes a second apart after the idle second */
+	int cap = ctx->outage_ms / 5000 - RESUME_KEEPALIVE_S;
+
+	if (!resuming || cap >= ctx->keepalive_count)
+		return ctx->keepalive_count;
+	return cap < RESUME_KEEPALIVE_MIN_COUNT ? RESUME_KEEPALIVE_MIN_COUNT :
+						   cap;
+}
 
 /* Options are tuning: a refusal is worth a note, not a failed connection. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 			  const char *peer, bool is_send, int traffic_class)
 {
+	bool resuming = is_send && ctx->outage_ms;
+
 	set_traffic_class(fd, traffic_class, peer);
 	if (ctx->sndbuf)
 		set_opt(fd, SOL_SOCKET, SO_SNDBUF, ctx->sndbuf, "SO_SNDBUF",
@@ -129,19 +153,13 @@ void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 	set_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", peer);
 	/* Keeps NAT and firewall state of a quiet stream alive. */
 	set_opt(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE", peer);
-	/*
-	 * Resuming, a sender probes an idle stream within seconds: a
-	 * receiver whose socket gave up during an outage waits for this
-	 * stream to be dialed anew, and only the probe's reset (or its
-	 * silence) tells a sender with nothing to write.
-	 */
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, is_send && ctx->outage_ms &&
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE, resuming &&
 		ctx->keepalive_idle_s > RESUME_KEEPALIVE_S ?
 		RESUME_KEEPALIVE_S : ctx->keepalive_idle_s,
 		"TCP_KEEPIDLE", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, is_send && ctx->outage_ms ?
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL, resuming ?
 		1 : ctx->keepalive_interval_s, "TCP_KEEPINTVL", peer);
-	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, ctx->keepalive_count,
+	set_opt(fd, IPPROTO_TCP, TCP_KEEPCNT, keepalive_count(ctx, resuming),
 		"TCP_KEEPCNT", peer);
 	/*
 	 * A receiver's unacknowledged ping older than this fails the socket
