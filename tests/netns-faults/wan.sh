@@ -276,7 +276,10 @@ case_past_budget() {
 		wan_end "$pid" $(((down_ms + 999) / 1000))
 		wan_check_fail run "$side" "$WAN_RC" "$t0" "$WAN_END" "$limit" \
 			"WARN.*out for [0-9]+ ms"
-		out=$(grep -o 'out for [0-9]* ms' "$NETNS_TMP/run.$side" | head -n1)
+		# the failure's own line: an outage resumed before may precede it
+		out=$(grep -o 'out for [0-9]* ms, past' "$NETNS_TMP/run.$side" |
+			head -n1)
+		out=${out%, past}
 		n=${out//[^0-9]/}
 		[ "$n" -ge "$WAN_OUTAGE_MS" ] ||
 			wan_fail run "the $side says '$out': less than outage_ms $WAN_OUTAGE_MS"
