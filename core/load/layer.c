@@ -271,8 +271,12 @@ static int dial(const struct mesh_host *host, const struct mesh_addr *addrs,
 					      core_module_tag(host->module),
 					      st->dc * st->max_rails,
 					      st->connect_timeout_ms, &c);
-		if (!err_)
+		if (!err_) {
+			/* only a layering module dials: what it sets up
+			 * on the channel is its leg (module.h 1.10) */
+			c->ctrl.leg = 1;
 			*ctrl = &c->ctrl;
+		}
 	});
 }
 
@@ -363,8 +367,10 @@ static int serve_accept(const struct mesh_host *host, struct mesh_ctrl **ctrl)
 		err = core_ctrl_accept(s->lc, layer_state->connect_timeout_ms,
 				       &c);
 	pthread_mutex_unlock(&layer_lock);
-	if (!err)
+	if (!err) {
+		c->ctrl.leg = 1;	/* as dial's */
 		*ctrl = &c->ctrl;
+	}
 	return err;
 }
 

@@ -34,6 +34,7 @@
  * 1.8: profiler events: struct mesh_prof_part and the mesh_host prof_*
  *      services.
  * 1.9: mesh_ctrl.traffic_class_set/traffic_class.
+ * 1.10: mesh_ctrl.leg.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -93,7 +94,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 9
+#define MESH_MODULE_ABI_MINOR 10
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -411,6 +412,18 @@ struct mesh_ctrl {
 	 */
 	int traffic_class_set;
 	int traffic_class;	/**< 0..255 where set */
+	/* ABI 1.10 */
+	/**
+	 * Nonzero: the comm set up on this channel is a leg of another
+	 * module's connection (layering, 1.4), not one NCCL holds.  The
+	 * module above decides whether the leg's failure is fatal (a relay
+	 * sets up another route) and logs its own line, so the leg's module
+	 * returns the error from test() and logs it at INFO, not WARN.  The
+	 * core sets it on the channels of dial and serve_accept; a module
+	 * that hands a leg's module a channel of its own making, or the
+	 * channel of its own accept, sets it there.
+	 */
+	int leg;
 };
 
 /**

@@ -309,6 +309,8 @@ static int leg_accept(struct relay_accepting *a, struct mesh_ctrl *ctrl,
 	int err;
 
 	ctrl->module_state = a->leg_state;
+	/* NCCL's comm is ours; the one set up on this channel our leg */
+	ctrl->leg = 1;
 	err = a->leg.module->accept(a->leg.mctx, a->leg.dev, ctrl, lcomm);
 	a->leg_state = ctrl->module_state;
 	ctrl->module_state = a;

@@ -201,6 +201,7 @@ struct relay_vctrl *relay_vctrl_new(struct mesh_rejoin *rj, bool connector,
 		.npeer_addrs = connector && npeers > 0 ? npeers : 0,
 		.secret = v->secret_len ? v->secret : NULL,
 		.secret_len = v->secret_len,
+		.leg = 1,	/* only ever a leg's: the relay resumes it */
 	};
 	return v;
 }
