@@ -239,6 +239,8 @@ struct tcp_xdc_comm {
 	atomic_int ended_reset;		/* recv: of those, ended by a reset */
 	atomic_int fail_state;		/* enum tcp_xdc_fail_state */
 	char errmsg[384];
+	bool leg;			/* another module's leg (module.h
+					 * 1.10): that module decides */
 	/* resuming: NULL when not (outage_ms 0, or the peer does not) */
 	struct mesh_rejoin *rejoin;
 	pthread_mutex_t rejoin_lock;	/* its dials; a taken socket's handoff */

@@ -79,14 +79,19 @@ int xdc_comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
 	return err;
 }
 
-/* The comm's failure, WARNed the first time a request runs into it. */
+/*
+ * The comm's failure, WARNed the first time a request runs into it.  A
+ * leg's stays the INFO line above: the module it serves decides whether
+ * it is fatal and says so (module.h 1.10).
+ */
 int xdc_comm_error(struct tcp_xdc_comm *comm)
 {
 	int err = atomic_load_explicit(&comm->error, memory_order_acquire);
 	int expected = TCP_XDC_FAILED;
 
-	if (err && atomic_compare_exchange_strong(&comm->fail_state,
-						  &expected, TCP_XDC_WARNED))
+	if (err && !comm->leg &&
+	    atomic_compare_exchange_strong(&comm->fail_state, &expected,
+					   TCP_XDC_WARNED))
 		MESH_WARN("%s", comm->errmsg);
 	return err;
 }

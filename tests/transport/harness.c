@@ -27,6 +27,8 @@
 const struct mesh_module *mod;
 int failures;
 int log_level = MESH_LOG_WARN;
+int warnings;
+bool ctrl_leg;
 
 double now_s(void)
 {
@@ -66,6 +68,8 @@ static void host_log(const struct mesh_host *host, enum mesh_log_level level,
 {
 	va_list ap;
 
+	if (level == MESH_LOG_WARN)
+		__atomic_fetch_add(&warnings, 1, __ATOMIC_RELAXED);
 	if ((int)level > log_level)
 		return;
 	fprintf(stderr, "%s %s %s:%d: ", level == MESH_LOG_WARN ? "WARN" :
@@ -243,6 +247,7 @@ void ctrl_init(struct test_ctrl *tc, int msg_fd, bool dialer,
 	tc->base.local = &tc->local;
 	tc->base.remote = &tc->remote;
 	tc->base.peer = dialer ? "127.0.0.1 (acceptor)" : "127.0.0.1 (dialer)";
+	tc->base.leg = ctrl_leg;
 	tc->msg_fd = msg_fd;
 	tc->dialer = dialer;
 	tc->listen_fd = listen_fd;

@@ -21,6 +21,8 @@
 extern const struct mesh_module *mod;
 extern int failures;
 extern int log_level;
+extern int warnings;	/* WARN lines the module logged, shown or not */
+extern bool ctrl_leg;	/* ctrl_init marks channels as a leg's (1.10) */
 extern const struct mesh_host host;
 
 #define CHECK(cond, ...)                                                 \
