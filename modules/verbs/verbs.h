@@ -540,6 +540,8 @@ struct vl_comm {
 	bool peer_closed;	/* the peer's close notice is in */
 	uint64_t peer_closed_ns;	/* when we first saw it */
 	bool closing;		/* in close: failures are logged as INFO */
+	bool leg;		/* another module's leg (module.h 1.10): the
+				 * same, that module decides */
 	bool probe_out;		/* a probe write is outstanding */
 	int probe_qp;		/* ... on this slot */
 	bool busy;		/* a completion since the last clock look */
@@ -665,12 +667,14 @@ int vl_accept_links(struct vl_ctx *ctx, vl_resolve_fn resolve,
 void vl_abandon(void *mctx, struct mesh_ctrl *ctrl);
 
 /* verbs_comm.c */
-/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection;
- * eager_max > 0 adds the bounce slots of an eager receiver. */
+/* QPs (in INIT), CQs and the FIFO / sizes buffers of a new connection
+ * set up on ctrl; eager_max > 0 adds the bounce slots of an eager
+ * receiver. */
 struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 				     struct vl_dev *const *links,
 				     int nlinks, bool is_send, int nqps,
-				     uint32_t eager_max, const char *peer);
+				     uint32_t eager_max,
+				     const struct mesh_ctrl *ctrl);
 /* One RC QP on link `link`, in INIT; lowers c->max_inline to what the
  * device grants. */
 struct ibv_qp *vl_qp_create(struct vl_comm *c, int link, int sq, int rq);

@@ -116,7 +116,8 @@ static int clamp(int v, int max)
 struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 				     struct vl_dev *const *links,
 				     int nlinks, bool is_send, int nqps,
-				     uint32_t eager_max, const char *peer)
+				     uint32_t eager_max,
+				     const struct mesh_ctrl *ctrl)
 {
 	size_t sizes_len = sizeof(struct ib_sizes);
 	struct vl_comm *c = calloc(1, sizeof(*c));
@@ -141,7 +142,8 @@ struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 	}
 	c->is_send = is_send;
 	c->id = __atomic_fetch_add(&ctx->next_comm_id, 1, __ATOMIC_RELAXED);
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->peer, sizeof(c->peer), "%s", ctrl->peer);
+	c->leg = ctrl->leg != 0;
 	c->nqps = nqps;
 	c->side_fd = -1;
 	vl_paths_init(c);
@@ -159,7 +161,8 @@ struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 		c->cqs[l] = ibv_create_cq(links[l]->ctx, ncqe, NULL, NULL, 0);
 		if (!c->cqs[l]) {
 			MESH_WARN("peer %s: %s: cannot create a completion queue of %d: %s",
-				  peer, links[l]->name, ncqe, strerror(errno));
+				  c->peer, links[l]->name, ncqe,
+				  strerror(errno));
 			goto err;
 		}
 	}

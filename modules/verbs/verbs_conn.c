@@ -538,8 +538,7 @@ static int connect_create(struct vl_ctx *ctx, struct ib_pending *p,
 	/* every link gets at least one QP */
 	if (nqps < nlinks)
 		nqps = nlinks;
-	p->comm = vl_comm_create(ctx, links, nlinks, true, nqps, 0,
-				 ctrl->peer);
+	p->comm = vl_comm_create(ctx, links, nlinks, true, nqps, 0, ctrl);
 	if (!p->comm)
 		return -ENOMEM;
 	/* NCCL's traffic class where it gave one: only ever on the
@@ -663,7 +662,7 @@ static int accept_info(struct vl_ctx *ctx, vl_resolve_fn resolve,
 			      ntohs(w->nqps),
 			      eager_accept_max(ctx, links, ntohs(w->nlinks),
 					       ntohl(w->eager_max)),
-			      ctrl->peer);
+			      ctrl);
 	if (!p->comm)
 		return -ENOMEM;
 	/* NCCL gives the accepting side no class: its QPs (FIFO writes,

@@ -20,7 +20,9 @@
 /* ---- errors ---- */
 
 /* Records the first failure; every later call on the comm returns it.
- * During close a failure only ends the wait, so it is no warning. */
+ * During close a failure only ends the wait, so it is no warning; nor is
+ * a leg's, whose module above decides whether it is fatal and says so
+ * (module.h 1.10). */
 int vl_comm_fail(struct vl_comm *c, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -33,6 +35,8 @@ int vl_comm_fail(struct vl_comm *c, int err, const char *fmt, ...)
 	c->error = err;
 	if (c->closing)
 		MESH_INFO("%s (while closing)", c->errmsg);
+	else if (c->leg)
+		MESH_INFO("%s", c->errmsg);
 	else
 		MESH_WARN("%s", c->errmsg);
 	/* the peer learns at once, with the reason, rather than when its
