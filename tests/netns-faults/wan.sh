@@ -295,9 +295,6 @@ case_past_budget() {
 # out during a long outage can wait past the budget for its sender, whose
 # own socket looked idle and well, to dial it anew.  Counted as skipped
 # unless asked for, so that the run says so instead of hiding it.
-# relay-restart: now and then the abandoned leg's tcp-xdc comm at the
-# destination warns that its peer (the killed relay) closed it, though
-# the relay's new route carries the transfer on, verified.
 case $case_name in
 linkdown-long)
 	[ -n "${MESH_RUN_KNOWN_FAILING:-}" ] || {
@@ -307,11 +304,6 @@ linkdown-long)
 conntrack)
 	[ -n "${MESH_RUN_KNOWN_FAILING:-}" ] || {
 		echo "SKIP: known failing now and then: a receive stream that timed out waits past the budget for its sender, whose idle stream finds out only after its keepalive probes (run with MESH_RUN_KNOWN_FAILING=1)" >&2
-		exit 77
-	} ;;
-relay-restart | relay-failover)
-	[ -n "${MESH_RUN_KNOWN_FAILING:-}" ] || {
-		echo "SKIP: known failing now and then: the destination's leg from the lost relay warns that its peer closed it, though the new route carries the transfer on (run with MESH_RUN_KNOWN_FAILING=1)" >&2
 		exit 77
 	} ;;
 esac
