@@ -40,17 +40,20 @@ PY
 
 # bench_meshperf BUILD WORK OUT [client options...]: one meshperf pair over
 # loopback through BUILD's plugin, in the caller's environment (NCCL_MESH_*);
-# the client's JSON lines in OUT, each side's log next to it.
+# the client's JSON lines in OUT, each side's log next to it.  The array
+# BENCH_BOTH, where set, holds options for both processes (per-process
+# ones, such as --profiler).
 bench_meshperf() {
-	local b=$1 pf=$2/port out=$3 spid rc=0
+	local b=$1 pf=$2/port out=$3 spid rc=0 both=()
 	shift 3
+	[ -z "${BENCH_BOTH+set}" ] || both=("${BENCH_BOTH[@]}")
 	rm -f "$pf"
 	"$b/tools/meshperf/meshperf" --server -P "$b/core/libnccl-net-mesh.so" \
-		-p 0 --port-file "$pf" >"$out.server" 2>&1 &
+		-p 0 --port-file "$pf" "${both[@]}" >"$out.server" 2>&1 &
 	spid=$!
 	for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.1; done
 	"$b/tools/meshperf/meshperf" --client 127.0.0.1 -p "$(cat "$pf")" \
-		-P "$b/core/libnccl-net-mesh.so" --json "$@" >"$out" \
+		-P "$b/core/libnccl-net-mesh.so" --json "${both[@]}" "$@" >"$out" \
 		2>"$out.client" || rc=$?
 	wait "$spid" || rc=$?
 	[ "$rc" = 0 ] || { echo "meshperf failed ($rc): $(tail -n 3 "$out.client" "$out.server")" >&2; return 1; }

@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Benchmark (not a test): what metrics cost on the data path.  One build,
-# meshperf through the plugin and tcp-xdc on loopback, each round once
-# with metrics off (no metrics_file) and once on (metrics_file written
-# every 100 ms, far more often than a collector reads it, so the writer's
-# own work is in the figures too), in alternating order: 64 MiB
+# Benchmark (not a test): what metrics and profiler events cost on the
+# data path.  One build, meshperf through the plugin and tcp-xdc on
+# loopback, each round once off (no metrics_file, no profiler callback at
+# init) and once on (metrics_file written every 100 ms, far more often
+# than a collector reads it, so the writer's own work is in the figures
+# too, and a profiler callback that takes every event as a profiler plugin
+# does: meshperf --profiler record), in alternating order: 64 MiB
 # bandwidth, then the 8-byte half round trip.  Prints every round, the
 # medians and the ratios on/off; the bar is within 3% (docs/benchmarks.md).
 #
@@ -34,6 +36,8 @@ CONF
 # run MODE KEY EXTRA_ARGS...: prints the figure KEY of the last result.
 run() {
 	local conf=$work/$1.conf key=$2
+	local -a BENCH_BOTH=(--profiler none)
+	[ "$1" = off ] || BENCH_BOTH=(--profiler record)
 	shift 2
 	NCCL_MESH_CONF=$conf NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc \
 		bench_meshperf "$build" "$work" "$work/mp.json" "$@"

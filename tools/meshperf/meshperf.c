@@ -173,6 +173,7 @@ enum {
 	OPT_NO_VERIFY,
 	OPT_RELOAD,
 	OPT_TC,
+	OPT_PROFILER,
 	OPT_JSON,
 	OPT_FAULT,
 	OPT_CHANNELS,
@@ -208,6 +209,7 @@ static const struct option long_opts[] = {
 	{ "timeout", required_argument, NULL, 't' },
 	{ "reload", required_argument, NULL, OPT_RELOAD },
 	{ "traffic-class", required_argument, NULL, OPT_TC },
+	{ "profiler", required_argument, NULL, OPT_PROFILER },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "fault", required_argument, NULL, OPT_FAULT },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -232,6 +234,9 @@ static void usage(FILE *out)
 "  -a, --abi N             use ncclNetPlugin_vN, N in 8..12 (default newest)\n"
 "  -d, --dev N             plugin device (default 0)\n"
 "      --traffic-class N   trafficClass in the comm config (default -1)\n"
+"      --profiler MODE     profiler callback at init: nccl (NCCL's without a\n"
+"                          profiler plugin, the default), none, or record (a\n"
+"                          handle for every event, as with a profiler plugin)\n"
 "Run parameters (the client's are used by both sides):\n"
 "  -w, --window N          outstanding requests per comm (default %d)\n"
 "      --sizes LIST        message sizes, e.g. 0,8,64K,1M,1G\n"
@@ -497,6 +502,16 @@ static int parse_opt(struct perf_opts *o, int c, const char *arg,
 		if (parse_int(arg, 0, INT_MAX, &l))
 			return bad_arg("dev", arg);
 		o->dev = (int)l;
+		return 0;
+	case OPT_PROFILER:
+		if (!strcmp(arg, "nccl"))
+			o->prof = PERF_PROF_NCCL;
+		else if (!strcmp(arg, "none"))
+			o->prof = PERF_PROF_NONE;
+		else if (!strcmp(arg, "record"))
+			o->prof = PERF_PROF_RECORD;
+		else
+			return bad_arg("profiler", arg);
 		return 0;
 	case OPT_TC:
 		if (parse_int(arg, -1, INT_MAX, &l))

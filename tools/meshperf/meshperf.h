@@ -30,6 +30,7 @@ struct perf_opts {
 	int abi;		/* 0: newest exported */
 	int dev;
 	int traffic_class;
+	enum perf_prof prof;	/* the profiler callback handed to init */
 	int verbose;
 	bool json;
 	bool sizes_given;

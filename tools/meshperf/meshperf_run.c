@@ -313,6 +313,7 @@ int perf_run_cycle(const struct perf_opts *o, int oob, uint32_t index)
 	if (rc)
 		goto out;
 	c->net.config.trafficClass = o->traffic_class;
+	c->net.prof = o->prof;
 	arm(c, "init");
 	rc = perf_open_device(c);
 	if (!rc) {

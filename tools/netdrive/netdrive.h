@@ -144,6 +144,14 @@ struct perf_props {
 	bool has_v12;		/* railId, planeId */
 };
 
+/*
+ * The profiler callback handed to init, as NCCL would: NCCL's own without a
+ * profiler plugin (events get no handle, the default), none at all (ABI v9
+ * and older NCCL), or one that records every event as a profiler plugin
+ * would (a handle for each, its stop counted).
+ */
+enum perf_prof { PERF_PROF_NCCL, PERF_PROF_NONE, PERF_PROF_RECORD };
+
 struct perf_net {
 	void *lib;
 	int abi;
@@ -158,6 +166,7 @@ struct perf_net {
 	ncclNetCommConfig_t config;
 	void *ctx;		/* v11+: from init, given back to finalize */
 	bool ctx_valid;
+	enum perf_prof prof;	/* set before init */
 	unsigned long prof_events;
 };
 

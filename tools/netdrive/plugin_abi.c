@@ -17,10 +17,13 @@ static const int abi_probe_order[] = { 12, 11, 10, 9, 8 };
 /*
  * NCCL hands isend/irecv a profiler handle per request and a callback that
  * is a no-op unless a profiler is loaded.  We do the same so a plugin's
- * profiler path runs, and count its events for the verbose report.
+ * profiler path runs, and count its events for the verbose report.  The
+ * recording one gives each started event a handle, as a profiler plugin
+ * does, so that the plugin also reports its parts and stops.
  */
 static unsigned long prof_event_count;
 static int prof_phandle_anchor;
+static int prof_event_anchor;
 
 static ncclResult_t perf_profiler(void **ehandle, int type, void *phandle,
 				  int64_t plugin_id, void *ext_data)
@@ -32,6 +35,27 @@ static ncclResult_t perf_profiler(void **ehandle, int type, void *phandle,
 	if (ehandle && type == 0)
 		*ehandle = NULL;
 	return ncclSuccess;
+}
+
+static ncclResult_t perf_profiler_record(void **ehandle, int type,
+					 void *phandle, int64_t plugin_id,
+					 void *ext_data)
+{
+	(void)perf_profiler(ehandle, type, phandle, plugin_id, ext_data);
+	if (ehandle && type == 0)
+		*ehandle = &prof_event_anchor;
+	return ncclSuccess;
+}
+
+static ncclProfilerCallback_t perf_profiler_of(const struct perf_net *net)
+{
+	static const ncclProfilerCallback_t fns[] = {
+		[PERF_PROF_NCCL] = perf_profiler,
+		[PERF_PROF_NONE] = NULL,
+		[PERF_PROF_RECORD] = perf_profiler_record,
+	};
+
+	return fns[net->prof];
 }
 
 const char *perf_result_str(ncclResult_t res)
@@ -144,10 +168,11 @@ ncclResult_t perf_net_init(struct perf_net *net, uint64_t comm_id)
 	case 9:
 		return net->api.v9->init(perf_plugin_logger());
 	case 10:
-		return net->api.v10->init(perf_plugin_logger(), perf_profiler);
+		return net->api.v10->init(perf_plugin_logger(),
+					  perf_profiler_of(net));
 	default:
 		res = V11_LIKE(net, init, &net->ctx, comm_id, &config,
-			       perf_plugin_logger(), perf_profiler);
+			       perf_plugin_logger(), perf_profiler_of(net));
 		net->ctx_valid = res == ncclSuccess;
 		/* a plugin that kept the pointer now reads garbage */
 		memset(&config, 0xa5, sizeof(config));
