@@ -148,6 +148,8 @@ struct tcp_xdc_stream {
 	struct tcp_xdc_stall stall;	/* send: progress of a blocked chunk */
 	bool peer_done;			/* recv: hangup seen while parked */
 	bool reset;			/* recv: ended by a reset, not a FIN */
+	bool dialed;			/* recv: dialed anew in this outage:
+					 * the sender lives */
 	struct tcp_xdc_crypt *crypt;	/* records; NULL: in clear */
 	void *prof_ev;			/* the chunk's profiler event */
 	/*
@@ -237,6 +239,8 @@ struct tcp_xdc_comm {
 	atomic_int error;		/* first failure, negative errno */
 	atomic_int ended;		/* recv: streams the peer ended */
 	atomic_int ended_reset;		/* recv: of those, ended by a reset */
+	atomic_int resets_out;		/* recv: streams out by a reset and
+					 * not dialed anew (reset_out) */
 	atomic_int fail_state;		/* enum tcp_xdc_fail_state */
 	char errmsg[384];
 	bool leg;			/* another module's leg (module.h

@@ -119,6 +119,26 @@ static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	atomic_store(&comm->cause_set, 0);
 }
 
+/*
+ * recv: a stream out by a reset and not dialed anew since: its sender may
+ * be gone.  The comm counts them (resets_out), so that a stream can tell
+ * a sender whose process is gone, whose exit reset or closed every stream
+ * at once, from one that gave up on this socket alone and whose dial anew
+ * an outage holds up.
+ */
+static bool reset_out(const struct tcp_xdc_stream *s)
+{
+	return s->reset && !s->dialed && s->state == TCP_XDC_BROKEN;
+}
+
+/* After s changed: was it counted before (reset_out)? */
+static void resets_out_update(struct tcp_xdc_comm *comm,
+			      const struct tcp_xdc_stream *s, bool was)
+{
+	if (reset_out(s) != was)
+		atomic_fetch_add(&comm->resets_out, was ? -1 : 1);
+}
+
 int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     int err, const char *what)
 {
@@ -141,6 +161,7 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	 * died: the sender, if it lives, dials within timeout_ms */
 	s->reset = !comm->is_send && (err == ECONNRESET || err == EPIPE);
 	s->state = TCP_XDC_BROKEN;
+	resets_out_update(comm, s, false);
 	if (comm->is_send)
 		s->sent_next = s->sent_head;
 	return 0;
@@ -152,7 +173,17 @@ int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	uint64_t since = atomic_load(&comm->outage_ns);
 	char what[256];
 
-	if (s->reset && s->new_fd < 0 && comm->timeout_ms && now >= s->broken_ns &&
+	/*
+	 * Reset, and so is every other stream, or it ended: the sender's
+	 * process is gone, or something resets all its streams; a live
+	 * sender dials anew within timeout_ms.  Not while a sibling is up or
+	 * out otherwise: then the sender gave up on this socket alone (a
+	 * stall), or was cut from us after its reset, and outage_ms bounds
+	 * its dial anew.
+	 */
+	if (reset_out(s) && s->new_fd < 0 && comm->timeout_ms &&
+	    atomic_load(&comm->resets_out) + atomic_load(&comm->ended) >=
+	    comm->nstreams && now >= s->broken_ns &&
 	    comm->timeout_ms < comm->outage_ms &&
 	    now - s->broken_ns >= (uint64_t)comm->timeout_ms * 1000000ULL) {
 		snprintf(what, sizeof(what),
@@ -350,7 +381,9 @@ static int send_redial(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 static int send_unanswered(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			   uint64_t now)
 {
-	if (now - s->resume_ns < RESUME_ANSWER_NS)
+	/* now may be older than resume_ns: the lane's clock, taken before
+	 * the dial that set it in the same step */
+	if (now < s->resume_ns || now - s->resume_ns < RESUME_ANSWER_NS)
 		return 0;
 	return xdc_stream_break(comm, s, ECONNRESET,
 				"the peer took a stream dialed anew and never answered");
@@ -500,6 +533,7 @@ static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	uint8_t secret[32], ask[TCP_XDC_RESUME_SIZE];
 	size_t secret_len;
 	int fd, ret = 0;
+	bool was;
 
 	pthread_mutex_lock(&comm->rejoin_lock);
 	fd = atomic_exchange(&s->next_fd, -1);
@@ -519,6 +553,9 @@ static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	tcp_xdc_stream_setup(comm->ctx, fd, s->index, comm->peer, false,
 			     comm->traffic_class);
 	s->new_fd = fd;
+	was = reset_out(s);
+	s->dialed = true;	/* the sender lives */
+	resets_out_update(comm, s, was);
 	s->confirmed = false;
 	s->asked = s->chunks;
 	s->resume_done = 0;
@@ -580,6 +617,8 @@ static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
  * resume_to next there; a chunk begun on the old one counts for nothing. */
 static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
+	bool was = reset_out(s);
+
 	socket_abort(s->fd);
 	s->fd = s->new_fd;
 	s->new_fd = -1;
@@ -594,8 +633,10 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	s->peer_done = false;
 	s->confirmed = false;
 	s->reset = false;
+	s->dialed = false;
 	s->quiet_since = 0;
 	s->state = TCP_XDC_IDLE;
+	resets_out_update(comm, s, was);
 	outage_end(comm, s);
 }
 
@@ -616,6 +657,7 @@ int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		if (s->reset)
 			atomic_fetch_sub(&comm->ended_reset, 1);
 		s->state = TCP_XDC_BROKEN;
+		resets_out_update(comm, s, false);
 	}
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0)
 		ret = recv_ask(comm, s);

@@ -362,8 +362,17 @@ int xdc_send_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 		int ret;
 
 		pfd[i] = (struct pollfd){ .fd = -1 };
-		if (!xdc_stream_hold_or_pass(s))
+		/*
+		 * Held by the proxy thread (test() reaping its chunks): it
+		 * may be blocked with data in flight, so it keeps the lane
+		 * busy.  Else, with its lane-mates broken, every such pass
+		 * would restart the lane's stall checks, and a stream
+		 * blocked through an outage would never be found stalled.
+		 */
+		if (!xdc_stream_hold_or_pass(s)) {
+			busy = true;
 			continue;
+		}
 		was_out = s->state == TCP_XDC_BROKEN;
 		ret = send_stream_step(comm, s, &r, &sleep_ms);
 		/* broken just now: come back to dial it at once */
