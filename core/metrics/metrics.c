@@ -413,19 +413,62 @@ static void puts_(struct text *t, const char *s)
 	put(t, s, strlen(s));
 }
 
+/* The length of the UTF-8 character s starts with (1 to 4), or 0 where
+ * none does: a stray byte, an overlong form, a surrogate, past U+10FFFF,
+ * cut short.  The NUL that ends s fails the range, so no read passes it. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	/* the second byte's range is what shuts out the forms above */
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
 /* A label value or help text, escaped as the format wants: backslash
- * and newline always, the double quote in label values. */
+ * and newline always, the double quote in label values.  The text is
+ * UTF-8, and Prometheus refuses a whole scrape for one label that is not
+ * (a relay's origin is any bytes from the wire, a name cut at its bound
+ * may end inside a character): a byte that starts none is U+FFFD. */
 static void put_escaped(struct text *t, const char *s, bool quote)
 {
-	for (; *s; s++) {
-		if (*s == '\\')
+	while (*s) {
+		size_t n = utf8_len((const unsigned char *)s);
+
+		if (!n)
+			puts_(t, "\xef\xbf\xbd");
+		else if (*s == '\\')
 			puts_(t, "\\\\");
 		else if (*s == '\n')
 			puts_(t, "\\n");
 		else if (*s == '"' && quote)
 			puts_(t, "\\\"");
 		else
-			put(t, s, 1);
+			put(t, s, n);
+		s += n ? n : 1;
 	}
 }
 

@@ -180,6 +180,15 @@ static void test_escaping(void)
 		   "\"10.0.0.9\",direction=\"send\",pid=\"42\"} 0");
 	free(t);
 	core_metrics_comm_close(mc);
+	/* bytes that are not UTF-8 (a stray one, a character cut short)
+	 * become U+FFFD, which a scraper takes; a whole character stays */
+	c.peer = "caf\xc3\xa9\xff\xe2\x82";
+	mc = core_metrics_comm_open(&fake, &c, "fake", "10.0.0.9", true);
+	t = render(NULL, NULL);
+	CHECK_LINE(t, "nccl_mesh_bytes_total{module=\"fake\",peer=\"caf\xc3\xa9"
+		   "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\",direction=\"send\"} 1");
+	free(t);
+	core_metrics_comm_close(mc);
 }
 
 /* The modules' own counters, from a state's ready modules only. */
