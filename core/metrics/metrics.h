@@ -74,7 +74,8 @@ enum core_http_verdict {
 	CORE_HTTP_BAD_REQUEST,	/* not HTTP/1.x: 400 */
 	CORE_HTTP_TOO_LARGE,	/* no end within cap bytes: 431 */
 };
-/* Parses a request read into buf (len bytes, cap the most it may take). */
+/* Parses a request read into buf (len bytes, cap the most it may take);
+ * metrics_http_parse.c. */
 enum core_http_verdict core_metrics_http_parse(const char *buf, size_t len,
 					       size_t cap);
 
