@@ -291,15 +291,6 @@ case_past_budget() {
 	wan_up
 }
 
-# Known failing (issue 35 is open): counted as skipped unless asked for,
-# so that the run says so instead of hiding it.
-case $case_name in
-linkdown-long)
-	[ -n "${MESH_RUN_KNOWN_FAILING:-}" ] || {
-		echo "SKIP: known failing about one run in three: the peer's host answers the sender's dials anew with resets though its listener is up (run with MESH_RUN_KNOWN_FAILING=1)" >&2
-		exit 77
-	} ;;
-esac
 case $case_name in
 linkdown | linkdown-long | reset | peer-killed | past-budget)
 	netns_init ;;
