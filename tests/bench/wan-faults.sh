@@ -18,7 +18,11 @@
 # with timeout_ms 3000 and outage_ms 10000 (the budget).  Transfers of
 # BUDGET (default 4G) run back to back while the faults go on; a fault
 # waits until the link carries full rate again (90% of the TCP goodput the
-# shaped rate allows) before it starts.
+# shaped rate allows) and SETTLE_MS (default timeout_ms) have passed since
+# the last one ended before it starts.  Faults closer together add up to
+# one longer outage: a reset of every stream and then the link down for
+# longer than timeout_ms in all fails a receiver as a dead sender would
+# (docs/modules/tcp-xdc.md, "Limits"); SETTLE_MS=0 runs them so.
 #
 # Prints each fault (its kind, how long it lasted, the time from its end
 # to full rate again, the largest tcpi_rto and backoff of a1's sockets to
@@ -30,7 +34,7 @@
 #
 #   tests/bench/wan-faults.sh [BUILD_DIR] [FAULTS]
 #
-# Environment: XDC_RATE, BUDGET (bytes per transfer, meshperf size syntax),
+# Environment: XDC_RATE, SETTLE_MS, BUDGET (bytes per transfer, meshperf size syntax),
 # KINDS (the faults' turns, e.g. "down 500,reset"), KEEP (a folder that
 # receives the logs of every failed transfer).
 set -euo pipefail
@@ -187,19 +191,25 @@ transfers_pid=$!
 
 echo "wan-faults: $nfaults faults over ${budget}B transfers b1 <- a1 at $XDC_RATE" \
 	"(full rate: $((full_bps * 8 / 1000000)) Mbit/s), timeout_ms $WAN_TIMEOUT_MS," \
-	"outage_ms $WAN_OUTAGE_MS, $(basename "$build")"
+	"outage_ms $WAN_OUTAGE_MS, faults ${SETTLE_MS:-$WAN_TIMEOUT_MS} ms apart at least," \
+	"$(basename "$build")"
+settle_ms=${SETTLE_MS:-$WAN_TIMEOUT_MS}
+last_end=0
 for ((i = 0; i < nfaults; i++)); do
 	kind=${kinds[i % ${#kinds[@]}]}
 	if ! wait_full 120; then
 		echo "fault $((i + 1)): the link carried no full rate for 120 s; stopping"
 		break
 	fi
+	gap=$((last_end + settle_ms - $(wan_now_ms)))
+	[ "$gap" -le 0 ] || sleep "$(wan_secs "$gap")"
 	# shellcheck disable=SC2086 # the kind's words are the arguments
 	if ! read -r t0 t1 rto backoff < <(fault $kind); then
 		echo "fault $((i + 1)) ($kind) could not be injected; stopping"
 		break
 	fi
 	echo "$kind $t0 $t1 $rto $backoff" >>"$NETNS_TMP/faults"
+	last_end=$t1
 done
 touch "$NETNS_TMP/stop"
 wait "$transfers_pid" || true
