@@ -107,12 +107,6 @@ static void thread_exit(void *unused)
 	}
 }
 
-/* Done with w. */
-static void req_free(struct prof_req *w)
-{
-	free(w);
-}
-
 static bool exit_key_made;
 
 static void exit_key_make(void)
@@ -141,7 +135,7 @@ static int prof_test(void *request, int *done, int *sizes)
 	}
 	if (*done) {
 		req_stop(w, sizes, 0);
-		req_free(w);
+		free(w);
 	}
 	return 0;
 }
@@ -183,7 +177,7 @@ static struct prof_req *req_begin(const struct core_prof_comm *c, bool send,
 			return w;
 		/* NCCL moved on without the retry */
 		req_stop(w, NULL, MESH_PROF_FLAG_UNPOSTED);
-		req_free(w);
+		free(w);
 	}
 	w = malloc(sizeof(*w));
 	if (!w)
@@ -217,7 +211,7 @@ static int req_end(struct prof_req *w, int err, void *inner, void **request)
 	cur = NULL;
 	if (err) {
 		req_stop(w, NULL, MESH_PROF_FLAG_UNPOSTED);
-		req_free(w);
+		free(w);
 		*request = NULL;
 		return err;
 	}

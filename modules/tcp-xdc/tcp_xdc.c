@@ -324,29 +324,6 @@ static int tcp_xdc_dereg_mr(void *comm, void *mhandle)
 	return 0;
 }
 
-/* A comm set up as another module's leg leaves the verdict on its
- * failure to that module (module.h 1.10). */
-static int leg_mark(int ret, const struct mesh_ctrl *ctrl, void **comm)
-{
-	if (!ret && *comm)
-		((struct tcp_xdc_comm *)*comm)->leg = ctrl->leg != 0;
-	return ret;
-}
-
-static int xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
-		       void **send_comm)
-{
-	return leg_mark(tcp_xdc_connect(mctx, dev, ctrl, send_comm), ctrl,
-			send_comm);
-}
-
-static int xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
-		      void **recv_comm)
-{
-	return leg_mark(tcp_xdc_accept(mctx, dev, ctrl, recv_comm), ctrl,
-			recv_comm);
-}
-
 MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.abi_version = MESH_MODULE_ABI_VERSION,
 	.size = sizeof(struct mesh_module),
@@ -357,8 +334,8 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.fini = tcp_xdc_fini,
 	.devices = tcp_xdc_devices,
 	.get_properties = tcp_xdc_get_properties,
-	.connect = xdc_connect,
-	.accept = xdc_accept,
+	.connect = tcp_xdc_connect,
+	.accept = tcp_xdc_accept,
 	.abandon = tcp_xdc_abandon,
 	.reg_mr = tcp_xdc_reg_mr,
 	.reg_mr_dmabuf = NULL,

@@ -308,15 +308,16 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
 
 /* tcp_xdc_data.c */
-/* secret: the control connection's; record_size 0: streams in clear. */
+/* ctrl: the control connection it was set up on (its peer, secret and
+ * leg mark); record_size 0: streams in clear. */
 /* rejoin: kept for resuming (NULL: none), the comm's from here on. */
 /* traffic_class: of the streams' sockets (-1: left as is), kept for
  * those dialed anew. */
-int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
-		       size_t chunk_size, int nstreams, const int *fds,
-		       const uint8_t *secret, size_t secret_len,
-		       uint32_t record_size, struct mesh_rejoin *rejoin,
-		       int traffic_class, struct tcp_xdc_comm **comm_out);
+int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
+		       const struct mesh_ctrl *ctrl, size_t chunk_size,
+		       int nstreams, const int *fds, uint32_t record_size,
+		       struct mesh_rejoin *rejoin, int traffic_class,
+		       struct tcp_xdc_comm **comm_out);
 /* tcp_xdc_conn.c: options of a data stream, also of one dialed anew;
  * traffic_class -1 leaves the socket's TOS as the system set it. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,

@@ -248,9 +248,8 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	struct tcp_xdc_comm *comm;
 	int ret;
 
-	ret = tcp_xdc_comm_start(ctx, is_send, ctrl->peer, p->chunk_size,
-				 p->nstreams, p->fds, ctrl->secret,
-				 ctrl->secret_len, p->record_size,
+	ret = tcp_xdc_comm_start(ctx, is_send, ctrl, p->chunk_size,
+				 p->nstreams, p->fds, p->record_size,
 				 rejoin_keep(ctx, ctrl, p->rejoin_key, is_send),
 				 p->traffic_class, &comm);
 	p->nfds = 0;

@@ -615,12 +615,13 @@ static int resume_start(struct tcp_xdc_comm *comm, struct mesh_rejoin *rejoin,
 	return 0;
 }
 
-int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
-		       size_t chunk_size, int nstreams, const int *fds,
-		       const uint8_t *secret, size_t secret_len,
-		       uint32_t record_size, struct mesh_rejoin *rejoin,
-		       int traffic_class, struct tcp_xdc_comm **comm_out)
+int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
+		       const struct mesh_ctrl *ctrl, size_t chunk_size,
+		       int nstreams, const int *fds, uint32_t record_size,
+		       struct mesh_rejoin *rejoin, int traffic_class,
+		       struct tcp_xdc_comm **comm_out)
 {
+	const char *peer = ctrl->peer;
 	struct tcp_xdc_comm *comm = NULL;
 	char sealed[128] = "not encrypted";
 	char resumes[64] = "no resuming";
@@ -668,6 +669,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 				     500000000ULL;
 	}
 	snprintf(comm->peer, sizeof(comm->peer), "%s", peer ? peer : "?");
+	comm->leg = ctrl->leg != 0;
 	if (rejoin) {
 		ret = resume_start(comm, rejoin, record_size);
 		if (ret) {
@@ -679,7 +681,8 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send, const char *peer,
 			 comm->outage_ms);
 	}
 	if (record_size) {
-		ret = crypt_start(comm, secret, secret_len, record_size);
+		ret = crypt_start(comm, ctrl->secret, ctrl->secret_len,
+				  record_size);
 		if (ret) {
 			MESH_WARN("peer %s: cannot key the encrypted streams: %s",
 				  comm->peer, strerror(-ret));
