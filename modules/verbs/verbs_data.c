@@ -173,8 +173,11 @@ static int recv_test(void *request, int *done, int *sizes)
 			ret = vl_comm_poll(c);
 			got = recv_done(r, sizes);
 			if (!got && !ret)
-				ret = vl_comm_fail(c, -ECONNRESET, "recv comm %u from %s: the peer closed the connection without sending into a posted receive",
-						      c->id, c->peer);
+				ret = vl_comm_fail(c, -ECONNRESET, "recv comm %u from %s: the peer closed the connection without sending into a posted receive (receive %d: %d of %d pieces in)",
+						      c->id, c->peer,
+						      (int)(r - c->rreqs),
+						      r->pieces_done[0],
+						      r->pieces[0]);
 		}
 		if (got < 0)
 			return got;
@@ -395,6 +398,9 @@ static int piece_post(struct vl_comm *c, int s, int i, int q)
 	r->pc[i] = (struct vl_piece){ .st = VL_PC_POSTED, .qp = (uint8_t)q,
 				      .epoch = (uint16_t)p->epoch,
 				      .seq = (uint32_t)p->imm_sent++ };
+	if (c->repairing)
+		MESH_TRACE("send comm %u: request %d piece %d/%d posted on QP %d (incarnation %u, write %u)",
+			   c->id, s, i, r->pieces, q, p->epoch, r->pc[i].seq);
 	return 0;
 }
 
@@ -475,6 +481,9 @@ void vl_piece_done(struct vl_comm *c, int q, uint32_t epoch,
 		return;
 	pc->st = VL_PC_DONE;
 	r->pieces_done++;
+	if (c->repairing)
+		MESH_TRACE("send comm %u: QP %d request %u piece %u (write %u) completed",
+			   c->id, q, s, i, pc->seq);
 }
 
 /*
@@ -504,6 +513,11 @@ int vl_settle_send(struct vl_comm *c, int q, uint64_t got)
 			    pc->st == VL_PC_QUEUED)
 				continue;
 			/* pc->seq < got, in the window of writes in flight */
+			MESH_TRACE("send comm %u: QP %d settles request %d piece %d/%d (write %u, %s): %s",
+				   c->id, q, s, i, r->pieces, pc->seq,
+				   pc->st == VL_PC_DONE ? "completed" : "posted",
+				   (int32_t)(pc->seq - (uint32_t)got) < 0 ?
+				   "taken" : "sent again");
 			if ((int32_t)(pc->seq - (uint32_t)got) < 0) {
 				if (pc->st == VL_PC_POSTED)
 					r->pieces_done++;

@@ -36,6 +36,8 @@
 # it; the guest has no compiler).  CLOSE_PLUGIN and
 # CLOSE_MODULES (the directory holding <module>/mesh-<module>.so) run the
 # checks against another build, e.g. an older one to see them fail.
+# CLOSE_LOG=trace gives the drivers' logs the plugin's TRACE lines (a
+# repair's steps and counts).
 
 CLOSE_ITERS=${CLOSE_ITERS:-20}
 CLOSE_BOUND=${CLOSE_BOUND:-240}
@@ -70,7 +72,7 @@ close_spawn() {
 	shift
 	drv=$(close_driver_path) || return 1
 	rxe_spawn "$ns" "$LOGDIR/$tag.$side" env NCCL_MESH_HOSTNAME="$host" \
-		NCCL_MESH_CONF="$LOGDIR/$tag.conf" NCCL_MESH_LOG=info \
+		NCCL_MESH_CONF="$LOGDIR/$tag.conf" NCCL_MESH_LOG="${CLOSE_LOG:-info}" \
 		NCCL_MESH_MODULE_PATH="${CLOSE_MODULES:-$BUILD/modules}/$mod" \
 		"${envw[@]}" "$drv" "${CLOSE_PLUGIN:-$PLUGIN}" "$side" "$dir" "$@"
 }

@@ -60,10 +60,13 @@ static void logger(ncclDebugLogLevel level, unsigned long flags,
 	(void)flags;
 	(void)file;
 	(void)line;
-	if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO)
+	/* the plugin sends TRACE only when NCCL_MESH_LOG=trace asks */
+	if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO &&
+	    level != NCCL_LOG_TRACE)
 		return;
 	fprintf(stderr, "%s NCCL %s ", me,
-		level == NCCL_LOG_WARN ? "WARN" : "INFO");
+		level == NCCL_LOG_WARN ? "WARN" :
+		level == NCCL_LOG_INFO ? "INFO" : "TRACE");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
