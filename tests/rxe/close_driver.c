@@ -24,7 +24,9 @@
  * the peer is.  With -s STOP it ends instead once the file STOP exists:
  * each side sends no more than it has handed out by then, tells the peer
  * how many (DIR/<side>.count), receives as many as the peer tells and
- * closes in order, all verified (the outage tests: a transfer that lasts
+ * closes in order, all verified; a send comm closes only once the peer
+ * has read the count (DIR/<peer>.read), since a receive beyond it that the
+ * peer tests would fail once the peer closed (the outage tests: a transfer that lasts
  * as long as the test needs, whatever the host's speed).  Exit status: 0
  * all verified, 1 a call failed or data was wrong (the line says which),
  * 2 usage or setup, 3 no progress for SECS.
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +54,7 @@ static time_t last_progress;
 static const char *dir;
 static int lag_ms = -1;
 static const char *stop_path;	/* -s */
+static const char *peer;
 
 static void logger(ncclDebugLogLevel level, unsigned long flags,
 		   const char *file, int line, const char *fmt, ...)
@@ -60,10 +64,16 @@ static void logger(ncclDebugLogLevel level, unsigned long flags,
 	(void)flags;
 	(void)file;
 	(void)line;
-	/* the plugin sends TRACE only when NCCL_MESH_LOG=trace asks */
-	if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO &&
-	    level != NCCL_LOG_TRACE)
+	/* filtered here, as NCCL filters by NCCL_DEBUG: the plugin hands a
+	 * logger every line; TRACE where NCCL_MESH_LOG=trace asks */
+	if (level == NCCL_LOG_TRACE) {
+		const char *v = getenv("NCCL_MESH_LOG");
+
+		if (!v || strcasecmp(v, "trace"))
+			return;
+	} else if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO) {
 		return;
+	}
 	fprintf(stderr, "%s NCCL %s ", me,
 		level == NCCL_LOG_WARN ? "WARN" :
 		level == NCCL_LOG_INFO ? "INFO" : "TRACE");
@@ -169,6 +179,15 @@ static void flag_path(char *buf, size_t cap, const char *who, int iter)
 	snprintf(buf, cap, "%s/%s.send-closed.%d", dir, who, iter);
 }
 
+/* -s: whether the peer has read this side's count. */
+static bool peer_read(void)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s.read", dir, peer);
+	return !access(path, F_OK);
+}
+
 static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		      int msgs, int kill)
 {
@@ -196,6 +215,8 @@ static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		s->done++;
 		progress();
 	}
+	if (s->done == msgs && stop_path && !peer_read())
+		return;
 	if (s->done == msgs) {
 		CALL("deregMr (send)", deregMr(s->comm, s->mh));
 		CALL("closeSend", closeSend(s->comm));
@@ -310,11 +331,12 @@ static void recv_step(struct side *s, unsigned char *buf, int from, int iter,
 
 /*
  * -s: once STOP exists, this side sends only what it has handed out and
- * says how many; once the peer has said so, this side receives that many.
- * *smsgs and *rmsgs stay endless (msgs of -k) until then.
+ * says how many; once the peer has said so, this side receives that many
+ * and says it read the count.  *smsgs and *rmsgs stay endless (msgs of
+ * -k) until then.
  */
 static void stop_poll(const struct side *s, const struct side *r,
-		      int *smsgs, int *rmsgs, int endless, const char *peer)
+		      int *smsgs, int *rmsgs, int endless)
 {
 	char path[600], tmp[610];
 	FILE *f;
@@ -339,6 +361,10 @@ static void stop_poll(const struct side *s, const struct side *r,
 			die(2, "bad count in %s", path);
 		fclose(f);
 		*rmsgs = n;
+		snprintf(path, sizeof(path), "%s/%s.read", dir, me);
+		f = fopen(path, "w");
+		if (!f || fclose(f))
+			die(2, "cannot write %s", path);
 	}
 }
 
@@ -349,7 +375,6 @@ int main(int argc, char **argv)
 	int sent = 0, received = 0;
 	ncclNetCommConfig_t cfg = { -1 };
 	unsigned char *sbuf, *rbuf;
-	const char *peer;
 	void *lib, *lc;
 
 	if (argc < 4 || (strcmp(argv[2], "a") && strcmp(argv[2], "b"))) {
@@ -420,7 +445,7 @@ int main(int argc, char **argv)
 					    NCCL_PTR_HOST, &r.mh));
 		while (!s.closed || !r.closed) {
 			if (stop_path)
-				stop_poll(&s, &r, &smsgs, &rmsgs, msgs, peer);
+				stop_poll(&s, &r, &smsgs, &rmsgs, msgs);
 			send_step(&s, sbuf, me[0] == 'a' ? 1 : 2, iter, smsgs,
 				  kill);
 			recv_step(&r, rbuf, from, iter, rmsgs, extra, kill);

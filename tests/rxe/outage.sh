@@ -155,19 +155,8 @@ outage_bounce() {
 }
 
 # The pair's one link: a total outage the connections wait out.
-# Known failing about one run in ten (issue 35 is open), so counted as
-# skipped unless RXE_TEST_KNOWN_FAILING is set: after the path comes back,
-# one side's sends all complete and it closes, but the other side's
-# receive of one of them never completes ("the peer closed the connection
-# without sending into a posted receive").  A completed send that does
-# not arrive is a bug of the repair, not of the check.
 check_outage_link() {
 	local mod=$1 var
-
-	if [ -z "${RXE_TEST_KNOWN_FAILING:-}" ]; then
-		echo "known failing about one run in ten: a send completed across the path's repair whose receive never completes; RXE_TEST_KNOWN_FAILING=1 runs it"
-		return 77
-	fi
 
 	var=NCCL_MESH_$(echo "$mod" | tr 'a-z-' 'A-Z_')
 	rxe_pair_conf "$mod" "$LOGDIR/outage-$mod.pair.conf"
