@@ -154,8 +154,12 @@ struct vl_comm *vl_comm_create(struct vl_ctx *ctx,
 			    (int)(2 + VL_MAX_MESSAGE / c->max_msg + 1) :
 			    2 * VL_MAX_REQUESTS + 4, max_qp_wr);
 	c->rq_depth = clamp(is_send ? 1 : IB_SEND_REQS, max_qp_wr);
-	ncqe = clamp(nqps * IB_SEND_REQS + 2 * VL_MAX_REQUESTS + 4,
-		     max_cqe);
+	/* A QP that fails flushes every work request it holds, signaled or
+	 * not, each with a completion: a queue sized for less overflows
+	 * then, and a lost completion leaves the repair waiting for it
+	 * (verbs_path.c).  The rest: the flush QP and probes. */
+	ncqe = clamp(nqps * (c->sq_depth + c->rq_depth) +
+		     2 * VL_MAX_REQUESTS + 4, max_cqe);
 	vl_comm_init_reqs(c);
 	for (int l = 0; l < nlinks; l++) {
 		c->cqs[l] = ibv_create_cq(links[l]->ctx, ncqe, NULL, NULL, 0);
