@@ -398,9 +398,6 @@ static int piece_post(struct vl_comm *c, int s, int i, int q)
 	r->pc[i] = (struct vl_piece){ .st = VL_PC_POSTED, .qp = (uint8_t)q,
 				      .epoch = (uint16_t)p->epoch,
 				      .seq = (uint32_t)p->imm_sent++ };
-	if (c->repairing)
-		MESH_TRACE("send comm %u: request %d piece %d/%d posted on QP %d (incarnation %u, write %u)",
-			   c->id, s, i, r->pieces, q, p->epoch, r->pc[i].seq);
 	return 0;
 }
 
@@ -481,9 +478,6 @@ void vl_piece_done(struct vl_comm *c, int q, uint32_t epoch,
 		return;
 	pc->st = VL_PC_DONE;
 	r->pieces_done++;
-	if (c->repairing)
-		MESH_TRACE("send comm %u: QP %d request %u piece %u (write %u) completed",
-			   c->id, q, s, i, pc->seq);
 }
 
 /*

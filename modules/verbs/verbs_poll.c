@@ -87,9 +87,6 @@ static int imm_arrived(struct vl_comm *c, const struct ibv_wc *wc)
 				       c->id, c->peer, slot, elem);
 	r->pieces[elem] = pieces;
 	r->pieces_done[elem]++;
-	if (c->repairing)
-		MESH_TRACE("recv comm %u: receive %u buffer %u: piece %d of %d in",
-			   c->id, slot, elem, r->pieces_done[elem], pieces);
 	r->imm_size[elem] = imm & IB_IMM_SIZE_MASK;
 	return 0;
 }

@@ -24,10 +24,11 @@
  * the peer is.  With -s STOP it ends instead once the file STOP exists:
  * each side sends no more than it has handed out by then, tells the peer
  * how many (DIR/<side>.count), receives as many as the peer tells and
- * closes in order, all verified; a send comm closes only once the peer
- * has read the count (DIR/<peer>.read), since a receive beyond it that the
- * peer tests would fail once the peer closed (the outage tests: a transfer that lasts
- * as long as the test needs, whatever the host's speed).  Exit status: 0
+ * closes in order, all verified (the outage tests: a transfer that lasts
+ * as long as the test needs, whatever the host's speed).  A send comm
+ * closes only once the peer has read the count (DIR/<peer>.read): a
+ * receive beyond it that the peer tested after the close would fail, as
+ * the plugin must fail a receive nothing will be sent into.  Exit status: 0
  * all verified, 1 a call failed or data was wrong (the line says which),
  * 2 usage or setup, 3 no progress for SECS.
  */
