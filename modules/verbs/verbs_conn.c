@@ -219,7 +219,9 @@ static int flush_setup(struct vl_comm *c)
 		return 0;
 	c->flush_mr = ibv_reg_mr(c->dev->pd, &c->flush_buf,
 				 sizeof(c->flush_buf), IBV_ACCESS_LOCAL_WRITE);
-	c->flush_qp = c->flush_mr ? vl_qp_create(c, 0, 4, 1) : NULL;
+	/* as many reads as iflush hands out requests (freqs) */
+	c->flush_qp = c->flush_mr ?
+		      vl_qp_create(c, 0, VL_MAX_REQUESTS, 1) : NULL;
 	if (!c->flush_qp)
 		return -ENOMEM;
 	memcpy(self.gid, c->dev->gid.raw, 16);
