@@ -502,17 +502,18 @@ int vl_settle_send(struct vl_comm *c, int q, uint64_t got)
 			continue;
 		for (int i = 0; i < r->pieces; i++) {
 			struct vl_piece *pc = &r->pc[i];
+			bool taken;
 
 			if (pc->qp != q || pc->epoch != ep ||
 			    pc->st == VL_PC_QUEUED)
 				continue;
 			/* pc->seq < got, in the window of writes in flight */
+			taken = (int32_t)(pc->seq - (uint32_t)got) < 0;
 			MESH_TRACE("send comm %u: QP %d settles request %d piece %d/%d (write %u, %s): %s",
 				   c->id, q, s, i, r->pieces, pc->seq,
 				   pc->st == VL_PC_DONE ? "completed" : "posted",
-				   (int32_t)(pc->seq - (uint32_t)got) < 0 ?
-				   "taken" : "sent again");
-			if ((int32_t)(pc->seq - (uint32_t)got) < 0) {
+				   taken ? "taken" : "sent again");
+			if (taken) {
 				if (pc->st == VL_PC_POSTED)
 					r->pieces_done++;
 				pc->st = VL_PC_DONE;

@@ -180,18 +180,26 @@ static void flag_path(char *buf, size_t cap, const char *who, int iter)
 	snprintf(buf, cap, "%s/%s.send-closed.%d", dir, who, iter);
 }
 
-/* -s: whether the peer has read this side's count. */
-static bool peer_read(void)
+/* -l and -s: an empty file one side leaves for the other. */
+static void flag_set(const char *path)
 {
-	char path[600];
+	FILE *f = fopen(path, "w");
 
-	snprintf(path, sizeof(path), "%s/%s.read", dir, peer);
-	return !access(path, F_OK);
+	if (!f || fclose(f))
+		die(2, "cannot create %s", path);
+}
+
+/* -s: the flag of a side that has read its peer's count. */
+static void read_path(char *buf, size_t cap, const char *who)
+{
+	snprintf(buf, cap, "%s/%s.read", dir, who);
 }
 
 static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		      int msgs, int kill)
 {
+	char path[600];
+
 	if (s->closed)
 		return;
 	if (s->posted < msgs && s->posted - s->done < WINDOW) {
@@ -216,21 +224,19 @@ static void send_step(struct side *s, unsigned char *buf, int from, int iter,
 		s->done++;
 		progress();
 	}
-	if (s->done == msgs && stop_path && !peer_read())
+	if (s->done != msgs)
 		return;
-	if (s->done == msgs) {
-		CALL("deregMr (send)", deregMr(s->comm, s->mh));
-		CALL("closeSend", closeSend(s->comm));
-		s->closed = true;
-		if (lag_ms >= 0) {
-			char path[600];
-			FILE *f;
-
-			flag_path(path, sizeof(path), me, iter);
-			f = fopen(path, "w");
-			if (!f || fclose(f))
-				die(2, "cannot create %s", path);
-		}
+	if (stop_path) {
+		read_path(path, sizeof(path), peer);
+		if (access(path, F_OK))
+			return;
+	}
+	CALL("deregMr (send)", deregMr(s->comm, s->mh));
+	CALL("closeSend", closeSend(s->comm));
+	s->closed = true;
+	if (lag_ms >= 0) {
+		flag_path(path, sizeof(path), me, iter);
+		flag_set(path);
 	}
 }
 
@@ -242,7 +248,7 @@ static bool lagging(struct side *s, int msgs, int iter)
 	if (lag_ms < 0 || s->posted < msgs)
 		return false;
 	if (!s->lag_until) {
-		flag_path(path, sizeof(path), me[0] == 'a' ? "b" : "a", iter);
+		flag_path(path, sizeof(path), peer, iter);
 		if (access(path, F_OK))
 			return true;
 		s->lag_until = now_ms() + lag_ms;
@@ -362,10 +368,8 @@ static void stop_poll(const struct side *s, const struct side *r,
 			die(2, "bad count in %s", path);
 		fclose(f);
 		*rmsgs = n;
-		snprintf(path, sizeof(path), "%s/%s.read", dir, me);
-		f = fopen(path, "w");
-		if (!f || fclose(f))
-			die(2, "cannot write %s", path);
+		read_path(path, sizeof(path), me);
+		flag_set(path);
 	}
 }
 
