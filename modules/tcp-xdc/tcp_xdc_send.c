@@ -208,11 +208,18 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
  * thread, and test() must not fail that request.  The stream takes no new
  * chunk; one still being written fails on the socket.  Once every stream
  * is closed, what is not written never will be (req_test).
+ *
+ * Resuming, the chunks the receiver took are done only once reaped, and
+ * its FIN carries the acknowledgement of all it took: reaped here, before
+ * the end is counted, test() finds them done whenever it sees every
+ * stream ended (a receiver with bytes unread at close resets instead).
  */
 static int send_peer_closed(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s)
 {
 	if (!s->peer_done) {
+		if (s->sent)
+			xdc_sent_reap(s);
 		s->peer_done = true;
 		atomic_fetch_add_explicit(&comm->ended, 1,
 					  memory_order_acq_rel);

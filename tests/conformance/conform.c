@@ -247,6 +247,8 @@ const struct conf_test conf_tests[] = {
 	  conf_t_close_after_send, NULL },
 	{ "close-after-recv", "the receiver closes right after its last receive; the sender's requests still complete without error",
 	  conf_t_close_after_recv, NULL },
+	{ "close-last-recv", "a new connection each loop, a burst; the receiver closes the moment its last receive completes, while the sender still tests its last sends, which must complete",
+	  conf_t_close_last_recv, NULL },
 	{ "close-bidir", "both ranks send and receive and close their send comms as soon as their sends complete, receives still posted",
 	  conf_t_close_bidir, NULL },
 	{ "multi-accept", "one listen comm serves several connects in a row (back to back, then one more later)",

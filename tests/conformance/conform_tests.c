@@ -54,6 +54,29 @@ int conf_t_close_after_recv(struct conf_ctx *c)
 	return 0;
 }
 
+/*
+ * The race of close-after-recv, narrowed to its moment: a short burst,
+ * every send posted at once, so that the sender is still testing its last
+ * sends, their bytes already taken, when the receiver closes; each loop a
+ * new connection, so a bench loop counts connections.
+ */
+int conf_t_close_last_recv(struct conf_ctx *c)
+{
+	static const size_t sizes[] = { 8, 65536 + 3, 1, 4096, 0, 100,
+					(256 << 10) + 1, 17 };
+	struct conf_msgs m;
+
+	memset(&m, 0, sizeof(m));
+	/* 1 to 8 messages: the last one of each size and of none */
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
+	m.n = 1 + c->loop / 2 % NSIZES(sizes);
+	m.group = 1;
+	m.window = NCCL_NET_MAX_REQUESTS;
+	one_way(c, &m, !conf_sender(c),
+		"a burst; the receiver closes the moment its last receive completes");
+	return 0;
+}
+
 int conf_t_close_bidir(struct conf_ctx *c)
 {
 	struct conf_stream s, r, *sp[2] = { &s, &r };
