@@ -31,6 +31,11 @@ WAN_TIMEOUT_MS=${WAN_TIMEOUT_MS:-3000}
 WAN_OUTAGE_MS=${WAN_OUTAGE_MS:-10000}
 WAN_RATE=${WAN_RATE:-2gbit}
 WAN_STREAMS=${WAN_STREAMS:-4}
+# A long WAN (tests/netns/lib.sh's delay line, DELAYLINE its program): each
+# router holds what it receives from the WAN for WAN_DELAY (e.g. 25ms, so
+# the round trip is twice that) and loses WAN_LOSS percent of it.
+WAN_DELAY=${WAN_DELAY:-}
+WAN_LOSS=${WAN_LOSS:-0}
 # meshperf's own watchdog: far beyond any outage, so that the plugin is
 # what ends a run, never meshperf
 WAN_MP_TIMEOUT=${WAN_MP_TIMEOUT:-120}
@@ -40,8 +45,9 @@ wan_now_ms() {
 }
 
 # wan_pair [RATE]: the pair topology, its WAN link shaped to RATE (default
-# WAN_RATE; "" leaves it unshaped).  Built with `ip -n` batches rather
-# than lib.sh's one `ip netns exec` a step: a test builds it every run.
+# WAN_RATE; "" leaves it unshaped), with a delay line in each router where
+# WAN_DELAY is set.  Built with `ip -n` batches rather than lib.sh's one
+# `ip netns exec` a step: a test builds it every run.
 wan_pair() {
 	local rate=${1-$WAN_RATE} n
 
@@ -66,6 +72,10 @@ wan_pair() {
 	if [ -n "$rate" ]; then
 		netns_shape rc wan "$rate"
 		netns_shape rs wan "$rate"
+	fi
+	if [ -n "$WAN_DELAY" ]; then
+		netns_delayline rc wan "$WAN_DELAY" "$WAN_LOSS"
+		netns_delayline rs wan "$WAN_DELAY" "$WAN_LOSS"
 	fi
 }
 
@@ -387,4 +397,30 @@ wan_check_fail() {
 		wan_fail "$tag" "$tag: the $side took $took ms to fail, limit $limit ms"
 	grep -E -m 2 -- "$re" "$f" ||
 		wan_fail "$tag" "$tag: the $side's log does not match: $re"
+}
+
+# ------------------------------------------------------------- the path
+
+# wan_iperf3 TAG STREAMS SECS OMIT [iperf3 client options...]: TCP from c to
+# s over the pair, STREAMS streams for SECS seconds after OMIT seconds of
+# ramp that are not counted (a long WAN's slow start); prints the
+# receiver's Mbit/s, the JSON left in $NETNS_TMP/TAG.json.
+wan_iperf3() {
+	local tag=$1 streams=$2 secs=$3 omit=$4 port=5201 pid rc=0
+
+	shift 4
+	netns_spawn s "$NETNS_TMP/$tag.iperf3-server" iperf3 -s -1 -p "$port"
+	pid=$NETNS_LAST_PID
+	netns_wait_listen s "$port" 10 || netns_die "$tag: iperf3 -s did not start"
+	timeout $((secs + omit + 30)) ip netns exec "$(ns c)" iperf3 \
+		-c "${WAN_IP[s]}" -p "$port" -P "$streams" -t "$secs" \
+		-O "$omit" -J "$@" >"$NETNS_TMP/$tag.json" || rc=$?
+	netns_wait "$pid" 10 || true
+	[ "$rc" -eq 0 ] || {
+		tail -n 20 "$NETNS_TMP/$tag.json" >&2
+		netns_die "$tag: iperf3 failed (status $rc)"
+	}
+	python3 -c 'import json, sys
+print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]
+                ["bits_per_second"] / 1e6))' "$NETNS_TMP/$tag.json"
 }

@@ -34,7 +34,8 @@ XDC_PORT_LOW=40000	# the hosts' plugin port_range is 40000-40007
 XDC_NPORTS=10		# forwarded: 40000-40009; 40009 is meshperf's bootstrap
 XDC_BOOT_PORT=40009
 XDC_RATE=${XDC_RATE:-200mbit}	# the shaped inter-DC link, each direction
-XDC_DELAY=${XDC_DELAY:-}	# optional one-way delay (netem), e.g. 10ms
+XDC_DELAY=${XDC_DELAY:-}	# optional one-way delay, e.g. 10ms (xdc_topology)
+XDC_LOSS=${XDC_LOSS:-0}		# loss in percent each way, with the delay line
 XDC_MTU=${XDC_MTU:-1500}
 
 netns_log() {
@@ -340,12 +341,24 @@ xdc_router() {
 }
 
 # Builds the two-DC topology; the inter-DC link is shaped to XDC_RATE in
-# both directions (plus XDC_DELAY each way when set).
+# both directions (plus XDC_DELAY each way when set: by the delay line
+# where DELAYLINE names it, with XDC_LOSS, else by netem).
 xdc_topology() {
+	local r
+
 	netns_add a1 a2 b1 b2 ra rb
 	netns_veth ra ext rb ext
 	xdc_router ra 1 "${XDC_EXT[ra]}" "${XDC_EXT[rb]}" a1 a2
 	xdc_router rb 2 "${XDC_EXT[rb]}" "${XDC_EXT[ra]}" b1 b2
+	if [ -n "$XDC_DELAY" ] && [ -n "$DELAYLINE" ]; then
+		netns_shape ra ext "$XDC_RATE"
+		netns_shape rb ext "$XDC_RATE"
+		for r in ra rb; do
+			netns_delayline "$r" ext "$XDC_DELAY" "$XDC_LOSS"
+			netns_delayline_fw "$r"
+		done
+		return 0
+	fi
 	netns_shape ra ext "$XDC_RATE" "$XDC_DELAY"
 	netns_shape rb ext "$XDC_RATE" "$XDC_DELAY"
 }
@@ -387,6 +400,162 @@ xdc_dial() {
 		echo "${XDC_EXT[${XDC_ROUTER[$to]}]} $(xdc_ext_port "$to" \
 			"$XDC_BOOT_PORT")"
 	fi
+}
+
+# ------------------------------------------------------------ delay line
+#
+# A long WAN where the kernel has no netem: router NS sends what it
+# receives on its WAN interface through a TUN device, dl0, whose program
+# (tools/delayline) holds each packet for a one-way delay, drops some if
+# asked, and writes it back into dl0, where the main table routes it on:
+#
+#   WAN -> wan (rule: iif wan -> table 100, "default dev dl0") -> dl0
+#       -> delayline, DELAY later -> dl0 (main table) -> LAN
+#
+# NAT, conntrack and the firewall decide on the first pass, as the packet
+# comes from the WAN; the second pass is untracked and let through
+# (netns_delayline_fw, in routers that track connections).  A line in
+# each router makes the round trip the sum of their delays; the WAN's
+# shaping (netns_shape, on the way out) stays where it was, before the
+# delay.  Traffic to the router's own addresses is not delayed.
+
+DELAYLINE=${DELAYLINE:-}	# the program: BUILD/tools/delayline/delayline
+DELAYLINE_QUEUES=${DELAYLINE_QUEUES:-2}
+DELAYLINE_LIMIT=${DELAYLINE_LIMIT:-256M}	# bytes held at most, per line
+# 1: its threads at SCHED_FIFO (delayline --realtime), so that a busy host
+# holds packets no longer than asked
+DELAYLINE_RT=${DELAYLINE_RT-1}
+DELAYLINE_TABLE=100
+declare -gA DELAYLINE_PID=()
+
+# netns_delayline NS WAN_IF DELAY [LOSS]: the line in router NS for what
+# arrives on WAN_IF, held DELAY (delayline --delay: 25ms, 500us, 0), each
+# packet on the wire lost with LOSS percent (default 0).  Its reports go
+# to $NETNS_TMP/delayline-NS.stats (netns_delayline_stats).  Run again,
+# it replaces a line that netns_delayline_stop ended.
+netns_delayline() {
+	local r=$1 wan=$2 delay=$3 loss=${4:-0} log mtu rt=()
+
+	[ "$DELAYLINE_RT" != 1 ] || rt=(--realtime)
+	[ -x "$DELAYLINE" ] ||
+		netns_die "no delay line program (DELAYLINE='$DELAYLINE')"
+	log=$NETNS_TMP/delayline-$r.log
+	mtu=$(nsx "$r" cat "/sys/class/net/$wan/mtu")
+	rm -f "$NETNS_TMP/delayline-$r.stats"
+	netns_spawn "$r" "$log" "$DELAYLINE" --dev dl0 \
+		--queues "$DELAYLINE_QUEUES" --delay "$delay" --loss "$loss" \
+		--limit "$DELAYLINE_LIMIT" --mtu "$mtu" "${rt[@]}" \
+		--stats "$NETNS_TMP/delayline-$r.stats"
+	DELAYLINE_PID[$r]=$NETNS_LAST_PID
+	for _ in $(seq 200); do
+		grep -q ' up, ' "$log" && break
+		kill -0 "$NETNS_LAST_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -q ' up, ' "$log" || {
+		cat "$log" >&2
+		netns_die "$r: the delay line did not start"
+	}
+	# the second pass comes in on dl0 from addresses routed via WAN_IF
+	nsx "$r" sysctl -qw net.ipv4.conf.all.rp_filter=0 \
+		"net.ipv4.conf.$wan.rp_filter=0" net.ipv4.conf.dl0.rp_filter=0
+	nsx "$r" ip route replace default dev dl0 table "$DELAYLINE_TABLE"
+	nsx "$r" ip rule show pref 100 | grep -q . ||
+		nsx "$r" ip rule add pref 100 iif "$wan" lookup "$DELAYLINE_TABLE"
+}
+
+# netns_long_tcp NS...: TCP in each NS may keep as much in flight as a long
+# WAN takes: tcp_rmem and tcp_wmem (per namespace) grow to NETNS_TCP_MAX
+# (default 256M) per socket, as autotuning needs for the bandwidth-delay
+# product.
+NETNS_TCP_MAX=${NETNS_TCP_MAX:-268435456}
+netns_long_tcp() {
+	local n
+
+	for n in "$@"; do
+		nsx "$n" sysctl -qw \
+			"net.ipv4.tcp_rmem=4096 131072 $NETNS_TCP_MAX" \
+			"net.ipv4.tcp_wmem=4096 16384 $NETNS_TCP_MAX" ||
+			netns_die "$n: cannot raise tcp_rmem and tcp_wmem"
+	done
+}
+
+# netns_cc CC NS...: CC is the congestion control of each NS; fails where
+# the kernel lacks it or keeps it from namespaces (a namespace may take
+# only those in the host's tcp_allowed_congestion_control).
+netns_cc() {
+	local cc=$1 n
+
+	shift
+	for n in "$@"; do
+		nsx "$n" sysctl -qw "net.ipv4.tcp_congestion_control=$cc" \
+			2>/dev/null || return 1
+	done
+}
+
+# netns_have_cc CC: the kernel offers congestion control CC.
+netns_have_cc() {
+	grep -qw -- "$1" /proc/sys/net/ipv4/tcp_available_congestion_control
+}
+
+# netns_delayline_fw NS: router NS's iptables take the second pass of its
+# line untracked (its NAT and conntrack were done on the first) and let
+# it through.
+netns_delayline_fw() {
+	netns_ipt "$1" -t raw -I PREROUTING -i dl0 -j CT --notrack
+	netns_ipt "$1" -I FORWARD 1 -i dl0 -j ACCEPT
+}
+
+# netns_delayline_stats NS: the line's report now (one line of KEY=VALUE,
+# tools/delayline), or its last one once it ended.
+netns_delayline_stats() {
+	local r=$1 f=$NETNS_TMP/delayline-$1.stats pid old
+
+	pid=${DELAYLINE_PID[$r]:-}
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		old=$(netns_delayline_key "$(cat "$f" 2>/dev/null)" report)
+		kill -USR1 "$pid"
+		for _ in $(seq 100); do
+			[ "$(netns_delayline_key "$(cat "$f" 2>/dev/null)" \
+				report)" != "$old" ] && break
+			sleep 0.02
+		done
+	fi
+	cat "$f" 2>/dev/null || netns_die "$r: the delay line left no report"
+}
+
+# netns_delayline_stop NS: the line ended, its last report in its stats
+# file; dl0 and its route go with it, and the WAN is direct again.
+# Returns the line's exit status (a sanitizer's finding shows there).
+netns_delayline_stop() {
+	local pid=${DELAYLINE_PID[$1]:-} rc=0
+
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	netns_wait "$pid" 10 || rc=$?
+	unset "DELAYLINE_PID[$1]"
+	return "$rc"
+}
+
+# netns_delayline_key LINE KEY: the value of KEY in a report.
+netns_delayline_key() {
+	sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"
+}
+
+# netns_delayline_summary NS: the report of NS's line, in words.
+netns_delayline_summary() {
+	netns_delayline_stats "$1" | awk -v r="$1" '{
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		wire = v["in_wire"] + 0
+		printf "%s: delay line %.3f ms, loss %s%%: %d packets in (%d on the wire, %.1f MB), %d out; held at most %.1f MB, %d packets (limit %.0f MB); dropped: loss %d on the wire (%.4f%%), over the limit %d, at the device %d; late by %.0f us at most, %.0f on average; CPU %.2f s\n",
+			r, v["delay_us"] / 1000, v["loss_pct"], v["in_pkts"],
+			wire, v["in_bytes"] / 1e6, v["out_pkts"],
+			v["max_held_bytes"] / 1e6, v["max_held_pkts"],
+			v["limit_bytes"] / 1e6, v["loss_wire"],
+			wire ? 100 * v["loss_wire"] / wire : 0, v["over_pkts"], v["dev_drops"],
+			v["late_max_us"], v["late_mean_us"],
+			v["cpu_user_s"] + v["cpu_sys_s"]
+	}'
 }
 
 # ---------------------------------------------------------------- meshperf
