@@ -72,6 +72,13 @@
 	  "Largest collective NCCL may run with its low-latency protocols "    \
 	  "(LL, LL128), told to NCCL by the plugin's tuner; larger ones run "  \
 	  "Simple; 0: NCCL's choice")                                       \
+	X(CP_NCCL_ALGO_BY_DISTANCE, "nccl_algo_by_distance", MESH_PARAM_BOOL, \
+	  "true", 0, 0, "Let the plugin's tuner choose NCCL's all-reduce "    \
+	  "algorithm by the WAN crossings each makes at xdc_rtt_ms; false: "  \
+	  "NCCL's choice")                                                    \
+	X(CP_XDC_RTT_MS, "xdc_rtt_ms", MESH_PARAM_INT, "0", 0, 60000,          \
+	  "Round trip between the datacenters in ms, as the tuner counts it; " \
+	  "the same on every host; 0: none declared, NCCL's algorithms stand") \
 	X(CP_METRICS_FILE, "metrics_file", MESH_PARAM_STR, "", 0, 0,           \
 	  "File the plugin writes its counters to in Prometheus text, for "    \
 	  "node_exporter's textfile collector: replaced whole every "          \

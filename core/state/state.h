@@ -58,6 +58,8 @@ struct core_channel_rules {
 struct core_tuning {
 	struct core_channel_rules channels;	/* nccl_channels_by_size */
 	uint64_t ll_max;			/* nccl_ll_max; 0: NCCL's */
+	uint32_t xdc_rtt_ms;			/* xdc_rtt_ms; 0: none */
+	bool algo_by_distance;			/* nccl_algo_by_distance */
 };
 
 struct core_state {

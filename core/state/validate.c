@@ -428,6 +428,9 @@ int core_validate_config(struct core_state *st)
 	st->connect_timeout_ms = (int)CORE_VALUE(st, CP_CONNECT_TIMEOUT_MS)->num;
 	st->nccl_buffsize = CORE_VALUE(st, CP_NCCL_BUFFSIZE)->num;
 	st->tuning.ll_max = (uint64_t)CORE_VALUE(st, CP_NCCL_LL_MAX)->num;
+	st->tuning.xdc_rtt_ms = (uint32_t)CORE_VALUE(st, CP_XDC_RTT_MS)->num;
+	st->tuning.algo_by_distance =
+		CORE_VALUE(st, CP_NCCL_ALGO_BY_DISTANCE)->num != 0;
 	st->port_low = (int)(range >> 16);
 	st->port_high = (int)(range & 0xffff);
 	if (take_advertise(st))
