@@ -59,6 +59,9 @@ int core_ctrl_dial(const struct core_handle *h, const struct mesh_addr *local,
 int core_ctrl_dial_progress(struct core_conn *c);
 /* The addresses a failed dial tried, each with its error. */
 const char *core_conn_tried(const struct core_conn *c);
+/* The round trip the kernel measured on the connection's socket, in us
+ * (util_tcp_rtt_us): the handshake and the setup's messages give it. */
+int core_conn_rtt_us(const struct core_conn *c, uint32_t *us);
 /* 0 once everything queued has been written. */
 int core_ctrl_flush(struct core_conn *c);
 void core_conn_free(struct core_conn *c);

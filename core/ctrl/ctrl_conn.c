@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "netaddr.h"
+#include "tcp_rtt.h"
 
 static const struct core_auth_key *auth_key;	/* NULL: no authentication */
 
@@ -454,6 +455,11 @@ void ctrl_conn_set_secret(struct ctrl_conn *c, const uint8_t *secret,
 	memcpy(c->secret, secret, len);
 	c->pub.ctrl.secret = len ? c->secret : NULL;
 	c->pub.ctrl.secret_len = len;
+}
+
+int core_conn_rtt_us(const struct core_conn *pub, uint32_t *us)
+{
+	return util_tcp_rtt_us(((const struct ctrl_conn *)pub)->fd, us);
 }
 
 void core_conn_free(struct core_conn *pub)

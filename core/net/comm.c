@@ -19,30 +19,39 @@ static struct core_comm_path direct_path(const struct core_rail *rail,
 					 const struct core_member *m,
 					 const struct core_conn *c)
 {
+	const struct core_state *st = core_current_state();
 	uint64_t mine = rail->fabric_id, theirs = c->peer_fabric_id;
-
-	return (struct core_comm_path){
+	enum core_path_class pc = core_path_class(mine, theirs,
+						  st->max_rails);
+	struct core_comm_path p = {
 		.module = m->module->name,
 		/* a layered module's accept: the last relay is the one
 		 * dialing */
 		.path_class = m->module->has_route ? "relayed" :
-			core_path_class_name(core_path_class(
-				mine, theirs, core_current_state()->max_rails)),
+			core_path_class_name(pc),
 		.direct = 1, .local = c->local, .remote = c->remote,
 		.fabric_id = mine, .peer_fabric_id = theirs };
+
+	/* The handshake and the module's setup crossed the path, so the
+	 * kernel knows its round trip; a relayed one's is the last hop's. */
+	if (!m->module->has_route && !core_conn_rtt_us(c, &p.rtt_us))
+		core_rtt_note(pc, p.rtt_us, &st->tuning);
+	return p;
 }
 
 static void log_connection(const char *dir, const struct core_rail *rail,
 			   const struct core_comm *comm)
 {
 	const struct core_comm_path *p = &comm->path;
-	char local[UTIL_ADDR_STRLEN], remote[UTIL_ADDR_STRLEN];
+	char local[UTIL_ADDR_STRLEN], remote[UTIL_ADDR_STRLEN], rtt[32] = "";
 
-	CORE_INFO("%s %s: %s, %s -> %s, %s (fabricId %llu -> %llu)", dir,
+	if (p->rtt_us)
+		snprintf(rtt, sizeof(rtt), ", rtt %u us", p->rtt_us);
+	CORE_INFO("%s %s: %s, %s -> %s, %s%s (fabricId %llu -> %llu)", dir,
 		  rail->name, p->module,
 		  util_addr_str(&p->local, local, sizeof(local)),
 		  util_addr_str(&p->remote, remote, sizeof(remote)),
-		  p->path_class, (unsigned long long)p->fabric_id,
+		  p->path_class, rtt, (unsigned long long)p->fabric_id,
 		  (unsigned long long)p->peer_fabric_id);
 }
 

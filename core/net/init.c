@@ -40,6 +40,7 @@ static void teardown(void)
 	core_layer_close_services();
 	core_ctrl_shutdown();
 	core_ctrl_set_auth_key(NULL);
+	core_rtt_forget();
 }
 
 int core_net_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)

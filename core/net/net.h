@@ -23,6 +23,7 @@ struct core_comm_path {
 	int direct;		/* the fields below are known */
 	struct mesh_addr local, remote;
 	uint64_t fabric_id, peer_fabric_id;
+	uint32_t rtt_us;	/* the control connection's; 0: unknown */
 };
 
 struct core_metrics_comm;
@@ -42,6 +43,12 @@ const struct core_rail *core_net_rail(int dev);
 /* The state between the first init and the last finalize (meshrelay). */
 struct core_state;
 const struct core_state *core_current_state(void);
+/* The round trips the control connections of a path class measured
+ * (rtt.c), in us, 0 before the first: the largest and the latest. */
+struct core_rtt_seen {
+	uint32_t max_us, latest_us;
+};
+struct core_rtt_seen core_rtt_seen(enum core_path_class c);
 /* NCCL_NET unset or Mesh: what the plugin tells NCCL applies. */
 bool core_nccl_net_is_ours(void);
 /* A copy of what the tuner tells NCCL; nothing outside init and finalize. */

@@ -73,4 +73,11 @@ int core_module_step(const char *dir, const struct core_rail *rail,
 		     const struct core_member *m, struct core_conn *c,
 		     void **mcomm, void **comm);
 
+/* rtt.c: a connection's round trip into its class's record (t: what the
+ * config declares, for the one line that compares); the record emptied
+ * at the last finalize. */
+void core_rtt_note(enum core_path_class c, uint32_t us,
+		   const struct core_tuning *t);
+void core_rtt_forget(void);
+
 #endif
