@@ -570,21 +570,24 @@ static ncclResult_t tuner_init(size_t nranks, size_t nnodes,
 }
 
 /*
- * The algorithm NCCL will run: the cheapest of its table, which the tuner
- * leaves as it is.  The table is NCCL's float[nalgo][nproto]; what NCCL
- * cannot or may not run (NCCL_ALGO) costs -1.
+ * The entry NCCL will run: the cheapest of its table, -1 for none.  The
+ * table is NCCL's float[nalgo][nproto]; what NCCL cannot or may not run
+ * (NCCL_ALGO, NCCL_PROTO) costs -1.
  */
-static enum core_algo nccl_algo(float **cost_table, int nalgo, int nproto)
+static int cheapest(const float *cost, int nalgo, int nproto)
 {
-	const float *cost = (const float *)cost_table;
 	int best = -1;
 
 	for (int i = 0; i < nalgo * nproto; i++)
 		if (cost[i] >= 0 && (best < 0 || cost[i] < cost[best]))
 			best = i;
-	if (best < 0)
-		return CORE_ALGO_ANY;
-	switch (best / nproto) {
+	return best;
+}
+
+/* A row of the table as the core names algorithms. */
+static enum core_algo algo_of_row(int row)
+{
+	switch (row) {
 	case NCCL_ALGO_TREE:
 		return CORE_ALGO_TREE;
 	case NCCL_ALGO_RING:
@@ -592,6 +595,14 @@ static enum core_algo nccl_algo(float **cost_table, int nalgo, int nproto)
 	default:
 		return CORE_ALGO_ANY;
 	}
+}
+
+/* The algorithm NCCL will run, from the table as the tuner leaves it. */
+static enum core_algo nccl_algo(float **cost_table, int nalgo, int nproto)
+{
+	int best = cheapest((const float *)cost_table, nalgo, nproto);
+
+	return best < 0 ? CORE_ALGO_ANY : algo_of_row(best / nproto);
 }
 
 /*
@@ -614,8 +625,42 @@ static void simple_only(float **cost_table, int nalgo, int nproto)
 	}
 }
 
-/* The protocol above nccl_ll_max, then the channel count for the
- * algorithm NCCL will run. */
+/*
+ * An all-reduce between datacenters: each Tree and Ring entry costs
+ * NCCL's time plus what the WAN adds to it (core_tuner_wan_us).  Where
+ * another entry then costs less than NCCL's own choice, every other entry
+ * is set aside so that NCCL runs it; NCCL's choice of an algorithm the
+ * model does not know stands, and what NCCL cannot run stays -1.
+ */
+static void by_distance(void *ctx, size_t nbytes, float **cost_table,
+			int nalgo, int nproto)
+{
+	float *cost = (float *)cost_table;
+	int nccl = cheapest(cost, nalgo, nproto), best = nccl;
+	double wan, least;
+
+	if (nccl < 0)
+		return;
+	wan = core_tuner_wan_us(ctx, algo_of_row(nccl / nproto));
+	if (wan < 0)
+		return;
+	least = cost[nccl] + wan;
+	for (int i = 0; i < nalgo * nproto; i++) {
+		wan = core_tuner_wan_us(ctx, algo_of_row(i / nproto));
+		if (cost[i] >= 0 && wan >= 0 && cost[i] + wan < least) {
+			least = cost[i] + wan;
+			best = i;
+		}
+	}
+	core_tuner_note(ctx, nbytes, algo_of_row(nccl / nproto),
+			algo_of_row(best / nproto));
+	for (int i = 0; best != nccl && i < nalgo * nproto; i++)
+		if (i != best)
+			cost[i] = NCCL_ALGO_PROTO_IGNORE;
+}
+
+/* The protocol above nccl_ll_max, the algorithm by distance, then the
+ * channel count for the algorithm NCCL will run. */
 static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 				    int npipe_ops, float **cost_table,
 				    int nalgo, int nproto, int reg_buff,
@@ -623,9 +668,11 @@ static ncclResult_t tuner_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
 {
 	int n;
 
-	(void)coll, (void)npipe_ops, (void)reg_buff;
+	(void)npipe_ops, (void)reg_buff;
 	if (core_tuner_simple_only(ctx, nbytes))
 		simple_only(cost_table, nalgo, nproto);
+	if (coll == ncclFuncAllReduce)
+		by_distance(ctx, nbytes, cost_table, nalgo, nproto);
 	n = core_tuner_channels(ctx, nbytes,
 				nccl_algo(cost_table, nalgo, nproto));
 	if (n)
