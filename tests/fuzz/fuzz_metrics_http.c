@@ -8,7 +8,7 @@
  *    gives: GET /metrics (a query allowed) over HTTP/1.0 or 1.1 only for
  *    that line; INCOMPLETE only while no header end has come and the
  *    buffer has room, TOO_LARGE only when it is full;
- *  - read in pieces as serve_client reads them, with a few buffer sizes,
+ *  - read in pieces as the endpoint reads them, with a few buffer sizes,
  *    each piece's verdict is that reading's, and the first one given is
  *    the verdict of the whole input: more bytes never change it;
  *  - the input as a comm's peer, a counter's own peer, a module name and
@@ -88,8 +88,8 @@ static enum core_http_verdict parse(const uint8_t *data, size_t len,
 	return v;
 }
 
-/* serve_client's loop: reads of any size into a buffer of cap bytes,
- * until a verdict or the client's end. */
+/* The endpoint's reads (read_request in metrics_http.c): of any size
+ * into a buffer of cap bytes, until a verdict or the client's end. */
 static void serve(struct splitter *sp, const uint8_t *data, size_t size,
 		  size_t cap)
 {

@@ -21,7 +21,23 @@
 # directory tmp (removed, and the processes in pids killed, on exit), the
 # reader in it, no NCCL_MESH_* or NCCL_DEBUG from the caller, failures 0.
 # check STATUS WHAT: PASS or FAIL (with the tails of tmp/*.log) and counts.
+# json_sum FIELD: the sum of FIELD of the meshperf client's results
+# (tmp/client.json).
+#
+# For the tests of meshrelay's endpoint, with meshrelay, meshperf, plugin
+# and RELAYS ("r1 127.0.0.2:PORT") set:
+#   free_port ADDR         a TCP port nothing uses on ADDR now
+#   relay_start LISTEN     meshrelay r1 on RELAYS' address, its metrics on
+#                          LISTEN (ip:port), logging to tmp/r1.log, until
+#                          the metrics port listens (pid r1)
+#   relayed_server         a meshperf server that advertises only
+#                          127.0.0.3, in the background (pid server),
+#                          until its port is in tmp/port
+#   relayed_client ARGS... its client, routed through r1, with meshperf
+#                          ARGS, in the background (pid client); results
+#                          in tmp/client.json
 
+# shellcheck disable=SC2154  # meshrelay, meshperf, plugin: the test's
 metrics_test_setup() {
 	local v
 
@@ -59,6 +75,56 @@ check() {
 		done
 		failures=$((failures + 1))
 	fi
+}
+
+free_port() {
+	python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+
+relay_start() {
+	local relay=${RELAYS#r1 } port=${1##*:}
+
+	NCCL_DEBUG=INFO NCCL_MESH_RELAY_NAME=r1 \
+		NCCL_MESH_RELAY_PORT=${relay##*:} \
+		NCCL_MESH_RELAY_RELAYS="$RELAYS" NCCL_MESH_METRICS_LISTEN=$1 \
+		"$meshrelay" >"$tmp/r1.log" 2>&1 &
+	r1=$!
+	pids+=("$r1")
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$port" | grep -q . && return
+		sleep 0.1
+	done
+}
+
+relayed_server() {
+	rm -f "$tmp/port"
+	NCCL_MESH_RELAY_NAME=d NCCL_MESH_RELAY_RELAYS="$RELAYS" \
+		NCCL_MESH_ADVERTISE_ADDRS=127.0.0.3 \
+		NCCL_MESH_ADVERTISE_LOCAL=false \
+		timeout 120 "$meshperf" --server --port 0 --port-file "$tmp/port" \
+		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
+	server=$!
+	pids+=("$server")
+	for _ in $(seq 100); do
+		[ -s "$tmp/port" ] && return
+		sleep 0.1
+	done
+}
+
+relayed_client() {
+	NCCL_MESH_RELAY_NAME=c NCCL_MESH_RELAY_RELAYS="$RELAYS" \
+		NCCL_MESH_RELAY_ROUTES="127.0.0.3 via r1" \
+		timeout 100 "$meshperf" --client 127.0.0.1 \
+		--port "$(cat "$tmp/port")" --plugin "$plugin" --no-latency \
+		--json "$@" >"$tmp/client.json" 2>"$tmp/client.log" &
+	client=$!
+	pids+=("$client")
+}
+
+json_sum() {
+	python3 -c 'import json,sys
+print(sum(r[sys.argv[1]] for r in map(json.loads, open(sys.argv[2]))
+          if r.get("event") == "result"))' "$1" "$tmp/client.json"
 }
 
 prom_setup() {

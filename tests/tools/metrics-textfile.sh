@@ -61,13 +61,6 @@ files() {
 	done
 }
 
-# The sum of a field of the client's results.
-json_sum() {
-	python3 -c 'import json,sys
-print(sum(r[sys.argv[1]] for r in map(json.loads, open(sys.argv[2]))
-          if r.get("event") == "result"))' "$1" "$tmp/client.json"
-}
-
 case_clear() {
 	local dir=$tmp/clear seen=1 ok=0 f want reqs
 	run "$dir" --sizes 0,8,4K,1M --iters 300
