@@ -33,9 +33,9 @@ bool core_tuner_simple_only(const void *ctx, uint64_t bytes);
  * What the WAN adds, in us, to an all-reduce NCCL runs with `algo`: its
  * sequential crossings times the one-way delay of xdc_rtt_ms, which
  * NCCL's estimate, made for a network of microseconds, lacks.  -1 where
- * the model says nothing (off, one node, an algorithm it does not know);
- * 0 for every algorithm at a round trip of 0.  The same on every rank:
- * it rests on nothing measured (ranks that chose apart would hang).
+ * the model says nothing: no round trip declared, nccl_algo_by_distance
+ * false, one node, an algorithm it does not count.  The same on every
+ * rank: it rests on nothing measured (ranks that chose apart would hang).
  */
 double core_tuner_wan_us(const void *ctx, enum core_algo algo);
 /* What the tuner did for an all-reduce of `bytes`: NCCL would have run
