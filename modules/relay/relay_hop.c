@@ -12,8 +12,8 @@
 #include "netaddr.h"
 
 enum {
-	HOP_PICK, HOP_DIAL, HOP_WAIT, HOP_REJOIN, HOP_CONNECT, HOP_FLUSH,
-	HOP_DONE
+	HOP_PICK, HOP_DIAL, HOP_HOLD, HOP_WAIT, HOP_REJOIN, HOP_CONNECT,
+	HOP_FLUSH, HOP_DONE
 };
 
 /* A relay whose port does not answer within this long is passed over
@@ -550,6 +550,23 @@ static int notes_later(struct relay_hop *h)
 	return 0;
 }
 
+/*
+ * The destination's port brought no nccl-mesh listener: something else
+ * answered there, or nothing did before the core's dial gave up.  Whoever
+ * asked must not learn which (a member could scan the port range through
+ * the relay), so the hop waits as for a closed port, where the dial is
+ * tried again until the hop's time is up, and ends with the same note;
+ * only this relay's log says what answered.
+ */
+static int hold(struct relay_hop *h, const char *why)
+{
+	snprintf(h->aside, sizeof(h->aside), "%.*s",
+		 (int)sizeof(h->aside) - 1, why);
+	drop_ctrl(h);
+	h->stage = HOP_HOLD;
+	return -EAGAIN;
+}
+
 /* One stage; -EAGAIN to come back, 0 when the stage moved on. */
 static int stage_step(struct relay_hop *h)
 {
@@ -567,6 +584,8 @@ static int stage_step(struct relay_hop *h)
 						sizeof(why));
 		if (err == -EAGAIN)
 			return err;
+		if (h->direct && (err == -EPROTO || err == -ETIMEDOUT))
+			return hold(h, why);
 		if (err) {
 			note(h, "%s: %s", target(h), why);
 			return err;
@@ -575,6 +594,8 @@ static int stage_step(struct relay_hop *h)
 		if (!err)
 			h->stage = HOP_WAIT;
 		return err;
+	case HOP_HOLD:
+		return -EAGAIN;
 	case HOP_WAIT:
 		err = take_answer(h);
 		if (!err)
@@ -614,7 +635,8 @@ int relay_hop_step(struct relay_hop *h)
 		err = stage_step(h);
 		if (err == -EAGAIN) {
 			int64_t now = relay_now_ns();
-			bool skip = h->stage == HOP_DIAL &&
+			bool skip = (h->stage == HOP_DIAL ||
+				     h->stage == HOP_HOLD) &&
 				    h->cur < h->ncand &&
 				    now > h->dial_deadline_ns;
 			char a[UTIL_ADDR_STRLEN] = "";

@@ -81,6 +81,9 @@ struct relay_hop {
 					 * (relay_route_hops reads it) */
 	char tried[1024];		/* every attempt that failed, why */
 	size_t tried_len;
+	char aside[256];		/* for this relay's log alone: what
+					 * answered at the destination's port
+					 * that is no nccl-mesh listener */
 };
 
 /* Prepares h for req (copied); candidates from req's path, else the

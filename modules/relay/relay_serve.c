@@ -607,9 +607,10 @@ static void refuse(struct relay_ctx *x, struct relay_setup *s, int err,
 		MESH_INFO("no new route for %s (%s): %s", s->req.origin,
 			  s->from, why);
 	else
-		MESH_WARN("refused to relay for %s (%s): %s",
+		MESH_WARN("refused to relay for %s (%s): %s%s%s",
 			  s->req.origin[0] ? s->req.origin : "?", s->from,
-			  why);
+			  why, s->hop.aside[0] ? "; not told: " : "",
+			  s->hop.aside);
 	mesh_count(&x->refused, 1);
 	respond(s, -err, 0, why);
 	s->stage = S_REFUSED;

@@ -25,6 +25,12 @@
 #   unknown-relay a request whose explicit route names a relay that is not
 #               in r1's relay.relays: r1 refuses it, and the reason it
 #               answers and logs names that relay
+#   port-probe  requests for three ports inside port_range: one where a
+#               service that is no nccl-mesh listener answers with a
+#               banner, one where a service closes every connection, one
+#               where nothing listens: the three answers are the same
+#               refusal at the same time (within 0.5 s), and only r1's
+#               log says what answered
 #
 # usage: relay.sh BUILD_DIR [CASE...]
 set -uo pipefail
@@ -265,6 +271,80 @@ case_unknown_relay() {
 		grep -a "refused to relay for knock " "$tmp/r1.log" |
 			grep -aqF "$want"
 	check unknown-relay $? "a route through a relay r1 does not know is refused, naming it"
+}
+
+# answer_of FILE: a knock answer's status and text, the milliseconds in
+# the text made N; answer_ms FILE: how long it took
+answer_of() {
+	sed -n 's/.*"status":\(-\{0,1\}[0-9]*\),.*"text":"\(.*\)"}$/\1 \2/p' "$1" |
+		sed 's/[0-9][0-9]* ms/N ms/g'
+}
+answer_ms() {
+	sed -n 's/.*"ms":\([0-9]*\)[.0-9]*,.*/\1/p' "$1"
+}
+
+case_port_probe() {
+	local -x RELAYS="r1 127.0.0.2:$P1"
+	local banner=$((RANGE_LOW + 3)) closer=$((RANGE_LOW + 4))
+	local closed=$((RANGE_LOW + 5)) knocks=() rc=0 a b c ta tb tc
+	ss -Htln "sport = :$closed" | grep -q . && {
+		echo "port $closed is taken here"
+		return 1
+	}
+	# what else may listen inside the range: a service that greets
+	# first (as SSH or SMTP do), one that closes at once
+	python3 -c '
+import socket, sys, threading
+def serve(port, greet):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port)); s.listen(64)
+    while True:
+        c, _ = s.accept()
+        print("connected to", port, flush=True)
+        if greet:
+            try: c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            except OSError: pass
+            threading.Timer(10, c.close).start()
+        else:
+            c.close()
+threading.Thread(target=serve, args=(int(sys.argv[2]), False), daemon=True).start()
+serve(int(sys.argv[1]), True)
+' "$banner" "$closer" >"$tmp/service.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$banner" | grep -q . &&
+			ss -Htln "sport = :$closer" | grep -q . && break
+		sleep 0.1
+	done
+	relay r1 "$P1" NCCL_MESH_PORT_RANGE="$RANGE" \
+		NCCL_MESH_RELAY_TIMEOUT_MS=2000 || return 1
+	for p in "$banner" "$closer" "$closed"; do
+		"$knock" request 127.0.0.2 "$P1" "127.0.0.1:$p" 30 \
+			>"$tmp/probe-$p.log" 2>&1 &
+		knocks+=($!)
+	done
+	for k in "${knocks[@]}"; do
+		wait "$k" || rc=1
+	done
+	stop_relays
+	a=$(answer_of "$tmp/probe-$banner.log")
+	b=$(answer_of "$tmp/probe-$closer.log")
+	c=$(answer_of "$tmp/probe-$closed.log")
+	ta=$(answer_ms "$tmp/probe-$banner.log")
+	tb=$(answer_ms "$tmp/probe-$closer.log")
+	tc=$(answer_ms "$tmp/probe-$closed.log")
+	echo "answers: banner ${ta:-?} ms '$a', closer ${tb:-?} ms '$b', closed ${tc:-?} ms '$c'"
+	[ $rc -eq 0 ] && [ -n "$a" ] && [ "${a%% *}" != 0 ] &&
+		[ "$a" = "$b" ] && [ "$a" = "$c" ] &&
+		[ "${ta:-0}" -ge 1900 ] && [ "${tb:-0}" -ge 1900 ] &&
+		[ "${tc:-0}" -ge 1900 ] &&
+		[ $((ta > tc ? ta - tc : tc - ta)) -le 500 ] &&
+		[ $((tb > tc ? tb - tc : tc - tb)) -le 500 ] &&
+		grep -aq "connected to $banner" "$tmp/service.log" &&
+		grep -aq "connected to $closer" "$tmp/service.log" &&
+		grep -a "refused to relay for knock " "$tmp/r1.log" |
+			grep -aq "not told: .*something else than an nccl-mesh listener"
+	check port-probe $? "a port where another service answers, one that closes and a closed one get the same answer at the same time"
 }
 
 for c in "${cases[@]}"; do
