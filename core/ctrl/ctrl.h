@@ -39,7 +39,9 @@ uint64_t core_random_u64(void);
 /* The key every connection must prove (NULL or empty: none). */
 void core_ctrl_set_auth_key(const struct core_auth_key *key);
 
-/* Registers a listen on `rail`, binding the rail's listener on first use. */
+/* Registers a listen on `rail`, binding the rail's listener on first use
+ * (the lowest free port of port_low..port_high, any with 0); a listener
+ * that cannot bind says nothing: the caller logs what it means. */
 int core_ctrl_listen(int rail, uint64_t nonce, int port_low, int port_high,
 		     uint16_t *port_out, struct core_listen_comm **out);
 void core_ctrl_close_listen(struct core_listen_comm *lc);

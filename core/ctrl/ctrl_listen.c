@@ -111,7 +111,11 @@ static int listen_on(int port)
 	return fd;
 }
 
-/* Lowest free port of the range, so operators can predict it. */
+/*
+ * Lowest free port of the range, so operators can predict it.  A failure
+ * is the caller's to log: NCCL's listen needs a person then, a module's
+ * service that another process on the host serves does not.
+ */
 static int open_listener_socket(int port_low, int port_high, uint16_t *port)
 {
 	struct mesh_addr bound;
@@ -120,14 +124,8 @@ static int open_listener_socket(int port_low, int port_high, uint16_t *port)
 	for (int p = port_low + 1; port_low && fd == -EADDRINUSE &&
 	     p <= port_high; p++)
 		fd = listen_on(p);
-	if (fd < 0) {
-		if (port_low)
-			CORE_WARN("no free port to listen on in range %d-%d: %s",
-				  port_low, port_high, strerror(-fd));
-		else
-			CORE_WARN("cannot listen: %s", strerror(-fd));
+	if (fd < 0)
 		return fd;
-	}
 	ctrl_sock_name(fd, &bound, 0);
 	*port = bound.port;
 	return fd;

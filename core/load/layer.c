@@ -350,6 +350,11 @@ static int serve(const struct mesh_host *host, int port)
 		services = s;
 	}
 	pthread_mutex_unlock(&layer_lock);
+	/* a port another process serves is the module's to judge (the
+	 * relay: the normal case of several ranks on a host) */
+	if (err && err != -EADDRINUSE)
+		host->log(host, MESH_LOG_WARN, __FILE__, __LINE__,
+			  "cannot serve port %d: %s", port, strerror(-err));
 	if (err)
 		free(s);
 	return err;

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core_log.h"
 #include "netaddr.h"
@@ -85,6 +86,14 @@ int core_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
 	err = core_ctrl_listen(dev, h.nonce, core_current_state()->port_low,
 			       core_current_state()->port_high, &port, &ml->lc);
 	if (err) {
+		/* NCCL's listen without a port: a person must free one */
+		if (core_current_state()->port_low)
+			CORE_WARN("no free port to listen on in range %d-%d: %s",
+				  core_current_state()->port_low,
+				  core_current_state()->port_high,
+				  strerror(-err));
+		else
+			CORE_WARN("cannot listen: %s", strerror(-err));
 		free(ml);
 		return err;
 	}

@@ -281,7 +281,8 @@ struct mesh_host {
 	/**
 	 * Listens for this module's service on `port` (all addresses), behind
 	 * the same gate and key as the NCCL listeners.  -EADDRINUSE when
-	 * another process serves it.
+	 * another process serves it, unlogged: the module says what that
+	 * means; other failures are logged with their cause.
 	 */
 	int (*serve)(const struct mesh_host *host, int port);
 	/** The next authenticated channel to the service; -EAGAIN if none. */

@@ -75,7 +75,8 @@ const struct relay_route *relay_conf_route(const struct relay_conf *c,
  * many, at most max. */
 int relay_conf_routes(const struct relay_conf *c, const struct mesh_addr *a,
 		      int n, const struct relay_route **out, int max);
-/* NULL when every address is inside the cluster, else the first outside. */
+/* NULL when every address is inside the cluster, else the first outside;
+ * 127.0.0.1 and ::1, the host's own, count as one. */
 const struct mesh_addr *relay_conf_outsider(const struct relay_conf *c,
 					    const struct mesh_addr *a, int n);
 

@@ -296,16 +296,46 @@ const struct relay_route *relay_conf_route(const struct relay_conf *c,
 	return relay_conf_routes(c, a, n, &r, 1) ? r : NULL;
 }
 
+static bool member(const struct relay_conf *c, const struct mesh_addr *a)
+{
+	for (int m = 0; m < c->nmembers; m++)
+		if (inside(&c->members[m], a))
+			return true;
+	return false;
+}
+
+/*
+ * 127.0.0.1 and ::1 are one endpoint, the relay's own host, which a
+ * handle of an interface with both advertises twice: a cluster that
+ * takes either takes the other.  No other address is widened (127.0.0.2
+ * may stand for another host in a test on one machine).
+ */
+static bool loopback_twin(const struct mesh_addr *a, struct mesh_addr *twin)
+{
+	static const uint8_t v4[4] = { 127, 0, 0, 1 }, v6[16] = { [15] = 1 };
+
+	*twin = (struct mesh_addr){ .port = a->port };
+	if (a->family == AF_INET && !memcmp(a->ip, v4, 4)) {
+		twin->family = AF_INET6;
+		memcpy(twin->ip, v6, 16);
+		return true;
+	}
+	if (a->family == AF_INET6 && !memcmp(a->ip, v6, 16)) {
+		twin->family = AF_INET;
+		memcpy(twin->ip, v4, 4);
+		return true;
+	}
+	return false;
+}
+
 const struct mesh_addr *relay_conf_outsider(const struct relay_conf *c,
 					    const struct mesh_addr *a, int n)
 {
-	for (int i = 0; i < n; i++) {
-		int m = 0;
+	struct mesh_addr twin;
 
-		while (m < c->nmembers && !inside(&c->members[m], &a[i]))
-			m++;
-		if (m == c->nmembers)
+	for (int i = 0; i < n; i++)
+		if (!member(c, &a[i]) &&
+		    !(loopback_twin(&a[i], &twin) && member(c, &twin)))
 			return &a[i];
-	}
 	return NULL;
 }

@@ -970,13 +970,17 @@ int relay_serve_start(struct relay_ctx *x)
 {
 	int err = relay_host->serve(relay_host, x->conf.port);
 
+	/* several ranks on a host: one serves, the others use it */
 	if (err == -EADDRINUSE && !x->conf.serve_required) {
 		MESH_INFO("port %d is served by another process on this host; "
 			  "this one relays nothing", x->conf.port);
 		return 0;
 	}
+	if (err == -EADDRINUSE)
+		MESH_WARN("port %d is served by another process on this host, "
+			  "and relay.serve_required is set", x->conf.port);
 	if (err)
-		return err;	/* the core says so, with the listener's why */
+		return err;	/* else the core said why */
 	err = -pthread_create(&x->thread, NULL, serve_thread, x);
 	if (err)
 		return err;

@@ -10,6 +10,11 @@
 #               connect fails fast naming r1's refusal, r1 logs it
 #   dead-relay  the only relay is not running: connect fails naming it
 #   relay-dies  r1 is killed during a transfer: both ends fail, in time
+#   one-host    (not run by default) two ranks on one host, the relay in
+#               the first one's process (serve = true): the second loses
+#               the relay port and reaches the first through it, the
+#               handles advertising ::1 as well while relay.members lists
+#               127.0.0.0/8 alone; verified, no WARN on either
 # and, with relay_knock, what anyone reaching r1's port may try without a
 # key (not run by default):
 #   idle-hold   64 channels from 127.0.0.3 that send a hello and then
@@ -181,6 +186,77 @@ case_relay_dies() {
 		grep -aEq "relay.*(before message [0-9]* came|the leg failed) \(route: c -\(tcp-xdc\)-> r1" "$tmp/server.log"
 	check relay-dies $? "a relay killed mid-transfer fails both ends naming the route, in $((SECONDS - t0)) s"
 	stop_relays
+}
+
+# one_host NAME PORT COMMAND...: a rank on this host whose process serves
+# the relay port when it is free, routed to 127.0.0.3 through relay h
+one_host() {
+	local name=$1 port=$2
+	shift 2
+	env NCCL_DEBUG=INFO NCCL_MESH_RELAY_SERVE=true \
+		NCCL_MESH_RELAY_PORT="$port" \
+		NCCL_MESH_RELAY_RELAYS="h 127.0.0.1:$port" \
+		NCCL_MESH_RELAY_ROUTES="127.0.0.3 via h" \
+		NCCL_MESH_RELAY_NAME="$name" "$@"
+}
+
+case_one_host() {
+	local port server
+	port=$(free_port 127.0.0.1)
+	ip -6 addr show dev lo 2>/dev/null | grep -q '::1/128' ||
+		echo "note: lo has no ::1 here, the handles advertise none"
+	rm -f "$tmp/port"
+	# h advertises 127.0.0.3 first (the route's) and lo's own addresses,
+	# 127.0.0.1 and ::1, after it
+	one_host h "$port" NCCL_MESH_ADVERTISE_ADDRS=127.0.0.3 \
+		timeout 60 "$meshperf" --server --port 0 --port-file "$tmp/port" \
+		--plugin "$plugin" -v >"$tmp/server.log" 2>&1 &
+	server=$!
+	pids+=($server)
+	wait_for "$tmp/port" . 10 || return 1
+	# both ranks init once their bootstrap met: the server's answer
+	# reaches the client only after the server took the relay port, so
+	# that the server is the rank that serves, as the route wants
+	python3 -c '
+import socket, sys, threading, time
+lsn = socket.create_server(("127.0.0.1", 0))
+open(sys.argv[2] + ".tmp", "w").write("%d\n" % lsn.getsockname()[1])
+__import__("os").rename(sys.argv[2] + ".tmp", sys.argv[2])
+c, _ = lsn.accept()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def served():
+    for _ in range(300):
+        if sys.argv[4].encode() in open(sys.argv[3], "rb").read():
+            return
+        time.sleep(0.1)
+def pump(a, b, gate):
+    while True:
+        d = a.recv(65536)
+        if gate:
+            served()
+            gate = False
+        if not d:
+            b.shutdown(socket.SHUT_WR)
+            return
+        b.sendall(d)
+threading.Thread(target=pump, args=(c, s, False), daemon=True).start()
+pump(s, c, True)
+' "$(cat "$tmp/port")" "$tmp/proxy-port" "$tmp/server.log" \
+		"relay h serves port $port" &
+	pids+=($!)
+	wait_for "$tmp/proxy-port" . 10 || return 1
+	one_host c "$port" timeout 50 "$meshperf" --client 127.0.0.1 \
+		--port "$(cat "$tmp/proxy-port")" --plugin "$plugin" -v \
+		--sizes 0,8,4K,1M --iters 10 >"$tmp/client.log" 2>&1
+	rc=$?
+	wait "$server"
+	server_rc=$?
+	[ $rc -eq 0 ] && [ $server_rc -eq 0 ] &&
+		! grep -aq WARN "$tmp/server.log" "$tmp/client.log" &&
+		grep -aq "port $port is served by another process on this host" "$tmp/client.log" &&
+		grep -aq "via h (tcp-xdc 127.0.0.1:$port) -> destination" "$tmp/client.log" &&
+		grep -aq "pair .*: forwarding c from" "$tmp/server.log"
+	check one-host $? "two ranks on one host relay through the first one's process, members 127.0.0.0/8, no WARN"
 }
 
 # where the abuse cases' listeners are; below the ephemeral ports, so that

@@ -5,10 +5,12 @@
  * GONE), the route's key, attempt and the destination's position in the
  * setup messages, and what a peer may send instead: cut short, too long, a
  * type or flag this version does not know, bits that must be zero.  And
- * the stream indices an attempt owns on the destination's rejoin, and the
- * explicit routes one destination has as alternatives (relay_conf.c).
+ * the stream indices an attempt owns on the destination's rejoin, the
+ * explicit routes one destination has as alternatives, and which
+ * destinations are inside the cluster (relay_conf.c).
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -152,11 +154,54 @@ static void alternatives(void)
 	      !relay_conf_route(&c, d, 1));
 }
 
+/* Whether the destination advertising each of addrs (a ' '-separated
+ * list) is inside the cluster of members (another). */
+static bool inside_cluster(const char *members, const char *addrs)
+{
+	struct mesh_addr m[8], a[8];
+	struct relay_conf c = { .members = m };
+	char buf[256], *save = NULL;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", members);
+	for (char *w = strtok_r(buf, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save)) {
+		CHECK(!util_addr_parse(w, &m[c.nmembers]));
+		if (!strchr(w, '/'))
+			m[c.nmembers].prefix_len =
+				m[c.nmembers].family == AF_INET ? 32 : 128;
+		c.nmembers++;
+	}
+	snprintf(buf, sizeof(buf), "%s", addrs);
+	for (char *w = strtok_r(buf, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save))
+		CHECK(!util_addr_parse(w, &a[n++]));
+	return !relay_conf_outsider(&c, a, n);
+}
+
+static void members(void)
+{
+	CHECK(inside_cluster("10.0.0.0/8", "10.1.2.3:40000"));
+	CHECK(!inside_cluster("10.0.0.0/8", "10.1.2.3:40000 11.0.0.1:40000"));
+	/* a loopback handle names the host twice: 127.0.0.1 and ::1 are one */
+	CHECK(inside_cluster("127.0.0.0/8",
+			     "127.0.0.3:40000 127.0.0.1:40000 [::1]:40000"));
+	CHECK(inside_cluster("::1", "127.0.0.1:40000 [::1]:40000"));
+	CHECK(inside_cluster("127.0.0.1", "[::1]:40000"));
+	/* and no more: not another loopback address, nor anything else */
+	CHECK(!inside_cluster("127.0.0.2/32", "[::1]:40000"));
+	CHECK(!inside_cluster("::1", "127.0.0.2:40000"));
+	CHECK(!inside_cluster("127.0.0.0/8", "[::2]:40000"));
+	CHECK(!inside_cluster("127.0.0.0/8", "[::ffff:127.0.0.1]:40000"));
+	CHECK(!inside_cluster("10.0.0.0/8", "[::1]:40000"));
+}
+
 int main(void)
 {
 	notes();
 	messages();
 	streams();
 	alternatives();
+	members();
 	return failures ? 1 : 0;
 }
