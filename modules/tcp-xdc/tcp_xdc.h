@@ -167,7 +167,8 @@ struct tcp_xdc_stream {
 	uint64_t broken_ns;		/* when the socket broke; 0: fine */
 	uint64_t refused_ns;		/* send: first refusal of a dial in a
 					 * row; 0: none */
-	uint64_t resume_ns;		/* send: when the new socket came */
+	uint64_t resume_ns;		/* when the new socket came (recv:
+					 * when we asked on it) */
 	char cause[96];			/* what broke it */
 	uint8_t resume[16];		/* the message of a new socket */
 	size_t resume_done;
@@ -187,6 +188,8 @@ struct tcp_xdc_stream {
 	uint64_t asked;			/* chunks we had whole */
 	bool confirmed;			/* the sender answered: */
 	uint64_t resume_to;		/* it writes this chunk next */
+	bool was_ended;			/* the old socket had ended in order */
+	bool polls_new;			/* revents are the new socket's */
 	/* metrics, the holder's (mesh_count): plaintext through the record
 	 * layer, records that failed their tag, stalls found */
 	uint64_t m_crypt_bytes, m_auth_failures, m_stalls;

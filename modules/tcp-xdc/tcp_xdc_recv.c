@@ -379,8 +379,10 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 
 	s->revents = 0;
 	/* POLLIN may be left from before the stream parked (test() parks
-	 * stream 0 too): only a hangup or an error says the peer is done */
-	if (s->state == TCP_XDC_PARKED && (revents & (POLLHUP | POLLERR)))
+	 * stream 0 too): only a hangup or an error says the peer is done;
+	 * not one of a socket dialed anew, which the resume step reads */
+	if (s->state == TCP_XDC_PARKED && !s->polls_new &&
+	    (revents & (POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
 	if (comm->rejoin && !ret)
 		ret = xdc_recv_resume_step(comm, s, now);
@@ -427,7 +429,8 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 			pfd[i].events = POLLIN;	/* the answer, below */
 		if (s->state == TCP_XDC_PARKED && s->seq < wait)
 			wait = s->seq;
-		if (!ret && s->new_fd >= 0 && !s->confirmed)
+		s->polls_new = !ret && s->new_fd >= 0 && !s->confirmed;
+		if (s->polls_new)
 			pfd[i].fd = s->new_fd;
 		else if (!ret && s->state != TCP_XDC_ENDED &&
 		    s->state != TCP_XDC_BROKEN &&

@@ -38,7 +38,9 @@
 #define RESUME_TICK_MS 5
 #define TAKE_IDLE_NS 50000000ULL
 /* A receiver answers a socket dialed anew within milliseconds of taking
- * it (it looks every TAKE_IDLE_NS at most). */
+ * it (it looks every TAKE_IDLE_NS at most), and a sender our question
+ * within a round trip: either side gives up on a new socket silent for
+ * this long. */
 #define RESUME_ANSWER_NS 3000000000ULL
 
 /* Faults of the path, which a new socket may get past. */
@@ -94,8 +96,10 @@ static void outage_begin(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 s->cause);
 }
 
-/* The stream works again: the last one back ends the outage, in one line. */
-static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/* The stream works again: the last one back ends the outage, in one line
+ * that says how (resumed, or went on with its old socket). */
+static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		       const char *how)
 {
 	uint64_t now = xdc_now_ns();
 
@@ -105,17 +109,17 @@ static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		return;
 	atomic_fetch_add(&comm->ctx->outages, 1);
 	if (comm->is_send)
-		MESH_INFO("send comm %u to %s: out for %llu ms (%s), resumed; resent %llu chunks (%llu bytes)",
+		MESH_INFO("send comm %u to %s: out for %llu ms (%s), %s; resent %llu chunks (%llu bytes)",
 			  comm->id, comm->peer,
 			  ms_since(atomic_load(&comm->outage_ns), now),
-			  comm->outage_cause,
+			  comm->outage_cause, how,
 			  (unsigned long long)atomic_load(&comm->resent_chunks),
 			  (unsigned long long)atomic_load(&comm->resent_bytes));
 	else
-		MESH_INFO("recv comm %u from %s: out for %llu ms (%s), resumed",
+		MESH_INFO("recv comm %u from %s: out for %llu ms (%s), %s",
 			  comm->id, comm->peer,
 			  ms_since(atomic_load(&comm->outage_ns), now),
-			  comm->outage_cause);
+			  comm->outage_cause, how);
 	atomic_store(&comm->cause_set, 0);
 }
 
@@ -450,7 +454,7 @@ static int send_resume(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	}
 	s->state = TCP_XDC_IDLE;
 	s->refused_ns = 0;
-	outage_end(comm, s);
+	outage_end(comm, s, "resumed");
 	return 0;
 }
 
@@ -528,6 +532,31 @@ static void recv_new_drop(struct tcp_xdc_stream *s)
 	xdc_crypt_free(&s->new_crypt);
 }
 
+/*
+ * The socket dialed anew ended, or never answered, before it resumed
+ * anything.  Whoever dialed it (the sender, or a party that saw the
+ * rejoin key go by in clear), that is one more outage event of the
+ * stream and no end of the connection: an old socket that still works,
+ * or that had ended in order, goes on as before and the event ends here;
+ * only a stream whose socket broke stays out for the next dial, within
+ * the outage's budget (outage_ms) from its break.
+ */
+static void recv_new_lost(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	recv_new_drop(s);
+	if (s->was_ended) {
+		s->was_ended = false;
+		s->state = TCP_XDC_ENDED;
+		atomic_fetch_add(&comm->ended, 1);
+	}
+	if (s->state == TCP_XDC_BROKEN || !s->broken_ns)
+		return;
+	/* no sign of the sender after all: a reset may mean it is gone */
+	s->dialed = false;
+	outage_end(comm, s,
+		   "went on: the socket dialed anew was lost before it answered");
+}
+
 static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
 	uint8_t secret[32], ask[TCP_XDC_RESUME_SIZE];
@@ -565,15 +594,19 @@ static int recv_ask(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	if (ret)
 		return ret;
 	tcp_xdc_resume_encode(ask, TCP_XDC_RESUME_ASK, s->asked);
+	s->resume_ns = xdc_now_ns();
 	/* a fresh socket takes 16 bytes; one that does not broke again */
 	if (send(fd, ask, sizeof(ask), MSG_DONTWAIT | MSG_NOSIGNAL) !=
 	    (ssize_t)sizeof(ask))
-		recv_new_drop(s);
+		recv_new_lost(comm, s);
 	return 0;
 }
 
-/* The sender's answer on the new socket: 0 once read or not yet. */
-static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/* The sender's answer on the new socket: 0 once read or not yet.  A
+ * live sender answers within a round trip of our question; the old
+ * socket waits for it unread, so one that does not come is given up. */
+static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			uint64_t now)
 {
 	uint64_t chunks;
 	char what[160];
@@ -587,14 +620,19 @@ static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 					   &wire) :
 			tcp_xdc_readv(s->new_fd, &iov, 1, &wire);
 
-		if (n == -EAGAIN)
+		if (n == -EAGAIN) {
+			/* now may be older than resume_ns (the lane's clock) */
+			if (now > s->resume_ns &&
+			    now - s->resume_ns >= RESUME_ANSWER_NS)
+				recv_new_lost(comm, s);
 			return 0;
+		}
 		if (n == -EBADMSG)
 			return xdc_stream_fail(comm, s, -EBADMSG,
 					       s->new_crypt->why);
 		if (n <= 0) {
 			/* that socket broke too: wait for the next one */
-			recv_new_drop(s);
+			recv_new_lost(comm, s);
 			return 0;
 		}
 		s->resume_done += (size_t)n;
@@ -610,6 +648,7 @@ static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	}
 	s->confirmed = true;
 	s->resume_to = chunks;
+	s->was_ended = false;	/* the end we read was none */
 	return 0;
 }
 
@@ -637,7 +676,7 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	s->quiet_since = 0;
 	s->state = TCP_XDC_IDLE;
 	resets_out_update(comm, s, was);
-	outage_end(comm, s);
+	outage_end(comm, s, "resumed");
 }
 
 bool xdc_recv_switch_due(const struct tcp_xdc_stream *s)
@@ -652,17 +691,17 @@ int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0 &&
 	    s->state == TCP_XDC_ENDED) {
-		/* dialed anew: the end we read was none */
+		/* dialed anew: the end we read may be none (an end in order
+		 * is a FIN, so no reset is counted), unless the new socket
+		 * is lost before it answers (recv_new_lost) */
 		atomic_fetch_sub(&comm->ended, 1);
-		if (s->reset)
-			atomic_fetch_sub(&comm->ended_reset, 1);
 		s->state = TCP_XDC_BROKEN;
-		resets_out_update(comm, s, false);
+		s->was_ended = true;
 	}
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0)
 		ret = recv_ask(comm, s);
 	if (!ret && s->new_fd >= 0 && !s->confirmed)
-		ret = recv_confirm(comm, s);
+		ret = recv_confirm(comm, s, now);
 	if (!ret && s->new_fd >= 0 && s->confirmed) {
 		if (xdc_recv_switch_due(s))
 			recv_switch(comm, s);
