@@ -124,6 +124,9 @@ const char *core_value_source(const struct core_value *v, char *buf,
 void core_env_name(const char *module, const char *key, char *buf,
 		   unsigned len);
 
+/* A parameter type as docs/config.md names it: "integer", "port range". */
+const char *core_param_type_name(enum mesh_param_type type);
+
 /* The embedded default config text (conf/nccl-mesh.conf). */
 extern const char core_default_config[];
 

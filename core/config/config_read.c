@@ -307,6 +307,17 @@ static void expand_include(struct expand *x, const char *file, int *line,
 		add_seg(x, file, *line);
 }
 
+/*
+ * libconfig reads "\x00" in a string as a NUL and drops it, so "=lo\x00zz"
+ * would become "=lozz", a value nobody wrote: an error instead.  p is at a
+ * string's backslash.
+ */
+static bool escaped_nul(const char *p, const char *end)
+{
+	return end - p >= 4 && (p[1] == 'x' || p[1] == 'X') && p[2] == '0' &&
+	       p[3] == '0';
+}
+
 static void expand_text(struct expand *x, const char *file, const char *text,
 			size_t len, int depth)
 {
@@ -331,6 +342,12 @@ static void expand_text(struct expand *x, const char *file, const char *text,
 			x->state = LEX_CODE;
 			emit(x, *p++);
 		} else if (x->state == LEX_STRING && c == '\\' && p + 1 < end) {
+			/* told, and read on: the rest is checked too */
+			if (escaped_nul(p, end))
+				cfg_error(x->cfg, "%s:%d: expected text in a "
+					  "string, got \"\\x00\", a NUL (which "
+					  "libconfig would drop, leaving a "
+					  "string nobody wrote)", file, line);
 			emit(x, *p++);
 		} else if (x->state == LEX_STRING && c == '"') {
 			x->state = LEX_CODE;

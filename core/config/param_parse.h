@@ -40,7 +40,6 @@ void param_parsed_free(struct param_parsed *v);
 
 /* "1073741824" -> "1G": the shortest exact K/M/G form. */
 void param_size_text(long long bytes, char *buf, size_t len);
-const char *param_type_name(enum mesh_param_type type);
 /* False for a value outside the enum (tables come from other objects). */
 bool param_type_valid(enum mesh_param_type type);
 

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "config.h"
 #include "netaddr.h"
 #include "params.h"
 #include "size.h"
@@ -43,12 +44,13 @@ bool param_type_valid(enum mesh_param_type type)
 	case MESH_PARAM_PORT_RANGE:
 	case MESH_PARAM_ADDR_LIST:
 	case MESH_PARAM_PORT_MAP:
+	case MESH_PARAM_ADDR_PORT:
 		return true;
 	}
 	return false;
 }
 
-const char *param_type_name(enum mesh_param_type type)
+const char *core_param_type_name(enum mesh_param_type type)
 {
 	switch (type) {
 	case MESH_PARAM_STR:
@@ -67,6 +69,8 @@ const char *param_type_name(enum mesh_param_type type)
 		return "address list";
 	case MESH_PARAM_PORT_MAP:
 		return "port map";
+	case MESH_PARAM_ADDR_PORT:
+		return "address and port";
 	}
 	return "unknown";
 }
@@ -159,6 +163,11 @@ static void describe_expected(const struct mesh_param *p, bool from_file,
 	case MESH_PARAM_PORT_MAP:
 		describe_items(p, from_file, "\"<listen port>=<external port>\" "
 			       "pairs, ports in 1..65535", buf, len);
+		break;
+	case MESH_PARAM_ADDR_PORT:
+		snprintf(buf, len, "\"<ip>:<port>\" or \"[<ipv6>]:<port>\" "
+			 "(port 1..65535, no multicast or broadcast address), "
+			 "or \"\"");
 		break;
 	default:
 		snprintf(buf, len, "a value of a known type");
@@ -371,31 +380,40 @@ static bool item_is_addr(const char *item)
 	       !strchr(item, '/') && item[0] != '[';
 }
 
+static bool addr_unspecified(const struct mesh_addr *a)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(a->ip, zero, a->family == AF_INET ? 4 : 16);
+}
+
+/* A broadcast or multicast address: one no stream socket connects to or
+ * listens on. */
+static const char *addr_group(const struct mesh_addr *a)
+{
+	if (a->family == AF_INET) {
+		if (!memcmp(a->ip, "\xff\xff\xff\xff", 4))
+			return "the broadcast address";
+		if (a->ip[0] >= 224 && a->ip[0] < 240)
+			return "a multicast address";
+	} else if (a->ip[0] == 0xff) {
+		return "a multicast address";
+	}
+	return NULL;
+}
+
 /*
  * Why a peer cannot dial the address `item`, or NULL: a handle that
  * advertises 0.0.0.0 or a broadcast address sends every peer nowhere.
  */
 static const char *addr_undialable(const char *item)
 {
-	static const uint8_t zero[16];
 	struct mesh_addr a;
 
 	if (util_addr_parse(item, &a))
 		return NULL;
-	if (a.family == AF_INET) {
-		if (!memcmp(a.ip, zero, 4))
-			return "the unspecified address";
-		if (!memcmp(a.ip, "\xff\xff\xff\xff", 4))
-			return "the broadcast address";
-		if (a.ip[0] >= 224 && a.ip[0] < 240)
-			return "a multicast address";
-	} else {
-		if (!memcmp(a.ip, zero, 16))
-			return "the unspecified address";
-		if (a.ip[0] == 0xff)
-			return "a multicast address";
-	}
-	return NULL;
+	return addr_unspecified(&a) ? "the unspecified address" :
+	       addr_group(&a);
 }
 
 static bool item_is_port(const char *s, const char *end)
@@ -431,6 +449,20 @@ static bool text_to_port_range(const char *text, long long *out)
 		return false;
 	*out = lo << 16 | hi;
 	return true;
+}
+
+/*
+ * "<ip>:<port>" or "[<ipv6>]:<port>", the port in plain digits: an address
+ * to listen on, so 0.0.0.0 and :: (every address) but no multicast or
+ * broadcast address, which no stream socket binds.
+ */
+static bool text_to_addr_port(const char *text, struct mesh_addr *a)
+{
+	const char *colon = strrchr(text, ':');
+
+	return colon && item_is_port(colon + 1, colon + strlen(colon)) &&
+	       !strchr(text, '/') && !util_addr_parse(text, a) &&
+	       (a->family == AF_INET6) == (text[0] == '[') && !addr_group(a);
 }
 
 static bool item_is_port_pair(const char *item)
@@ -493,6 +525,25 @@ static int parse_port_range_text(const struct mesh_param *p,
 	return set_text(out, text);
 }
 
+/* An ADDR_PORT value; its canonical text is the address as the core
+ * writes it ("[::1]:9464"), "" for none. */
+static int parse_addr_port_text(const struct mesh_param *p, const char *text,
+				bool from_file, struct param_parsed *out,
+				char *why, size_t len)
+{
+	char got[QUOTE_MAX + 8], canon[UTIL_ADDR_STRLEN];
+	struct mesh_addr a;
+
+	if (!*text)
+		return set_text(out, "");
+	if (!text_to_addr_port(text, &a)) {
+		snprintf(got, sizeof(got), "\"%.*s\"", QUOTE_MAX, text);
+		return reject(p, from_file, got, why, len);
+	}
+	out->num = a.port;
+	return set_text(out, util_addr_str(&a, canon, sizeof(canon)));
+}
+
 static int parse_text_value(const struct mesh_param *p, const char *text,
 			    struct param_parsed *out, char *why, size_t len)
 {
@@ -519,6 +570,8 @@ static int parse_text_value(const struct mesh_param *p, const char *text,
 		return text_to_list(text, out);
 	case MESH_PARAM_PORT_RANGE:
 		return parse_port_range_text(p, text, false, out, why, len);
+	case MESH_PARAM_ADDR_PORT:
+		return parse_addr_port_text(p, text, false, out, why, len);
 	case MESH_PARAM_ADDR_LIST:
 	case MESH_PARAM_PORT_MAP:
 		rc = text_to_list(text, out);
@@ -547,7 +600,8 @@ int param_parse_default(const struct mesh_param *p,
 
 	if (*text || p->type == MESH_PARAM_STR || p->type == MESH_PARAM_LIST ||
 	    p->type == MESH_PARAM_PORT_RANGE ||
-	    p->type == MESH_PARAM_ADDR_LIST || p->type == MESH_PARAM_PORT_MAP)
+	    p->type == MESH_PARAM_ADDR_LIST || p->type == MESH_PARAM_PORT_MAP ||
+	    p->type == MESH_PARAM_ADDR_PORT)
 		return param_parse_text(p, text, out, why, len);
 	memset(out, 0, sizeof(*out));
 	if (!param_type_valid(p->type))
@@ -638,6 +692,11 @@ static int parse_setting_value(const struct mesh_param *p,
 			return reject_setting(p, s, why, len);
 		return parse_port_range_text(p, config_setting_get_string(s),
 					     true, out, why, len);
+	case MESH_PARAM_ADDR_PORT:
+		if (type != CONFIG_TYPE_STRING)
+			return reject_setting(p, s, why, len);
+		return parse_addr_port_text(p, config_setting_get_string(s),
+					    true, out, why, len);
 	case MESH_PARAM_ADDR_LIST:
 	case MESH_PARAM_PORT_MAP:
 		rc = setting_to_list(p, s, out, why, len);

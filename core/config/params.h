@@ -86,8 +86,8 @@
 	  "empty: none")                                                       \
 	X(CP_METRICS_INTERVAL_MS, "metrics_interval_ms", MESH_PARAM_INT,       \
 	  "15000", 100, 3600000, "How often metrics_file is written")          \
-	X(CP_METRICS_LISTEN, "metrics_listen", MESH_PARAM_STR, "", 0, 0,       \
-	  "Address and port meshrelay serves its counters on over HTTP "       \
+	X(CP_METRICS_LISTEN, "metrics_listen", MESH_PARAM_ADDR_PORT, "", 0,   \
+	  0, "Address and port meshrelay serves its counters on over HTTP "    \
 	  "(GET /metrics, Prometheus text), as <ip>:<port>; empty: none; "     \
 	  "the plugin ignores it")
 

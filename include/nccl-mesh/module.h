@@ -35,6 +35,7 @@
  *      services.
  * 1.9: mesh_ctrl.traffic_class_set/traffic_class.
  * 1.10: mesh_ctrl.leg.
+ * 1.11: parameter type ADDR_PORT.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -94,7 +95,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 10
+#define MESH_MODULE_ABI_MINOR 11
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -162,6 +163,11 @@ enum mesh_param_type {
 				     or prefix; max > 0 caps the count */
 	MESH_PARAM_PORT_MAP,	/**< list of "<port>=<port>" pairs, each port
 				     in 1..65535; max > 0 caps the count */
+	/* ABI 1.11 */
+	MESH_PARAM_ADDR_PORT,	/**< "<ip>:<port>" ("[<ipv6>]:<port>"), port in
+				     1..65535, no multicast or broadcast
+				     address, or "" for none; param_int gives
+				     the port (0 for none) */
 };
 
 /**

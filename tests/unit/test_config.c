@@ -441,13 +441,15 @@ static void test_embedded_default(void)
 	core_config_free(cfg);
 }
 
-/* Port ranges, address lists and port maps, from text and from the file. */
+/* Port ranges, address lists, port maps and addresses with a port, from
+ * text and from the file. */
 static void test_net_types(void)
 {
 	static const struct mesh_param p[] = {
 		{ "range", MESH_PARAM_PORT_RANGE, "", 0, 0, "Ports" },
 		{ "addrs", MESH_PARAM_ADDR_LIST, "", 0, 2, "Addresses" },
 		{ "map", MESH_PARAM_PORT_MAP, "", 0, 0, "Port map" },
+		{ "listen", MESH_PARAM_ADDR_PORT, "", 0, 0, "Listen on" },
 		{ NULL, 0, NULL, 0, 0, NULL },
 	};
 	static const struct {
@@ -466,6 +468,16 @@ static void test_net_types(void)
 		{ 1, "192.0.2.1,192.0.2.2,192.0.2.3", -1 },
 		{ 2, "1=2,65535=1", 0 }, { 2, "0=1", -1 }, { 2, "1=65536", -1 },
 		{ 2, "1", -1 }, { 2, "a=b", -1 }, { 2, "1=2=3", -1 },
+		{ 3, "", 0 }, { 3, "127.0.0.1:9464", 9464 },
+		{ 3, "[::1]:1", 1 }, { 3, "0.0.0.0:65535", 65535 },
+		{ 3, "[::]:80", 80 }, { 3, "garbage", -1 }, { 3, ":99999", -1 },
+		{ 3, "%s%n", -1 }, { 3, "127.0.0.1", -1 },
+		{ 3, "127.0.0.1:0", -1 }, { 3, "127.0.0.1:65536", -1 },
+		{ 3, "127.0.0.1:+80", -1 }, { 3, "127.0.0.1: 80", -1 },
+		{ 3, "::1:80", -1 }, { 3, "[::1]", -1 },
+		{ 3, "[127.0.0.1]:80", -1 }, { 3, "10.0.0.1/8:80", -1 },
+		{ 3, "224.0.0.1:80", -1 }, { 3, "255.255.255.255:80", -1 },
+		{ 3, "[ff02::1]:80", -1 }, { 3, "host.example:80", -1 },
 	};
 	struct param_parsed out;
 	char why[PARAM_WHY_MAX];
@@ -479,7 +491,8 @@ static void test_net_types(void)
 					  &out, why, sizeof(why));
 
 		if ((rc == 0) != (cases[i].num >= 0) ||
-		    (!rc && cases[i].param == 0 && out.num != cases[i].num)) {
+		    (!rc && (cases[i].param == 0 || cases[i].param == 3) &&
+		     out.num != cases[i].num)) {
 			fprintf(stderr, "%s:%d: %s \"%s\": rc %d num %lld (%s)\n",
 				__FILE__, __LINE__, p[cases[i].param].name,
 				cases[i].text, rc, rc ? 0 : out.num,
