@@ -200,7 +200,7 @@ static int prefix_of(const struct sockaddr *mask)
 bool util_netif_match(const char *filter, const char *name)
 {
 	bool exclude = false, exact = false, hit = false;
-	char list[512], *save = NULL;
+	char list[UTIL_NETIF_FILTER_MAX + 1], *save = NULL;
 
 	if (*filter == '^') {
 		exclude = true;
@@ -221,6 +221,71 @@ bool util_netif_match(const char *filter, const char *name)
 			      !strncmp(tok, name, strlen(tok));
 	}
 	return exclude ? !hit : hit;
+}
+
+#define FILTER_EXPECTED "expected interface names or prefixes joined by " \
+	"',', after an optional '^' (exclude) and '=' (exact)"
+
+/* What is wrong with the filter's entry [s, end), or NULL. */
+static const char *netif_entry_wrong(const char *s, const char *end)
+{
+	const char *colon = memchr(s, ':', (size_t)(end - s));
+	const char *name_end = colon ? colon : end, *p;
+	long port = 0;
+
+	if (name_end == s)
+		return "an entry without a name before ':'";
+	if (name_end - s >= IFNAMSIZ)
+		return "a name longer than an interface name can be "
+		       "(15 bytes)";
+	for (p = s; p < name_end; p++)
+		if (*p == '/' || *p == ' ' || (unsigned char)*p < 0x20 ||
+		    *p == 0x7f)
+			return "a name with a '/', a blank or a control byte, "
+			       "which no interface name has";
+	if (!colon)
+		return NULL;
+	for (p = colon + 1; p < end && p - colon <= 5 && *p >= '0' &&
+	     *p <= '9'; p++)
+		port = port * 10 + (*p - '0');
+	return p == end && port >= 1 && port <= 65535 ? NULL :
+	       "a port suffix that is not 1..65535";
+}
+
+int util_netif_filter_check(const char *filter, char *why, size_t len)
+{
+	const char *s = filter, *end, *wrong = NULL;
+	int n = 0, names = 0;
+
+	if (!*filter)
+		return 0;
+	if (strlen(filter) > UTIL_NETIF_FILTER_MAX) {
+		snprintf(why, len, "expected at most %d bytes, got %zu",
+			 UTIL_NETIF_FILTER_MAX, strlen(filter));
+		return -EINVAL;
+	}
+	s += *s == '^';
+	s += *s == '=';
+	/* empty entries are skipped, as util_netif_match skips them */
+	for (; !wrong; s = end + 1) {
+		end = strchrnul(s, ',');
+		n++;
+		if (end > s) {
+			names++;
+			wrong = netif_entry_wrong(s, end);
+		}
+		if (!*end)
+			break;
+	}
+	if (!wrong && names)
+		return 0;
+	if (wrong)
+		snprintf(why, len, "%s, got \"%.200s\": entry %d is %s",
+			 FILTER_EXPECTED, filter, n, wrong);
+	else
+		snprintf(why, len, "%s, got \"%.200s\", which names none",
+			 FILTER_EXPECTED, filter);
+	return -EINVAL;
 }
 
 static bool default_excluded(const char *name)

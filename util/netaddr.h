@@ -53,4 +53,16 @@ int util_netif_list(const char *filter, struct util_netif **out);
 /* Does `name` match `filter` (same syntax)? */
 bool util_netif_match(const char *filter, const char *name);
 
+/* The longest filter util_netif_match reads whole. */
+#define UTIL_NETIF_FILTER_MAX 511
+/*
+ * Whether `filter` is one in that syntax: "" (none), or an optional '^',
+ * an optional '=', then names or prefixes joined by commas, each of 1 to
+ * IFNAMSIZ - 1 bytes without '/', ':', blanks or control bytes and maybe
+ * with a ":<port>" suffix (NCCL's, ignored).  A name that no interface of
+ * this host has is no error here.  0, or -EINVAL with why saying what is
+ * wrong.
+ */
+int util_netif_filter_check(const char *filter, char *why, size_t len);
+
 #endif

@@ -33,11 +33,17 @@ static const struct mesh_param ib_fabric_params[] = {
 
 /* ---- GID preferences ---- */
 
+/*
+ * The GID preferences from the parameters, read by check and by init
+ * alike, so that a value init cannot use is a config error at its line
+ * (param_error) also for meshinfo --check, and init meets none.
+ */
 static int prefs_from_params(const struct mesh_host *host,
 			     struct vl_gid_prefs *prefs)
 {
 	const char *fam = host->param_str(host, "addr_family");
 	const char *range = host->param_str(host, "addr_range");
+	int err = 0;
 
 	memset(prefs, 0, sizeof(*prefs));
 	prefs->roce_version = (int)host->param_int(host, "roce_version");
@@ -47,25 +53,60 @@ static int prefs_from_params(const struct mesh_host *host,
 	} else if (!strcmp(fam, "ipv6")) {
 		prefs->family = AF_INET6;
 	} else {
-		MESH_WARN("addr_family '%s': expected ipv4 or ipv6", fam);
-		return -EINVAL;
+		host->param_error(host, "addr_family", "expected ipv4 or "
+				  "ipv6, got '%s'", fam);
+		err = -EINVAL;
 	}
 	if (range && *range) {
 		struct mesh_addr a;
 
-		if (util_addr_parse(range, &a) || !a.prefix_len) {
-			MESH_WARN("addr_range '%s': expected a CIDR range such as 10.0.0.0/8",
-				  range);
-			return -EINVAL;
+		if (util_addr_parse(range, &a) || !a.prefix_len || a.port) {
+			host->param_error(host, "addr_range", "expected a CIDR "
+					  "range such as 10.0.0.0/8, got '%s'",
+					  range);
+			err = -EINVAL;
+		} else {
+			prefs->range_family = a.family;
+			prefs->range_prefix = a.prefix_len;
+			memcpy(prefs->range_ip, a.ip, sizeof(a.ip));
 		}
-		prefs->range_family = a.family;
-		prefs->range_prefix = a.prefix_len;
-		memcpy(prefs->range_ip, a.ip, sizeof(a.ip));
 	}
+	return err;
+}
+
+/* One gid_overrides entry, "dev:port=index"; -EINVAL when malformed. */
+static int parse_gid_override(const char *item, char name[VL_NAME_MAX],
+			      int *port, int *idx)
+{
+	int used = 0;
+
+	if (sscanf(item, "%63[^:]:%d=%d%n", name, port, idx, &used) != 3 ||
+	    item[used] || *port < 1 || *idx < 0 || *idx > 65535)
+		return -EINVAL;
 	return 0;
 }
 
-/* "dev:port=index" for this port, or -1; -EINVAL on a malformed entry. */
+static int check_gid_overrides(const struct mesh_host *host)
+{
+	const char *const *items;
+	int n = host->param_list(host, "gid_overrides", &items), err = 0;
+
+	for (int i = 0; i < n; i++) {
+		char name[VL_NAME_MAX];
+		int p, idx;
+
+		if (parse_gid_override(items[i], name, &p, &idx)) {
+			host->param_error(host, "gid_overrides", "item %d "
+					  "('%s'): expected dev:port=index, "
+					  "port 1 or more, index 0..65535",
+					  i + 1, items[i]);
+			err = -EINVAL;
+		}
+	}
+	return err;
+}
+
+/* "dev:port=index" for this port, or -1 (entries checked by check). */
 static int gid_override(const struct mesh_host *host, const char *dev, int port)
 {
 	const char *const *items;
@@ -73,18 +114,26 @@ static int gid_override(const struct mesh_host *host, const char *dev, int port)
 
 	for (int i = 0; i < n; i++) {
 		char name[VL_NAME_MAX];
-		int p, idx, used = 0;
+		int p, idx;
 
-		if (sscanf(items[i], "%63[^:]:%d=%d%n", name, &p, &idx,
-			   &used) != 3 || items[i][used] || p < 1 || idx < 0) {
-			MESH_WARN("gid_overrides entry '%s': expected dev:port=index",
-				  items[i]);
-			return -EINVAL;
-		}
-		if (!strcmp(name, dev) && p == port)
+		if (!parse_gid_override(items[i], name, &p, &idx) &&
+		    !strcmp(name, dev) && p == port)
 			return idx;
 	}
 	return -1;
+}
+
+/* Each value's syntax, before init (and by meshinfo --check). */
+static int ib_fabric_check(const struct mesh_host *host)
+{
+	struct vl_gid_prefs prefs;
+	int err = vl_check_params(host);
+
+	if (prefs_from_params(host, &prefs))
+		err = -EINVAL;
+	if (check_gid_overrides(host))
+		err = -EINVAL;
+	return err;
 }
 
 /* ---- devices ---- */
@@ -96,8 +145,6 @@ static int port_prefs(void *arg, const char *root, const char *dev, int port,
 	int ov = gid_override(vl_host, dev, port);
 
 	(void)root;
-	if (ov < -1)
-		return ov;
 	*prefs = *(const struct vl_gid_prefs *)arg;
 	if (ov >= 0)
 		prefs->force_index = ov;
@@ -194,4 +241,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.connect = ib_fabric_connect,
 	.accept = ib_fabric_accept,
 	VL_MODULE_DATA_PATH,
+	.check = ib_fabric_check,
 };

@@ -291,4 +291,5 @@ MESH_EXPORT const struct mesh_module MESH_MODULE_DESCRIPTOR = {
 	.accept = rdma_mesh_accept,
 	VL_MODULE_DATA_PATH,
 	.reach = rdma_mesh_reach,
+	.check = vl_check_params,
 };

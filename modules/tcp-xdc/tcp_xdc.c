@@ -82,11 +82,26 @@ static int check_cipher_library(const struct mesh_host *host)
 	return 0;
 }
 
-/* Rules between keys, checked before init (and by meshinfo --check). */
+/* ifname in NCCL_SOCKET_IFNAME syntax; that this host has no such
+ * interface is init's "no devices", not an error of the value. */
+static int check_ifname(const struct mesh_host *host)
+{
+	const char *ifname = host->param_str(host, "ifname");
+	char why[512];
+
+	if (!util_netif_filter_check(ifname ? ifname : "", why, sizeof(why)))
+		return 0;
+	host->param_error(host, "ifname", "%s", why);
+	return -EINVAL;
+}
+
+/* Each value's syntax and the rules between keys, checked before init
+ * (and by meshinfo --check). */
 static int tcp_xdc_check(const struct mesh_host *host)
 {
 	long long chunk = host->param_int(host, "chunk_size");
 	long long min = host->param_int(host, "min_chunk");
+	int err = check_ifname(host);
 	char text[32];
 
 	/* The keys come from the authentication handshake: no key, no
@@ -100,7 +115,7 @@ static int tcp_xdc_check(const struct mesh_host *host)
 	if (check_cipher_library(host))
 		return -EINVAL;
 	if (min <= chunk)
-		return 0;
+		return err;
 	snprintf(text, sizeof(text), "%s", host->param_str(host, "chunk_size"));
 	host->param_error(host, "min_chunk", "expected at most chunk_size "
 			  "(%s), got %s", text, host->param_str(host, "min_chunk"));

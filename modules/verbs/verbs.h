@@ -635,7 +635,10 @@ typedef int (*vl_port_fn)(void *arg, const char *sysfs_root,
 			     const char *dev, int port,
 			     struct vl_gid_prefs *prefs);
 
-/* verbs_ctx.c: -ENODEV (logged) when no port is usable. */
+/* verbs_ctx.c: the module check of the VL_PARAM_ROWS (hca's syntax), 0
+ * or -EINVAL after param_error; the context, -ENODEV (logged) when no
+ * port is usable. */
+int vl_check_params(const struct mesh_host *host);
 int vl_ctx_open(const struct mesh_host *host, vl_port_fn choose,
 		   void *arg, struct vl_ctx **out);
 void vl_ctx_free(struct vl_ctx *ctx);

@@ -114,6 +114,18 @@ static void devs_log(const struct vl_ctx *ctx)
 	}
 }
 
+int vl_check_params(const struct mesh_host *host)
+{
+	const char *hca = host->param_str(host, "hca");
+	struct vl_hca_filter filter;
+	char why[256] = "";
+
+	if (!vl_hca_parse(hca ? hca : "", &filter, why, sizeof(why)))
+		return 0;
+	host->param_error(host, "hca", "%s", why);
+	return -EINVAL;
+}
+
 int vl_ctx_open(const struct mesh_host *host, vl_port_fn choose,
 		   void *arg, struct vl_ctx **out)
 {
@@ -127,6 +139,7 @@ int vl_ctx_open(const struct mesh_host *host, vl_port_fn choose,
 
 	*out = NULL;
 	hca = hca ? hca : "";
+	/* vl_check_params refused a bad one before init */
 	if (vl_hca_parse(hca, &filter, why, sizeof(why))) {
 		MESH_WARN("hca '%s': %s", hca, why);
 		return -EINVAL;
