@@ -494,6 +494,9 @@ def test_no_devices():
         r = meshinfo("--check", conf, module_path=with_fakes())
         check(r.returncode == 0 and r.stdout.endswith(": OK\n"),
               "--check judges the file, which is fine", r)
+        check("%s:2: warning: module tcp-xdc on this host: no devices: "
+              "no usable interface matches 'nonesuch9'" % conf in r.stderr,
+              "and warns that this host gives tcp-xdc no device", r)
 
 
 def main():

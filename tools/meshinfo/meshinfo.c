@@ -300,7 +300,9 @@ static void modules_location(const struct meshinfo *mi, char *buf, size_t len)
 /*
  * A module that failed is a warning while others still load (the status
  * says whether any rail is left); under --check it also means the
- * module's section went unchecked.
+ * module's section went unchecked.  Under --check a module without
+ * devices is a warning too: --check judges the file, but init on this
+ * host would go without that module (the report shows it as a status).
  */
 static int note_module_failures(struct meshinfo *mi)
 {
@@ -310,6 +312,14 @@ static int note_module_failures(struct meshinfo *mi)
 	for (int i = 0; i < mi->st->nmodules; i++) {
 		const struct core_module *m = &mi->st->modules[i];
 
+		if (mi->check_file && m->status == CORE_MODULE_NODEV) {
+			snprintf(buf, sizeof(buf), "%smodule %s on this host: "
+				 "%s (this host's state, not an error of the "
+				 "file)", loc, m->name, m->reason);
+			if (meshinfo_strv_add(&mi->module_warnings, buf))
+				return -ENOMEM;
+			continue;
+		}
 		/* Failed on its parameters: the config errors say which. */
 		if (m->status != CORE_MODULE_FAILED || m->param_errors ||
 		    warned_already(mi, m->reason))

@@ -262,6 +262,21 @@ static void print_paths(struct json *j, const struct meshinfo *mi)
 	json_close(j, '}');
 }
 
+/* The value's type and its bounds, as the table declares them. */
+static void print_type(struct json *j, const struct mesh_param *p)
+{
+	json_str(j, "type", core_param_type_name(p->type));
+	if (p->min == p->max)
+		return;		/* no range, no limit */
+	if (p->type == MESH_PARAM_INT || p->type == MESH_PARAM_SIZE) {
+		json_int(j, "min", p->min);
+		json_int(j, "max", p->max);
+	} else if ((p->type == MESH_PARAM_ADDR_LIST ||
+		    p->type == MESH_PARAM_PORT_MAP) && p->max > 0) {
+		json_int(j, "max_items", p->max);
+	}
+}
+
 static void print_scope(struct json *j, const struct core_scope *scope)
 {
 	char env[256], src[512];
@@ -276,6 +291,7 @@ static void print_scope(struct json *j, const struct core_scope *scope)
 		json_open(j, NULL, '{');
 		json_str(j, "key", v->param->name);
 		json_str(j, "env", env);
+		print_type(j, v->param);
 		json_str(j, "value", v->text);
 		json_str(j, "source", core_value_source(v, src, sizeof(src)));
 		json_close(j, '}');
