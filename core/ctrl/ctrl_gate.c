@@ -33,7 +33,9 @@ static const char *const refusal_text[CTRL_REFUSE_COUNT] = {
 				"control connections waiting for an accept, "
 				"from its source or in all)",
 	[CTRL_REFUSE_NO_REJOIN] = "it resumes a connection not kept here "
-				  "(closed, failed, or another process)",
+				  "(another process's, a wrong key, or one "
+				  "closed long ago)",
+	[CTRL_REFUSE_REJOIN_CLOSED] = "it resumes a connection closed here",
 };
 
 const char *ctrl_refusal_text(enum ctrl_refusal why)
@@ -129,12 +131,40 @@ uint32_t ctrl_refusal_status(enum ctrl_refusal why)
 		return CTRL_STATUS_NO_KEY;
 	case CTRL_REFUSE_NO_LISTEN:
 	case CTRL_REFUSE_NO_REJOIN:
+	case CTRL_REFUSE_REJOIN_CLOSED:
 		return CTRL_STATUS_NO_LISTEN;
 	case CTRL_REFUSE_AUTH_FAILED:
 		return CTRL_STATUS_AUTH_FAILED;
 	default:
 		return 0;
 	}
+}
+
+int ctrl_refusal_quiet(enum ctrl_refusal why)
+{
+	return why == CTRL_REFUSE_REJOIN_CLOSED;
+}
+
+void ctrl_closed_add(struct ctrl_closed_set *s, uint64_t nonce, uint64_t key,
+		     uint16_t module_tag)
+{
+	s->ids[s->next] = (struct ctrl_closed_id){ nonce, key, module_tag };
+	s->next = (s->next + 1) % CTRL_CLOSED_MAX;
+	if (s->n < CTRL_CLOSED_MAX)
+		s->n++;
+}
+
+int ctrl_closed_has(const struct ctrl_closed_set *s, uint64_t nonce,
+		    uint64_t key, uint16_t module_tag)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		const struct ctrl_closed_id *c = &s->ids[i];
+
+		if (c->nonce == nonce && c->key == key &&
+		    c->module_tag == module_tag)
+			return 1;
+	}
+	return 0;
 }
 
 int ctrl_refusal_note(struct ctrl_refusal_log *r, enum ctrl_refusal why,

@@ -31,6 +31,7 @@ enum ctrl_refusal {
 	CTRL_REFUSE_SHUTDOWN,
 	CTRL_REFUSE_CROWDED,		/* made room for a newer one */
 	CTRL_REFUSE_NO_REJOIN,		/* resumes no kept connection */
+	CTRL_REFUSE_REJOIN_CLOSED,	/* resumes one closed here lately */
 	CTRL_REFUSE_COUNT
 };
 
@@ -66,6 +67,40 @@ enum ctrl_refusal ctrl_gate_closed(const struct ctrl_gate *g);
  * so an honest peer reads it as such.
  */
 uint32_t ctrl_refusal_status(enum ctrl_refusal why);
+/*
+ * Whether a refusal is logged at INFO, not WARN: one that asks nothing of
+ * a person, as a stream dialed anew for a connection this process closed
+ * (a peer's last dial, a relay's notes' channel for a receive that was
+ * closed first).
+ */
+int ctrl_refusal_quiet(enum ctrl_refusal why);
+
+/*
+ * The connections kept for resuming that this process closed lately, by
+ * the names a REJOIN gives (the NCCL listen's nonce, the module's key and
+ * tag), so that a REJOIN for one of them is told apart from one nothing
+ * here ever kept (another process's, a wrong key).  A ring of the last
+ * CTRL_CLOSED_MAX closed: bounded whatever the number of connections, and
+ * a REJOIN comes within seconds of the close it races.
+ */
+#define CTRL_CLOSED_MAX 1024
+
+struct ctrl_closed_id {
+	uint64_t nonce;
+	uint64_t key;
+	uint16_t module_tag;
+};
+
+struct ctrl_closed_set {
+	struct ctrl_closed_id ids[CTRL_CLOSED_MAX];
+	unsigned n;		/* in use, up to CTRL_CLOSED_MAX */
+	unsigned next;		/* the slot the next one takes */
+};
+
+void ctrl_closed_add(struct ctrl_closed_set *s, uint64_t nonce, uint64_t key,
+		     uint16_t module_tag);
+int ctrl_closed_has(const struct ctrl_closed_set *s, uint64_t nonce,
+		    uint64_t key, uint16_t module_tag);
 
 /*
  * Rate limit of a listener's refusal log: a storm must not flood NCCL's

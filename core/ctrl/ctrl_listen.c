@@ -75,6 +75,8 @@ struct core_listen_comm {
  * data path, so one lock for all of them is enough. */
 static pthread_mutex_t listeners_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct core_listener *listeners;
+/* rejoins closed here lately: their late REJOINs are refused quietly */
+static struct ctrl_closed_set rejoins_closed;
 
 /* A new dual-stack (else IPv4) socket listening on port (0: any); its fd
  * or -errno. */
@@ -208,6 +210,12 @@ static void refuse(struct core_listener *l, struct incoming *in,
 		/* best effort: a fresh socket has room for 12 bytes */
 		(void)!send(in->fd, frame, sizeof(frame),
 			    MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	if (ctrl_refusal_quiet(why)) {
+		CORE_INFO("refused connection from %s on port %u: %s",
+			  util_addr_str(&in->from, from, sizeof(from)), l->port,
+			  ctrl_refusal_text(why));
+		return;
 	}
 	log_summary(l, now, 0);
 	if (!ctrl_refusal_note(&l->log, why, now))
@@ -391,7 +399,9 @@ static int route_rejoin(struct core_listener *l, struct incoming *in)
 		    rj->module_tag == h->module_tag)
 			break;
 	if (!rj)
-		return 1 + CTRL_REFUSE_NO_REJOIN;
+		return 1 + (ctrl_closed_has(&rejoins_closed, h->nonce,
+					    h->conn_id, h->module_tag) ?
+			    CTRL_REFUSE_REJOIN_CLOSED : CTRL_REFUSE_NO_REJOIN);
 	for (int i = 0; i < rj->nq && !slot; i++)
 		if (rj->q[i].index == (int)h->stream_index) {
 			slot = &rj->q[i];
@@ -780,6 +790,7 @@ void ctrl_rejoin_unregister(struct mesh_rejoin *rj)
 	struct core_listener *l;
 
 	pthread_mutex_lock(&listeners_lock);
+	ctrl_closed_add(&rejoins_closed, rj->nonce, rj->key, rj->module_tag);
 	l = rj->l;
 	if (l) {
 		struct mesh_rejoin **pp;

@@ -249,6 +249,8 @@ const struct conf_test conf_tests[] = {
 	  conf_t_close_after_recv, NULL },
 	{ "close-last-recv", "a new connection each loop, a burst; the receiver closes the moment its last receive completes, while the sender still tests its last sends, which must complete",
 	  conf_t_close_last_recv, NULL },
+	{ "connect-close", "connect, send nothing or a little, and both close at once: no error, and no WARN through a relay",
+	  conf_t_connect_close, NULL },
 	{ "close-bidir", "both ranks send and receive and close their send comms as soon as their sends complete, receives still posted",
 	  conf_t_close_bidir, NULL },
 	{ "multi-accept", "one listen comm serves several connects in a row (back to back, then one more later)",

@@ -238,6 +238,7 @@ void conf_victim_kill(struct conf_ctx *c, struct conf_victim *v);
 int conf_t_close_after_send(struct conf_ctx *c);
 int conf_t_close_after_recv(struct conf_ctx *c);
 int conf_t_close_last_recv(struct conf_ctx *c);
+int conf_t_connect_close(struct conf_ctx *c);
 int conf_t_close_bidir(struct conf_ctx *c);
 int conf_t_multi_accept(struct conf_ctx *c);
 int conf_t_accept_first(struct conf_ctx *c);

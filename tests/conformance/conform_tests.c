@@ -77,6 +77,26 @@ int conf_t_close_last_recv(struct conf_ctx *c)
 	return 0;
 }
 
+/*
+ * What a job that only sets up its connections does: connect, send
+ * nothing or a little, and both sides close at once.  Every close is
+ * orderly, so nothing of it may be a WARN (relay.sh checks the logs).
+ */
+int conf_t_connect_close(struct conf_ctx *c)
+{
+	static const size_t sizes[] = { 8, 100, 4096 };
+	struct conf_msgs m;
+
+	memset(&m, 0, sizeof(m));
+	conf_msgs_sizes(&m, sizes, NSIZES(sizes));
+	/* nothing, one message, three */
+	m.n = (uint32_t[]){ 0, 1, 3 }[c->loop / 2 % 3];
+	m.group = 1;
+	m.window = NCCL_NET_MAX_REQUESTS;
+	one_way(c, &m, true, "connected; both close once their few messages are done");
+	return 0;
+}
+
 int conf_t_close_bidir(struct conf_ctx *c)
 {
 	struct conf_stream s, r, *sp[2] = { &s, &r };

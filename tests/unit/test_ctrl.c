@@ -112,6 +112,29 @@ static void test_refusal_log(void)
 	CHECK(strstr(buf, "refused 1 more connection in") == buf);
 }
 
+/* The rejoins closed here: found by all three names, bounded, and a
+ * late REJOIN for one refused as for an unknown one, but quietly. */
+static void test_closed_rejoins(void)
+{
+	static struct ctrl_closed_set set;
+
+	ctrl_closed_add(&set, 1, 10, 3);
+	CHECK(ctrl_closed_has(&set, 1, 10, 3));
+	CHECK(!ctrl_closed_has(&set, 1, 11, 3));
+	CHECK(!ctrl_closed_has(&set, 2, 10, 3));
+	CHECK(!ctrl_closed_has(&set, 1, 10, 4));
+	for (uint64_t i = 0; i < CTRL_CLOSED_MAX - 1; i++)
+		ctrl_closed_add(&set, 100 + i, 7, 3);
+	CHECK(set.n == CTRL_CLOSED_MAX && ctrl_closed_has(&set, 1, 10, 3));
+	ctrl_closed_add(&set, 99, 7, 3);	/* the oldest goes */
+	CHECK(set.n == CTRL_CLOSED_MAX && !ctrl_closed_has(&set, 1, 10, 3));
+	CHECK(ctrl_closed_has(&set, 99, 7, 3) && ctrl_closed_has(&set, 100, 7, 3));
+	CHECK(ctrl_refusal_status(CTRL_REFUSE_REJOIN_CLOSED) ==
+	      ctrl_refusal_status(CTRL_REFUSE_NO_REJOIN));
+	CHECK(ctrl_refusal_quiet(CTRL_REFUSE_REJOIN_CLOSED));
+	CHECK(!ctrl_refusal_quiet(CTRL_REFUSE_NO_REJOIN));
+}
+
 static void test_pressure(void)
 {
 	CHECK(ctrl_gate_pending_max(1024) == 256);
@@ -181,6 +204,7 @@ int main(void)
 {
 	test_gate();
 	test_refusal_log();
+	test_closed_rejoins();
 	test_pressure();
 	test_frames();
 	test_error_mapping();
