@@ -224,6 +224,43 @@ static void test_ifname_filter(void)
 	CHECK(util_netif_match("ib0:1", "ib0"));
 }
 
+/* The filter's syntax, as tcp-xdc's check refuses it. */
+static void test_ifname_syntax(void)
+{
+	static const char *const good[] = {
+		"", "eth", "=eth0", "^docker,veth", "^=lo", "ib0:1",
+		"eth0,,eth1,", "abcdefghijklmno", "eth0:65535",
+	};
+	static const char *const bad[] = {
+		"^", "=", "^=", ",", "lo eth0", "a/b", "=lo\tx", "=lo\x01zz",
+		"abcdefghijklmnop", ":1", "eth0:", "eth0:0", "eth0:65536",
+		"eth0:123456", "eth0:1:2", "eth0:x",
+	};
+	char why[512], longest[UTIL_NETIF_FILTER_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (util_netif_filter_check(good[i], why, sizeof(why))) {
+			fprintf(stderr, "%s:%d: \"%s\" refused: %s\n", __FILE__,
+				__LINE__, good[i], why);
+			failures++;
+		}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (util_netif_filter_check(bad[i], why, sizeof(why)) !=
+		    -EINVAL) {
+			fprintf(stderr, "%s:%d: \"%s\" taken\n", __FILE__,
+				__LINE__, bad[i]);
+			failures++;
+		}
+	/* entries of 7 bytes and a comma, up to one byte past the most */
+	for (size_t i = 0; i < sizeof(longest) - 1; i++)
+		longest[i] = i % 8 == 7 ? ',' : 'e';
+	longest[UTIL_NETIF_FILTER_MAX] = '\0';
+	CHECK(util_netif_filter_check(longest, why, sizeof(why)) == 0);
+	longest[UTIL_NETIF_FILTER_MAX] = 'e';
+	longest[UTIL_NETIF_FILTER_MAX + 1] = '\0';
+	CHECK(util_netif_filter_check(longest, why, sizeof(why)) == -EINVAL);
+}
+
 /* The one size grammar of the config, the tools and the benchmarks. */
 static void test_sizes(void)
 {
@@ -278,6 +315,7 @@ int main(void)
 	test_handle_without_slot();
 	test_subnets();
 	test_ifname_filter();
+	test_ifname_syntax();
 	test_sizes();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
