@@ -9,7 +9,8 @@
  *
  *   delayline --dev NAME [--queues N] [--delay TIME] [--loss PERCENT]
  *             [--limit SIZE] [--limit-packets N] [--mtu N] [--txqlen N]
- *             [--seed N] [--stats FILE] [--interval MS] [--realtime]
+ *             [--seed N] [--stats FILE] [--interval MS] [--pid-file FILE]
+ *             [--realtime]
  *
  * With IFF_VNET_HDR and the TSO offloads a 64 KiB TCP segmentation
  * offload packet passes whole, so a packet costs two system calls
@@ -110,6 +111,7 @@ struct options {
 	uint64_t seed;
 	bool seeded;
 	const char *stats;
+	const char *pid_file;
 	unsigned interval_ms;
 	bool realtime;
 };
@@ -426,24 +428,44 @@ static void *run_queue(void *arg)
 /* ------------------------------------------------------------- reports */
 
 /*
- * A counter of the device's own (statistics/NAME in sysfs, which shows the
- * namespace we run in): tx_dropped counts what the kernel dropped because
- * a queue of ours was full, a drop of the line as well.  0 if unreadable.
+ * What the kernel dropped because a queue of ours was full, a drop of the
+ * line as well: the device's transmit drops in /proc/net/dev (which shows
+ * the namespace we run in, as sysfs does only where it was mounted for
+ * it).  0 where it cannot be read.
  */
-static uint64_t dev_counter(const char *name)
+static uint64_t dev_drops(void)
 {
-	char path[128];
-	unsigned long long v = 0;
-	FILE *f;
+	char line[512], name[IFNAMSIZ + 1];
+	unsigned long long f[12], v = 0;
+	FILE *in = fopen("/proc/net/dev", "r");
 
-	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s",
-		 opt.dev, name);
-	f = fopen(path, "r");
-	if (!f)
+	if (!in)
 		return 0;
-	if (fscanf(f, "%llu", &v) != 1)
-		v = 0;
-	fclose(f);
+	while (fgets(line, sizeof(line), in)) {
+		char *colon = strchr(line, ':');
+		const char *p = line;
+		size_t n;
+
+		if (!colon)
+			continue;
+		while (*p == ' ')
+			p++;
+		n = (size_t)(colon - p);
+		if (n >= sizeof(name))
+			continue;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		/* receive: 8 fields; transmit: bytes, packets, errs, drop */
+		if (strcmp(name, opt.dev) == 0 &&
+		    sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu "
+			   "%llu %llu %llu %llu %llu", &f[0], &f[1], &f[2],
+			   &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9],
+			   &f[10], &f[11]) == 12) {
+			v = f[11];
+			break;
+		}
+	}
+	fclose(in);
 	return v;
 }
 
@@ -453,7 +475,7 @@ static void report(FILE *f, unsigned seq)
 {
 	struct counts s = { 0 };
 	struct rusage ru;
-	uint64_t dev_drops = dev_counter("tx_dropped");
+	uint64_t drops = dev_drops();
 	uint64_t late_max = 0, released;
 	unsigned i, k;
 
@@ -492,7 +514,7 @@ static void report(FILE *f, unsigned seq)
 		{ "write_errs", get(&s.write_errs) },
 		{ "exit_pkts", get(&s.exit_pkts) },
 		{ "exit_bytes", get(&s.exit_bytes) },
-		{ "dev_drops", dev_drops },
+		{ "dev_drops", drops },
 	};
 
 	getrusage(RUSAGE_SELF, &ru);
@@ -628,6 +650,22 @@ static int queue_init(struct queue *q, unsigned index)
 	return 0;
 }
 
+/* Our pid in FILE, for a caller whose child we are not (a shell that
+ * starts us through nsenter in a subshell). */
+static int write_pid(const char *file)
+{
+	FILE *f = fopen(file, "w");
+	bool ok = f && fprintf(f, "%ld\n", (long)getpid()) > 0;
+
+	if (f && fclose(f) != 0)
+		ok = false;
+	if (!ok) {
+		fprintf(stderr, "delayline: %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------ options */
 
 static void usage(FILE *f)
@@ -653,6 +691,7 @@ static void usage(FILE *f)
 "  -s, --seed N            the loss's random seed (default: random)\n"
 "  -S, --stats FILE        the report written to FILE as well\n"
 "  -i, --interval MS       FILE rewritten every MS milliseconds\n"
+"      --pid-file FILE     our pid written to FILE once the device is up\n"
 "  -r, --realtime          the queues' threads at SCHED_FIFO priority 1, so\n"
 "                          that a busy host does not hold packets longer;\n"
 "                          they sleep but while packets are due or arrive\n"
@@ -743,6 +782,7 @@ static int parse_options(int argc, char **argv)
 		{ "stats", required_argument, NULL, 'S' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "realtime", no_argument, NULL, 'r' },
+		{ "pid-file", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -808,6 +848,9 @@ static int parse_options(int argc, char **argv)
 		case 'r':
 			opt.realtime = true;
 			break;
+		case 'p':
+			opt.pid_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -868,6 +911,8 @@ int main(int argc, char **argv)
 			goto stop;
 		}
 	}
+	if (opt.pid_file && write_pid(opt.pid_file))
+		goto stop;
 	fprintf(stderr, "delayline: %s up, %u queues, delay %.3f ms, loss "
 		"%g%%, limit %" PRIu64 " bytes\n", opt.dev, opt.queues,
 		(double)opt.delay_ns / 1e6, opt.loss * 100, opt.limit_bytes);
