@@ -11,7 +11,8 @@
 #            [--duration S] [--sizes LIST] [--batch N] [--ceiling-secs S]
 #            [--fault KIND[@T[:D]]]... [--faults] [--strict-conntrack]
 #            [--outage-ms N] [--timeout S] [--out DIR] [--tools DIR]
-#            [--carried-tools] [--gpus N] [--no-mps] [--no-gpu] [--debug]
+#            [--carried-tools] [--rtt MS] [--loss PCT] [--line-queues N]
+#            [--gpus N] [--no-mps] [--no-gpu] [--debug]
 
 set -u -o pipefail
 
@@ -49,6 +50,13 @@ usage() {
                      BUILD_DIR/wan-tools, made by tools.sh)
   --carried-tools    take every tool from --tools, even where the system
                      has it
+  --rtt MS           a long WAN: a delay line in each router holds what it
+                     receives from the WAN for MS / 2 (tools/delayline; no
+                     netem needed); the hosts' tcp_rmem and tcp_wmem go up
+                     to 256 MiB a socket (default 0: no line)
+  --loss PCT         with --rtt: each line loses PCT percent of the packets
+                     on the wire (default 0)
+  --line-queues N    with --rtt: queues (threads) of each line (default 4)
   --gpus N           GPUs, rank r on cuda:(r % N) (default: all visible)
   --no-mps           do not start CUDA MPS
   --no-gpu           meshperf pairs across the DCs instead of the GPU job:
@@ -81,6 +89,9 @@ gpus=0
 use_mps=1
 no_gpu=0
 debug=0
+rtt_ms=0
+loss=0
+line_queues=4
 positional=0
 
 while [ $# -gt 0 ]; do
@@ -103,6 +114,9 @@ while [ $# -gt 0 ]; do
 	--no-mps) use_mps=0 ;;
 	--no-gpu) no_gpu=1 ;;
 	--debug) debug=1 ;;
+	--rtt) rtt_ms=${2:?--rtt needs a value}; shift ;;
+	--loss) loss=${2:?--loss needs a value}; shift ;;
+	--line-queues) line_queues=${2:?--line-queues needs a value}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	-*) usage >&2; die "unknown option $1" ;;
 	*)
@@ -120,7 +134,7 @@ if [ $preset -eq 1 ]; then
 fi
 duration=${duration:-60}
 timeout_s=${timeout_s:-$((duration + 300))}
-for v in duration batch ceiling_secs timeout_s gpus; do
+for v in duration batch ceiling_secs timeout_s gpus rtt_ms line_queues; do
 	case ${!v} in
 	''|*[!0-9]*) die "--${v%_s} must be a number" ;;
 	esac
@@ -128,6 +142,7 @@ done
 [ -z "$outage_ms" ] || case $outage_ms in
 	*[!0-9]*) die "--outage-ms must be a number" ;;
 esac
+[[ $loss =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--loss must be a percentage"
 
 # parse_fault SPEC: "KIND T D" (D 0 where it has none), or dies.
 parse_fault() {
@@ -178,6 +193,14 @@ for f in "$meshinfo" "$meshrelay" "$build/modules/tcp-xdc/mesh-tcp-xdc.so" \
 	[ -e "$f" ] || die "missing $f (ninja -C $build)"
 done
 gpu_libs "$build" "$plugin" "$meshrelay" || exit 2
+if [ "$rtt_ms" -gt 0 ]; then
+	WAN_DELAYLINE=$build/tools/delayline/delayline
+	[ -x "$WAN_DELAYLINE" ] || die "missing $WAN_DELAYLINE (ninja -C $build)"
+	gpu_libs "$build" "$WAN_DELAYLINE" || exit 2
+fi
+WAN_RTT_MS=$rtt_ms
+WAN_LOSS=$loss
+WAN_DL_QUEUES=$line_queues
 WAN_RATE=$rate
 wan_rate_bits "$rate" >/dev/null || die "--rate: bad rate '$rate'"
 wan_tools "${tools:-$build/wan-tools}" "$carried"
@@ -208,7 +231,9 @@ trap 'exit 143' TERM
 wan_init
 
 echo "results and logs: $out"
-echo "build: $build; WAN $rate each way; variants $variants;" \
+rtt_note=
+[ "$rtt_ms" -eq 0 ] || rtt_note=", RTT $rtt_ms ms"
+echo "build: $build; WAN $rate each way$rtt_note; variants $variants;" \
      "loop ${duration}s of $sizes"
 [ -z "${!WAN_CARRIED[*]}" ] ||
 	echo "tools from ${tools:-$build/wan-tools}: ${!WAN_CARRIED[*]}"
@@ -235,6 +260,16 @@ fi
 # ---- topology ----
 t0=$SECONDS
 wan_topology
+if [ "$rtt_ms" -gt 0 ]; then
+	wan_delayline "$out"
+	for h in "${WAN_HOSTS[@]}"; do
+		nsx_sysctl "$h" net.ipv4.tcp_rmem "4096 131072 268435456"
+		nsx_sysctl "$h" net.ipv4.tcp_wmem "4096 16384 268435456"
+	done
+	echo "delay lines: RTT $rtt_ms ms, loss $loss% each way, $line_queues" \
+	     "queues a router; hosts' TCP up to 256 MiB a socket," \
+	     "$(nsx a1 cat /proc/sys/net/ipv4/tcp_congestion_control)"
+fi
 wan_mode nat
 [ $strict -eq 0 ] || wan_strict_conntrack
 echo "topology up in $((SECONDS - t0)) s: $(nsx ra tc qdisc show dev wan |
@@ -247,6 +282,11 @@ if [ "$ceiling_secs" -gt 0 ]; then
 		die "the TCP ceiling could not be measured (logs in $out)"
 	read -r up down <<<"$ceiling"
 	echo "WAN ceiling: A->B $up Gbit/s, B->A $down Gbit/s"
+	awk -v a="$up" -v b="$down" -v r="$(wan_rate_bits "$rate")" \
+		'BEGIN { exit !(a * 1e9 < 0.9 * r || b * 1e9 < 0.9 * r) }' &&
+		echo "WAN ceiling below 0.9 of $rate: the path falls short," \
+		     "figures against it are void"
+	[ "$rtt_ms" -eq 0 ] || wan_delayline_report "$out"
 fi
 
 umask 077
@@ -502,6 +542,7 @@ if [ $no_gpu -eq 0 ]; then
 	python3 "$here/wan.py" --net Mesh --summary "$(IFS=,; echo "${results[*]}")" \
 		${ceiling:+--ceiling "$up,$down"} | tee "$out/summary.txt"
 fi
+[ "$rtt_ms" -eq 0 ] || wan_delayline_report "$out" | tee -a "$out/summary.txt"
 echo "results and logs: $out"
 if [ $failures -ne 0 ]; then
 	echo "RESULT: FAIL ($failures of ${#variant_list[@]} variants failed)"

@@ -26,6 +26,10 @@
 # forward nothing across the WAN; only meshrelay on ra and rb joins the
 # DCs, as "ga" and "gb").
 #
+# With WAN_RTT_MS set (run.sh --rtt), the WAN is long: each router holds
+# what it receives from the WAN for half the round trip in a delay line
+# (tools/delayline, wan_delayline), losing WAN_LOSS percent of it.
+#
 # The tools (ip, tc, ss, nft, conntrack, iperf3) come from the system or,
 # where it lacks them, from a folder made by tools.sh, started through
 # that folder's own loader so that no library path reaches anything else.
@@ -48,6 +52,13 @@ WAN_PORT_LOW=40000
 WAN_NPORTS=10		# 40000-40007 the plugin, 40009 the TCP ceiling
 WAN_TOOL_PORT=40009
 WAN_RELAY_PORT=29400
+
+WAN_RTT_MS=${WAN_RTT_MS:-0}	# the delay lines' round trip; 0: none
+WAN_LOSS=${WAN_LOSS:-0}		# percent of packets each line loses
+WAN_DL_QUEUES=${WAN_DL_QUEUES:-4}	# queues (threads) of each line
+WAN_DELAYLINE=			# its program (BUILD/tools/delayline/delayline)
+WAN_DL=0			# 1 once the lines run
+declare -gA WAN_DL_PID=()
 
 declare -gA WAN_CARRIED=()
 WAN_TOOLS=
@@ -322,6 +333,17 @@ wan_rb_rules() {
 	# (gateway); everything else is dropped silently, as a firewall does.
 	echo ' chain forward { type filter hook forward priority filter; policy drop;'
 	echo '  iifname "br0" oifname "br0" accept'
+	if [ "$WAN_DL" -eq 1 ]; then
+		# the delay line's second pass was decided on its first, from
+		# the WAN, but for the gateway's: it must be for rb itself
+		if [ "$1" = gateway ]; then
+			echo '  iifname "dl0" drop'
+			echo '  iifname "wan" oifname "dl0" ct state established,related accept'
+			echo "  iifname \"wan\" oifname \"dl0\" ip daddr $WAN_EXT_B tcp dport $WAN_RELAY_PORT accept"
+		else
+			echo '  iifname "dl0" accept'
+		fi
+	fi
 	case $1 in
 	nat)
 		# what conntrack no longer tracks (strict, after a flush)
@@ -350,10 +372,16 @@ wan_mode() {
 	nsx rb nft delete table ip wan 2>/dev/null || true
 	wan_rb_rules "$1" | nsx rb nft -f - || wan_die "rb: nft rules for $1"
 	if [ "$1" = gateway ]; then
-		# ra forwards nothing across either; its relay port is open
-		nsx ra nft -f - <<'NFT' || wan_die "ra: nft rules for gateway"
+		# ra forwards nothing across either; its relay port is open.
+		# With the delay line, what comes from the WAN passes it first
+		# and may then go to ra itself only.
+		local dl=
+		[ "$WAN_DL" -eq 0 ] ||
+			dl='iifname "wan" oifname "dl0" accept; iifname "dl0" drop;'
+		nsx ra nft -f - <<NFT || wan_die "ra: nft rules for gateway"
 table ip wan {
  chain forward { type filter hook forward priority filter; policy accept;
+  $dl
   iifname "wan" drop
   oifname "wan" drop
  }
@@ -377,12 +405,101 @@ wan_wait_listen() {
 	return 1
 }
 
+# ------------------------------------------------------- delay line
+#
+# wan_delayline OUT: a delay line in each router (after wan_topology,
+# before wan_mode), as tests/netns/lib.sh's netns_delayline makes them:
+# what a router receives on wan is routed by input interface into the
+# TUN device dl0, held WAN_RTT_MS / 2 there, and written back, where the
+# main table routes it on, untracked (NAT, conntrack and the firewall
+# decided on the first pass; wan_rb_rules and wan_mode let the second
+# through).  Unlike there, the local table is moved behind the line's
+# rules (one per IP protocol), so that the gateways' relays, which the
+# WAN reaches on the routers themselves, are as far apart.  Each line's limit is what the
+# rate puts in flight over the round trip, plus 64 MiB; its log and
+# reports go to OUT.
+wan_delayline() {
+	local out=$1 r log half_us=$((WAN_RTT_MS * 1000 / 2)) bits limit
+
+	[ -x "$WAN_DELAYLINE" ] || wan_die "no delay line at '$WAN_DELAYLINE'"
+	rm -f "$out"/delayline-r[ab].*
+	bits=$(wan_rate_bits "$WAN_RATE")
+	limit=$((bits * WAN_RTT_MS / 8 / 1000 + (64 << 20)))
+	for r in ra rb; do
+		log=$out/delayline-$r.log
+		wan_spawn "$r" "$log" "$WAN_DELAYLINE" --dev dl0 \
+			--queues "$WAN_DL_QUEUES" --delay "${half_us}us" \
+			--loss "$WAN_LOSS" --limit "$limit" --realtime \
+			--mtu "$(nsx "$r" ip -o link show dev wan |
+				 sed -n 's/.* mtu \([0-9]*\) .*/\1/p')" \
+			--stats "$out/delayline-$r.stats" \
+			--pid-file "$out/delayline-$r.pid"
+		for _ in $(seq 200); do
+			grep -q ' up, ' "$log" && break
+			kill -0 "$WAN_LAST_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		grep -q ' up, ' "$log" || {
+			cat "$log" >&2
+			wan_die "$r: the delay line did not start"
+		}
+		# its own pid: WAN_LAST_PID is the subshell that started it
+		WAN_DL_PID[$r]=$(cat "$out/delayline-$r.pid")
+		for k in all wan dl0; do
+			nsx_sysctl "$r" "net.ipv4.conf.$k.rp_filter" 0
+		done
+		# early demux would find the router's own sockets on the first
+		# pass and hand them the packet there, past the line
+		nsx_sysctl "$r" net.ipv4.ip_early_demux 0
+		# by protocol, so that the lookups of ARP (protocol 0) still
+		# find the router's own addresses in the local table
+		if ! nsx "$r" ip route replace default dev dl0 table 100 ||
+		   ! nsx "$r" ip rule add pref 100 iif wan ipproto tcp lookup 100 ||
+		   ! nsx "$r" ip rule add pref 100 iif wan ipproto udp lookup 100 ||
+		   ! nsx "$r" ip rule add pref 100 iif wan ipproto icmp lookup 100 ||
+		   ! nsx "$r" ip rule add pref 200 lookup local ||
+		   ! nsx "$r" ip rule del pref 0 lookup local; then
+			wan_die "$r: cannot route the WAN through the delay line"
+		fi
+		nsx "$r" nft -f - <<'NFT' || wan_die "$r: nft notrack for dl0"
+table ip delayline {
+ chain raw { type filter hook prerouting priority raw; policy accept;
+  iifname "dl0" notrack
+ }
+}
+NFT
+	done
+	WAN_DL=1
+}
+
+# wan_delayline_report OUT: each line's report now, in words (and whole
+# in OUT/delayline-R.stats).
+wan_delayline_report() {
+	local out=$1 r pid f old
+
+	for r in ra rb; do
+		pid=${WAN_DL_PID[$r]:-}
+		f=$out/delayline-$r.stats
+		[ -n "$pid" ] || continue
+		if kill -0 "$pid" 2>/dev/null; then
+			old=$(cat "$f" 2>/dev/null)
+			kill -USR1 "$pid"
+			for _ in $(seq 100); do
+				[ "$(cat "$f" 2>/dev/null)" != "$old" ] && break
+				sleep 0.02
+			done
+		fi
+		awk -v name="$r" -f "$WAN_HERE/../../../tools/delayline/summary.awk" "$f"
+	done
+}
+
 # ------------------------------------------------------- TCP ceiling
 
 # wan_ceiling STREAMS SECS OUT: plain TCP from a1 to b1 through rb's NAT
 # (a forwarded port) and back, STREAMS connections each way, SECS seconds
 # each direction; prints "A->B GBIT B->A GBIT" (Gbit/s of payload, the
-# receiver's count).  iperf3 where it can start, else Python sockets.
+# receiver's count).  iperf3 where it can start (a long WAN's slow start,
+# 15 round trips, not counted), else Python sockets.
 wan_ceiling() {
 	local streams=$1 secs=$2 out=$3 dir rev srv dial
 	local port=$((WAN_FWD[b1] + WAN_TOOL_PORT - WAN_PORT_LOW))
@@ -395,7 +512,8 @@ wan_ceiling() {
 				-p "$WAN_TOOL_PORT"
 			wan_wait_listen b1 "$WAN_TOOL_PORT" 10 || break
 			nsx a1 iperf3 -c "$WAN_EXT_B" -p "$port" -P "$streams" \
-				-t "$secs" -O 1 --json "${rev[@]}" \
+				-t "$secs" -O "$((1 + WAN_RTT_MS * 15 / 1000))" \
+				--json "${rev[@]}" \
 				>"$out/iperf3-$dir.json" 2>&1 || break
 			wait "$WAN_LAST_PID" 2>/dev/null
 		done
