@@ -484,8 +484,9 @@ static int take_answer(struct relay_hop *h)
 
 /* Stream 0 of a route that replaces another, through the destination's
  * rejoin: the channel its leg is set up on.  A refusal or "no such
- * connection" is the destination's own answer; anything else is the
- * network's, tried again until the hop's deadline. */
+ * connection" is the destination's own answer, and so is a port where
+ * something else answers (below); anything else is the network's, tried
+ * again until the hop's deadline. */
 static int rejoin_step(struct relay_hop *h)
 {
 	struct mesh_stream_new s;
@@ -504,6 +505,24 @@ static int rejoin_step(struct relay_hop *h)
 	err = relay_host->rejoin_dial(relay_host, h->rj,
 				      relay_stream_index((int)h->req.attempt,
 							 0), &s);
+	if (err == -EPROTO || err == -ECONNRESET || err == -EPIPE) {
+		/*
+		 * No nccl-mesh listener answered at the destination's port:
+		 * something else did, or it closed with no word.  The
+		 * connection's process is gone there as surely as when
+		 * nothing listens, and whoever asked must not learn which
+		 * (a member could map the port range), so it is the same
+		 * refusal, at once; only this relay's log says what
+		 * answered.  A listener of ours that sheds the socket for
+		 * a moment is ridden out as a refusal is: the origin gives
+		 * up only after half of timeout_ms of them.
+		 */
+		snprintf(h->aside, sizeof(h->aside), "the destination's port "
+			 "%s", err == -EPROTO ? "answered with something else "
+			 "than an nccl-mesh listener" : "closed the connection "
+			 "with no answer");
+		err = -ECONNREFUSED;
+	}
 	if (err == -ESRCH || err == -ECONNREFUSED) {
 		note(h, "the destination: %s", err == -ESRCH ?
 		     "has no such connection (it closed or failed it)" :

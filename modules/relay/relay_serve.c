@@ -600,17 +600,19 @@ static int respond(struct relay_setup *s, int status, uint32_t flags,
 static void refuse(struct relay_ctx *x, struct relay_setup *s, int err,
 		   const char *why)
 {
+	/* what answered at the destination's port, for this log alone */
+	const char *told = s->hop.aside[0] ? "; not told: " : "";
+
 	/* the destination's own answer to a route that replaces a broken
 	 * one (it closed, or its process is gone) is no refusal of ours */
 	if ((err == -ESRCH || err == -ECONNREFUSED) &&
 	    s->req.flags & RELAY_FLAG_RESUME)
-		MESH_INFO("no new route for %s (%s): %s", s->req.origin,
-			  s->from, why);
+		MESH_INFO("no new route for %s (%s): %s%s%s", s->req.origin,
+			  s->from, why, told, s->hop.aside);
 	else
 		MESH_WARN("refused to relay for %s (%s): %s%s%s",
 			  s->req.origin[0] ? s->req.origin : "?", s->from,
-			  why, s->hop.aside[0] ? "; not told: " : "",
-			  s->hop.aside);
+			  why, told, s->hop.aside);
 	mesh_count(&x->refused, 1);
 	respond(s, -err, 0, why);
 	s->stage = S_REFUSED;

@@ -35,7 +35,9 @@
 #               banner, one where a service closes every connection, one
 #               where nothing listens: the three answers are the same
 #               refusal at the same time (within 0.5 s), and only r1's
-#               log says what answered
+#               log says what answered; the same three for routes that
+#               replace a broken one (resume): one refusal, "nothing
+#               listens there", at once
 #
 # usage: relay.sh BUILD_DIR [CASE...]
 set -uo pipefail
@@ -359,10 +361,29 @@ answer_ms() {
 	sed -n 's/.*"ms":\([0-9]*\)[.0-9]*,.*/\1/p' "$1"
 }
 
+# probed KIND MIN_MS MAX_MS: the knocks of KIND (request, resume) for
+# the three ports got one refusal, each after MIN_MS to MAX_MS and within
+# 0.5 s of the closed port's; leaves it in $answer
+probed() {
+	local kind=$1 min=$2 max=$3 p a t t0=
+
+	answer=
+	for p in "$closed" "$banner" "$closer"; do
+		a=$(answer_of "$tmp/$kind-$p.log")
+		t=$(answer_ms "$tmp/$kind-$p.log")
+		echo "$kind to port $p: ${t:-?} ms '$a'"
+		[ -n "$a" ] && [ "${a%% *}" != 0 ] && [ -n "$t" ] &&
+			[ "$t" -ge "$min" ] && [ "$t" -le "$max" ] || return 1
+		[ -n "$answer" ] || { answer=$a; t0=$t; }
+		[ "$a" = "$answer" ] &&
+			[ $((t > t0 ? t - t0 : t0 - t)) -le 500 ] || return 1
+	done
+}
+
 case_port_probe() {
 	local -x RELAYS="r1 127.0.0.2:$P1"
 	local banner=$((RANGE_LOW + 3)) closer=$((RANGE_LOW + 4))
-	local closed=$((RANGE_LOW + 5)) knocks=() rc=0 a b c ta tb tc
+	local closed=$((RANGE_LOW + 5)) knocks=() rc=0 answer kind
 	ss -Htln "sport = :$closed" | grep -q . && {
 		echo "port $closed is taken here"
 		return 1
@@ -394,33 +415,34 @@ serve(int(sys.argv[1]), True)
 	done
 	relay r1 "$P1" NCCL_MESH_PORT_RANGE="$RANGE" \
 		NCCL_MESH_RELAY_TIMEOUT_MS=2000 || return 1
-	for p in "$banner" "$closer" "$closed"; do
-		"$knock" request 127.0.0.2 "$P1" "127.0.0.1:$p" 30 \
-			>"$tmp/probe-$p.log" 2>&1 &
-		knocks+=($!)
+	# first routes, and routes that replace a broken one (through the
+	# destination's rejoin), all at once
+	for kind in request resume; do
+		for p in "$banner" "$closer" "$closed"; do
+			"$knock" "$kind" 127.0.0.2 "$P1" "127.0.0.1:$p" 30 \
+				>"$tmp/$kind-$p.log" 2>&1 &
+			knocks+=($!)
+		done
 	done
 	for k in "${knocks[@]}"; do
 		wait "$k" || rc=1
 	done
 	stop_relays
-	a=$(answer_of "$tmp/probe-$banner.log")
-	b=$(answer_of "$tmp/probe-$closer.log")
-	c=$(answer_of "$tmp/probe-$closed.log")
-	ta=$(answer_ms "$tmp/probe-$banner.log")
-	tb=$(answer_ms "$tmp/probe-$closer.log")
-	tc=$(answer_ms "$tmp/probe-$closed.log")
-	echo "answers: banner ${ta:-?} ms '$a', closer ${tb:-?} ms '$b', closed ${tc:-?} ms '$c'"
-	[ $rc -eq 0 ] && [ -n "$a" ] && [ "${a%% *}" != 0 ] &&
-		[ "$a" = "$b" ] && [ "$a" = "$c" ] &&
-		[ "${ta:-0}" -ge 1900 ] && [ "${tb:-0}" -ge 1900 ] &&
-		[ "${tc:-0}" -ge 1900 ] &&
-		[ $((ta > tc ? ta - tc : tc - ta)) -le 500 ] &&
-		[ $((tb > tc ? tb - tc : tc - tb)) -le 500 ] &&
+	[ $rc -eq 0 ] && probed request 1900 30000 &&
 		grep -aq "connected to $banner" "$tmp/service.log" &&
 		grep -aq "connected to $closer" "$tmp/service.log" &&
 		grep -a "refused to relay for knock " "$tmp/r1.log" |
 			grep -aq "not told: .*something else than an nccl-mesh listener"
 	check port-probe $? "a port where another service answers, one that closes and a closed one get the same answer at the same time"
+	# a resumed route learns at once that no process of the connection
+	# is there any more, whatever else listens
+	[ $rc -eq 0 ] && probed resume 0 1000 &&
+		[[ "$answer" == "111 "*"nothing listens there"* ]] &&
+		grep -a "no new route for knock " "$tmp/r1.log" |
+			grep -aq "not told: .*something else than an nccl-mesh listener" &&
+		grep -a "no new route for knock " "$tmp/r1.log" |
+			grep -aq "not told: .*closed the connection with no answer"
+	check port-probe $? "resumed: a port where another service answers, one that closes and a closed one are refused alike, at once"
 }
 
 for c in "${cases[@]}"; do

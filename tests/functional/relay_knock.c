@@ -15,6 +15,9 @@
  *       named (an explicit route) or by the relay's choice, and prints
  *       the answer and how long it took; exit 0 once an answer came, 1
  *       if none.
+ *   relay_knock resume HOST PORT DEST [TIMEOUT_S [RELAY...]]
+ *       the same, for a route that replaces a broken one (RESUME): the
+ *       relay reaches DEST through its rejoin, not its NCCL listen.
  */
 #include <errno.h>
 #include <poll.h>
@@ -38,8 +41,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: relay_knock idle HOST PORT COUNT SECONDS "
 		"[SOURCE [REOPEN_MS [HEARD]]]\n"
-		"       relay_knock request HOST PORT DEST [TIMEOUT_S "
-		"[RELAY...]]\n");
+		"       relay_knock request|resume HOST PORT DEST "
+		"[TIMEOUT_S [RELAY...]]\n");
 	return 64;
 }
 
@@ -180,10 +183,11 @@ static void json_text(const char *s)
 			putchar(*s);
 }
 
-static int request(int argc, char **argv)
+static int request(int argc, char **argv, uint32_t flags)
 {
 	struct core_handle relay = { .naddrs = 1 }, dest = { .naddrs = 1 };
-	struct relay_msg m = { .type = RELAY_MSG_REQ, .hops_left = 4 };
+	struct relay_msg m = { .type = RELAY_MSG_REQ, .hops_left = 4,
+			       .flags = flags };
 	uint8_t handle[CORE_HANDLE_SIZE], buf[RELAY_MSG_MAX];
 	char text[128], *colon;
 	struct core_conn *c;
@@ -248,6 +252,9 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "idle"))
 		return idle(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "request"))
-		return request(argc, argv);
+		return request(argc, argv, 0);
+	if (argc > 1 && !strcmp(argv[1], "resume"))
+		return request(argc, argv, RELAY_FLAG_RESUMABLE |
+				     RELAY_FLAG_RESUME);
 	return usage();
 }
