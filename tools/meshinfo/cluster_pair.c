@@ -435,10 +435,15 @@ void cl_exec(struct cl_node *n, const struct cl_cmd *c, struct cl_step *s,
 					    me ? NULL : &n->rdir, 1, c->size,
 					    &t);
 			s->elapsed = t.elapsed;
-		} else
+		} else {
+			struct perf_lat_times t = { 0 };
+
 			s->rc = perf_run_latency(&side, &n->sdir, &n->rdir, me,
-						 8, (uint32_t)c->iters,
-						 &s->elapsed, &s->overhead);
+						 8, (uint32_t)c->iters, &t);
+			s->elapsed = t.elapsed;
+			s->overhead = t.overhead;
+			s->min_round = t.min_round;
+		}
 		break;
 	case CL_CMD_CLOSE:
 	case CL_CMD_DONE:

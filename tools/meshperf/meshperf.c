@@ -223,7 +223,8 @@ static void usage(FILE *out)
 "usage: meshperf --server [options]\n"
 "       meshperf --client HOST [options]\n"
 "Drives an NCCL net plugin between two processes as NCCL does and\n"
-"measures bandwidth and latency, verifying every received byte.\n"
+"measures bandwidth, latency and the round trip, verifying every\n"
+"received byte.\n"
 "\n"
 "  -s, --server            wait for a client on the bootstrap port\n"
 "  -c, --client HOST       connect to the server's bootstrap port on HOST\n"
@@ -250,7 +251,8 @@ static void usage(FILE *out)
 "                          large sizes (default 512M)\n"
 "      --lat-max SIZE      ping-pong latency up to SIZE (default 64K)\n"
 "      --no-latency        no ping-pong (and no reverse connection\n"
-"                          unless --bidir)\n"
+"                          unless --bidir: the round trip printed is then\n"
+"                          the kernel's of the bootstrap connection)\n"
 "      --bidir             traffic in both directions at once\n"
 "      --no-verify         neither fill messages nor check their bytes (sizes\n"
 "                          still are): where one thread filling and checking\n"
@@ -684,9 +686,19 @@ static int client_bootstrap(struct perf_opts *o)
 	return fd;
 }
 
+const char *perf_rtt_text(double s, char *buf, size_t cap)
+{
+	if (s < 1e-3)
+		snprintf(buf, cap, "%.1f us", s * 1e6);
+	else
+		snprintf(buf, cap, "%.2f ms", s * 1e3);
+	return buf;
+}
+
 int main(int argc, char **argv)
 {
 	struct perf_opts o;
+	char rtt[64] = "", t[32];
 	uint32_t cycle;
 	int fd, rc = 0;
 
@@ -707,20 +719,31 @@ int main(int argc, char **argv)
 		rc = perf_run_cycle(&o, fd, cycle);
 	alarm(0);
 	close(fd);
-	if (o.json)
+	if (o.json) {
 		printf("{\"event\":\"summary\",\"role\":\"%s\",\"cycles\":%u,\"status\":\"%s\","
 		       "\"threads_max\":%ld,\"fds_max\":%ld,\"peak_rss_kib\":%ld,"
-		       "\"outages_resumed\":%lu}\n",
+		       "\"outages_resumed\":%lu,\"rtt_us\":",
 		       o.server ? "server" : "client", cycle,
 		       rc ? "fail" : "ok", perf_proc_max.threads,
 		       perf_proc_max.fds, perf_proc_max.peak_rss_kib,
 		       outages_resumed);
-	else
-		printf("# %s: %s after %u cycle(s); at most %ld threads and %ld descriptors, peak RSS %ld KiB; %lu outages resumed\n",
-		       perf_role, rc ? "FAILED" :
-		       o.params.unverified ? "all sizes right, bytes not verified" :
-		       "all checks passed", cycle,
-		       perf_proc_max.threads, perf_proc_max.fds,
-		       perf_proc_max.peak_rss_kib, outages_resumed);
+		if (perf_rtt.through)
+			printf("%.3f,\"rtt_through\":\"%s\"}\n",
+			       perf_rtt.s * 1e6, perf_rtt.through);
+		else
+			printf("null,\"rtt_through\":null}\n");
+		return rc ? 1 : 0;
+	}
+	if (perf_rtt.through)
+		snprintf(rtt, sizeof(rtt), "; rtt %s (%s)",
+			 perf_rtt_text(perf_rtt.s, t, sizeof(t)),
+			 strcmp(perf_rtt.through, "plugin") ?
+			 "bootstrap connection" : "plugin");
+	printf("# %s: %s after %u cycle(s); at most %ld threads and %ld descriptors, peak RSS %ld KiB; %lu outages resumed%s\n",
+	       perf_role, rc ? "FAILED" :
+	       o.params.unverified ? "all sizes right, bytes not verified" :
+	       "all checks passed", cycle,
+	       perf_proc_max.threads, perf_proc_max.fds,
+	       perf_proc_max.peak_rss_kib, outages_resumed, rtt);
 	return rc ? 1 : 0;
 }

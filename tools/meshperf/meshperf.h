@@ -7,6 +7,7 @@
 #define MESHPERF_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* the plugin driver, bootstrap socket and benchmark it shares */
@@ -50,5 +51,16 @@ void perf_watchdog(const char *phase, unsigned seconds);
 
 /* One init .. finalize, dlclose cycle (meshperf_run.c). */
 int perf_run_cycle(const struct perf_opts *o, int oob, uint32_t cycle);
+
+/* The least round trip the cycles measured before their sweeps, and
+ * through what: "plugin" (8-byte rounds) or "bootstrap" (the kernel's
+ * of the bootstrap connection); through NULL: none (meshperf_run.c). */
+struct perf_rtt {
+	double s;
+	const char *through;
+};
+extern struct perf_rtt perf_rtt;
+/* "36.6 us", "20.13 ms": a round trip as people read it (meshperf.c). */
+const char *perf_rtt_text(double s, char *buf, size_t cap);
 
 #endif

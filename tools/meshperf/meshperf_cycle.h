@@ -34,6 +34,9 @@ struct cycle {
 	uint8_t handle[PERF_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
 	uint8_t peer_handle[PERF_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
 	struct perf_dir send[PERF_MAX_CHANNELS], recv[PERF_MAX_CHANNELS];
+	/* the round trip measured before the sweep; through NULL: none */
+	double rtt_s;
+	const char *rtt_through;
 };
 
 static inline int timeout_s(const struct cycle *c)

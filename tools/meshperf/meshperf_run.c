@@ -18,15 +18,23 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "meshperf_cycle.h"
+#include "tcp_rtt.h"
+
+/* Rounds of the 8-byte ping-pong that takes the round trip first. */
+#define RTT_ROUNDS 8
 
 struct result_msg {
 	uint64_t bw_ns;
 	uint64_t lat_ns;
 	uint64_t lat_overhead_ns;
+	uint64_t lat_round_ns;
 };
+
+struct perf_rtt perf_rtt;
 
 static void arm(const struct cycle *c, const char *phase)
 {
@@ -43,6 +51,7 @@ struct size_result {
 	double first_channel_share; /* ours: when the first was through */
 	double lat_s[2];
 	double lat_overhead_s[2];
+	double lat_round_s[2];	/* the shortest round of the ping-pong */
 	uint32_t lat_iters;
 	struct perf_proc proc;	/* this process, after the bandwidth run */
 };
@@ -53,6 +62,7 @@ static int exchange_results(struct cycle *c, struct size_result *r)
 		.bw_ns = htobe64((uint64_t)(r->bw_s[0] * 1e9)),
 		.lat_ns = htobe64((uint64_t)(r->lat_s[0] * 1e9)),
 		.lat_overhead_ns = htobe64((uint64_t)(r->lat_overhead_s[0] * 1e9)),
+		.lat_round_ns = htobe64((uint64_t)(r->lat_round_s[0] * 1e9)),
 	}, in;
 	int rc;
 
@@ -66,23 +76,88 @@ static int exchange_results(struct cycle *c, struct size_result *r)
 	r->bw_s[1] = be64toh(in.bw_ns) * 1e-9;
 	r->lat_s[1] = be64toh(in.lat_ns) * 1e-9;
 	r->lat_overhead_s[1] = be64toh(in.lat_overhead_ns) * 1e-9;
+	r->lat_round_s[1] = be64toh(in.lat_round_ns) * 1e-9;
 	return 0;
+}
+
+/* The round trip into the cycle and the run's least; its JSON event. */
+static void note_rtt(struct cycle *c, double s, const char *through)
+{
+	c->rtt_s = s;
+	c->rtt_through = through;
+	if (!perf_rtt.s || s < perf_rtt.s) {
+		perf_rtt.s = s;
+		perf_rtt.through = through;
+	}
+	if (c->o->json)
+		printf("{\"event\":\"rtt\",\"role\":\"%s\",\"cycle\":%u,"
+		       "\"rtt_us\":%.3f,\"through\":\"%s\"}\n",
+		       c->client ? "client" : "server", c->index, s * 1e6,
+		       through);
+}
+
+/*
+ * The path's round trip, before the sweep: the client's shortest of a few
+ * 8-byte rounds through the plugin where a reverse connection carries the
+ * replies, else the kernel's of the bootstrap connection (TCP_INFO),
+ * which may take another path.  A fault run keeps its first transfer for
+ * the fault.
+ */
+static int measure_rtt(struct cycle *c)
+{
+	struct perf_side side = { &c->net, &c->chp, c->oob };
+	struct perf_lat_times t;
+	uint64_t out, in;
+	uint32_t us;
+	int rc;
+
+	if (!c->need_rev || c->o->fault != PERF_FAULT_NONE) {
+		if (!util_tcp_rtt_us(c->oob, &us))
+			note_rtt(c, us * 1e-6, "bootstrap");
+		return 0;
+	}
+	rc = oob_barrier(c->oob, c->index << 16 | 0xfffe, timeout_s(c));
+	if (!rc)
+		rc = perf_run_latency(&side, &c->send[0], &c->recv[0],
+				      c->client, 8, RTT_ROUNDS, &t);
+	if (rc)
+		return rc;
+	/* the client's rounds are the ones that start at a send */
+	out = htobe64((uint64_t)(t.min_round * 1e9));
+	rc = oob_send_msg(c->oob, PERF_MSG_RESULT, &out, sizeof(out),
+			  timeout_s(c));
+	if (!rc)
+		rc = oob_recv_msg(c->oob, PERF_MSG_RESULT, &in, sizeof(in),
+				  timeout_s(c));
+	if (!rc)
+		note_rtt(c, c->client ? t.min_round : be64toh(in) * 1e-9,
+			 "plugin");
+	return rc;
 }
 
 static void print_header(const struct cycle *c)
 {
+	char t[32];
+
 	if (c->o->json)
 		return;
 	if (c->p->reload > 1)
 		printf("# cycle %u of %u\n", c->index + 1, c->p->reload);
+	if (c->rtt_through && !strcmp(c->rtt_through, "plugin"))
+		printf("# rtt %s: the shortest of %d round trips of 8 bytes through the plugin\n",
+		       perf_rtt_text(c->rtt_s, t, sizeof(t)), RTT_ROUNDS);
+	else if (c->rtt_through)
+		printf("# rtt %s: the kernel's of the bootstrap connection (no ping-pong through the plugin in this run)\n",
+		       perf_rtt_text(c->rtt_s, t, sizeof(t)));
 	printf("# %s%s%s\n", c->p->bidir ? "bandwidth is both directions together; " : "",
-	       "latency is half the ping-pong round trip",
+	       "latency is half the ping-pong round trip; rtt_us its shortest round",
 	       c->p->unverified ? "; message bytes NOT verified" : "");
 	if (c->nch > 1)
 		printf("# %d channels per direction: group, window and iters are per channel, the rates over all; latency on channel 0\n",
 		       c->nch);
-	printf("#%13s %5s %6s %7s %10s %10s %9s %10s\n", "size", "group",
-	       "window", "iters", "GB/s", "Gb/s", "Mmsg/s", "lat_us");
+	printf("#%13s %5s %6s %7s %10s %10s %9s %10s %10s\n", "size", "group",
+	       "window", "iters", "GB/s", "Gb/s", "Mmsg/s", "lat_us",
+	       "rtt_us");
 }
 
 static void print_result(const struct cycle *c, const struct size_result *r)
@@ -90,7 +165,7 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 	/* every channel of a direction runs the same plan */
 	uint64_t msgs = (uint64_t)r->fwd.iters * r->fwd.group * c->nch;
 	double t = r->bw_s[0] > r->bw_s[1] ? r->bw_s[0] : r->bw_s[1];
-	double bytes, gbs, lat_us = -1;
+	double bytes, gbs, lat_us = -1, rtt_us = -1;
 	/* the client initiates the ping-pong and timed it */
 	int ini = c->client ? 0 : 1;
 
@@ -103,6 +178,7 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 			     r->lat_overhead_s[1];
 
 		lat_us = (net > 0 ? net : 0) / r->lat_iters / 2 * 1e6;
+		rtt_us = r->lat_round_s[ini] * 1e6;
 	}
 	if (c->o->json) {
 		printf("{\"event\":\"result\",\"role\":\"%s\",\"cycle\":%u,"
@@ -122,18 +198,18 @@ static void print_result(const struct cycle *c, const struct size_result *r)
 		       r->first_channel_share, r->proc.threads,
 		       r->proc.fds, r->proc.peak_rss_kib, r->lat_iters);
 		if (r->lat_iters)
-			printf("%.3f}\n", lat_us);
+			printf("%.3f,\"rtt_us\":%.3f}\n", lat_us, rtt_us);
 		else
-			printf("null}\n");
+			printf("null,\"rtt_us\":null}\n");
 		return;
 	}
 	printf("%14" PRIu64 " %5d %6d %7u %10.3f %10.3f %9.4f ", r->size,
 	       r->fwd.group, r->fwd.window, r->fwd.iters, gbs, gbs * 8,
 	       t > 0 ? msgs / t / 1e6 : 0);
 	if (r->lat_iters)
-		printf("%10.2f\n", lat_us);
+		printf("%10.2f %10.2f\n", lat_us, rtt_us);
 	else
-		printf("%10s\n", "-");
+		printf("%10s %10s\n", "-", "-");
 	if (c->nch > 1)
 		printf("#%13s first of %d channels through at %.3f of the run\n",
 		       "", c->nch, r->first_channel_share);
@@ -190,9 +266,13 @@ static int run_size(struct cycle *c, uint32_t i)
 		return rc;
 	if (latency_on(c->p, r.size)) {
 		r.lat_iters = perf_latency_iters(c->p, r.size);
+		struct perf_lat_times lt;
+
 		rc = perf_run_latency(&side, &c->send[0], &c->recv[0], c->client,
-				      r.size, r.lat_iters, &r.lat_s[0],
-				      &r.lat_overhead_s[0]);
+				      r.size, r.lat_iters, &lt);
+		r.lat_s[0] = lt.elapsed;
+		r.lat_overhead_s[0] = lt.overhead;
+		r.lat_round_s[0] = lt.min_round;
 		if (!rc)
 			rc = oob_barrier(c->oob, tag | 1, timeout_s(c));
 		if (rc)
@@ -220,8 +300,12 @@ static int run_size(struct cycle *c, uint32_t i)
 
 static int run_sweep(struct cycle *c)
 {
-	int rc = 0;
+	int rc;
 
+	arm(c, "round trip");
+	rc = measure_rtt(c);
+	if (rc)
+		return rc;
 	print_header(c);
 	for (uint32_t i = 0; i < c->p->nsizes && !rc; i++) {
 		arm(c, "transfers");

@@ -608,7 +608,7 @@ static int stream_wait(const struct perf_side *s, struct stream *st,
  */
 int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     struct perf_dir *recv, bool initiator, uint64_t size,
-		     uint32_t iters, double *elapsed, double *overhead)
+		     uint32_t iters, struct perf_lat_times *times)
 {
 	struct perf_plan plan = {
 		.size = size, .group = 1, .window = 1, .iters = iters,
@@ -619,13 +619,14 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 	struct stream *both[2] = { &tx, &rx };
 	bool progress = false;
 	char what[64];
-	double t0;
+	double t0, round, now;
 	int rc = 0;
 
 	snprintf(what, sizeof(what), "latency, size %" PRIu64, size);
 	stream_init(&tx, s->net, send, &plan, true);
 	stream_init(&rx, s->net, recv, &plan, false);
-	t0 = perf_now();
+	times->min_round = 0;
+	t0 = round = perf_now();
 	if (!initiator) {
 		rx.plan.iters = 1;
 		rc = stream_post(&rx, &progress);
@@ -635,21 +636,35 @@ int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 			/* send, then post the receive for the reply */
 			tx.plan.iters = rx.plan.iters = i + 1;
 			rc = streams_run(s, both, 2, what);
-			continue;
+		} else {
+			/* the receive for this round is already posted */
+			rc = stream_wait(s, &rx, what);
+			tx.plan.iters = i + 1;
+			if (!rc)
+				rc = stream_post(&tx, &progress);
+			if (!rc && i + 1 < iters) {
+				rx.plan.iters = i + 2;
+				rc = stream_post(&rx, &progress);
+			}
+			if (!rc)
+				rc = stream_wait(s, &tx, what);
 		}
-		/* the receive for this round is already posted */
-		rc = stream_wait(s, &rx, what);
-		tx.plan.iters = i + 1;
-		if (!rc)
-			rc = stream_post(&tx, &progress);
-		if (!rc && i + 1 < iters) {
-			rx.plan.iters = i + 2;
-			rc = stream_post(&rx, &progress);
-		}
-		if (!rc)
-			rc = stream_wait(s, &tx, what);
+		/*
+		 * Each round of either side spans one round trip: the
+		 * initiator's from its send to the reply, the responder's
+		 * from its reply to the next message.  The least is the
+		 * path's, without the queues and wake-ups of the others.
+		 * The responder's first is left out: it starts wherever
+		 * its side left the barrier, before or after the first
+		 * message came.
+		 */
+		now = perf_now();
+		if (!rc && (initiator || i) &&
+		    (!times->min_round || now - round < times->min_round))
+			times->min_round = now - round;
+		round = now;
 	}
-	*elapsed = perf_now() - t0;
-	*overhead = tx.overhead + rx.overhead;
+	times->elapsed = perf_now() - t0;
+	times->overhead = tx.overhead + rx.overhead;
 	return rc;
 }

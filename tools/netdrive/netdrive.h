@@ -322,9 +322,17 @@ struct perf_bw_times {
 int perf_run_bw(struct perf_side *s, struct perf_dir *send,
 		struct perf_dir *recv, int nch, uint64_t size,
 		struct perf_bw_times *times);
+/* What a ping-pong took: all of it, the time spent writing and checking
+ * patterns, and its shortest round (0 when none completed). */
+struct perf_lat_times {
+	double elapsed;
+	double overhead;
+	double min_round;
+};
+
 int perf_run_latency(struct perf_side *s, struct perf_dir *send,
 		     struct perf_dir *recv, bool initiator, uint64_t size,
-		     uint32_t iters, double *elapsed, double *overhead);
+		     uint32_t iters, struct perf_lat_times *times);
 uint32_t perf_latency_iters(const struct perf_params *p, uint64_t size);
 
 /* Runs one plugin call; reports a failure with its name, -EIO. */
