@@ -47,6 +47,13 @@ static void check_host(const struct cl_host *h)
 	clean_str(h->error, sizeof(h->error));
 	for (int i = 0; i < h->nrails; i++)
 		clean_str(h->rails[i].name, sizeof(h->rails[i].name));
+	/* the window's figures multiply without overflow */
+	REQUIRE(h->xdc.streams >= 0 && h->xdc.streams <= CL_XDC_STREAMS_MAX);
+	REQUIRE(h->xdc.streams_max >= 0 &&
+		h->xdc.streams_max <= CL_XDC_STREAMS_MAX);
+	REQUIRE(h->xdc.send_max <= CL_XDC_BYTES_MAX &&
+		h->xdc.recv_max <= CL_XDC_BYTES_MAX &&
+		h->xdc.keep_max <= CL_XDC_BYTES_MAX);
 }
 
 /* Rank 0 greets whatever the input says, split anywhere. */
@@ -170,6 +177,7 @@ static void decoders(const uint8_t *p, size_t n)
 	if (!cl_decode_step(msg, &s)) {
 		REQUIRE(isfinite(s.elapsed) && s.elapsed >= 0);
 		REQUIRE(isfinite(s.overhead) && s.overhead >= 0);
+		REQUIRE(isfinite(s.min_round) && s.min_round >= 0);
 		REQUIRE(s.path.nrelays >= 0 && s.path.nrelays <= CL_MAX_RELAYS);
 		REQUIRE(s.path.ndevices >= 0 &&
 			s.path.ndevices <= CL_MAX_DEVICES);

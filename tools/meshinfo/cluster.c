@@ -19,6 +19,7 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "loader.h"
 #include "meshinfo.h"
 
 #define CL_PLUGIN_FILE "libnccl-net-mesh.so"
@@ -27,6 +28,8 @@
 #define CL_BURSTS 3
 /* Bytes of each of the probe's four messages. */
 #define CL_PROBE (256 << 10)
+/* Rounds of the ping-pong that takes a pair's round trip. */
+#define CL_RTT_ROUNDS 4
 
 static int cl_rank = -1;
 static int cl_verbose;
@@ -221,6 +224,95 @@ static int load_key(const struct core_scope *core, struct core_auth_key *key)
 	return -EINVAL;
 }
 
+/* The last of a sysctl's numbers (tcp_wmem's maximum, wmem_max's one);
+ * 0 where it cannot be read. */
+static uint64_t sysctl_last(const char *path)
+{
+	unsigned long long v[3] = { 0 };
+	FILE *f = fopen(path, "re");
+	int n;
+
+	if (!f)
+		return 0;
+	n = fscanf(f, "%llu %llu %llu", &v[0], &v[1], &v[2]);
+	fclose(f);
+	return n > 0 ? (uint64_t)v[n - 1] : 0;
+}
+
+/* One stream's buffer at most: a set SO_SNDBUF/SO_RCVBUF is capped at
+ * net.core's maximum and doubled by the kernel, else autotuning grows
+ * it to tcp_wmem's/tcp_rmem's third number. */
+static uint64_t stream_buffer(long long set, const char *core_max,
+			      const char *tcp_mem)
+{
+	uint64_t cap = sysctl_last(core_max);
+
+	uint64_t v;
+
+	if (set <= 0)
+		v = sysctl_last(tcp_mem);
+	else
+		v = 2 * (cap && (uint64_t)set > cap ? cap : (uint64_t)set);
+	return v < CL_XDC_BYTES_MAX ? v : CL_XDC_BYTES_MAX;
+}
+
+/* A key of the scope, 0 where this build of the module has none. */
+static long long xdc_num(const struct core_scope *scope, const char *key)
+{
+	const struct core_value *v = core_scope_get(scope, key);
+
+	return v ? v->num : 0;
+}
+
+/*
+ * What a tcp-xdc connection of this host keeps in flight at most: its
+ * resolved streams, sndbuf and rcvbuf (and the window's keys where the
+ * module has them), and this namespace's TCP limits.  The module is only
+ * opened for its table, as meshinfo --check opens one: no init.
+ */
+static void xdc_facts(struct core_config *cfg, struct cl_xdc *x)
+{
+	struct core_module *mod = calloc(1, sizeof(*mod));
+	const struct core_value *streams;
+	long long keep;
+
+	memset(x, 0, sizeof(*x));
+	if (!mod)
+		return;
+	if (core_loader_inspect(cfg, "tcp-xdc", mod)) {
+		free(mod);
+		return;
+	}
+	streams = core_scope_get(mod->params, "streams");
+	if (mod->params && streams) {
+		x->known = true;
+		x->streams = (int)streams->num;
+		x->streams_max = streams->param->max < CL_XDC_STREAMS_MAX ?
+				 (int)streams->param->max : CL_XDC_STREAMS_MAX;
+		x->send_set = xdc_num(mod->params, "sndbuf") > 0;
+		x->recv_set = xdc_num(mod->params, "rcvbuf") > 0;
+		x->send_max = stream_buffer(xdc_num(mod->params, "sndbuf"),
+					    "/proc/sys/net/core/wmem_max",
+					    "/proc/sys/net/ipv4/tcp_wmem");
+		x->recv_max = stream_buffer(xdc_num(mod->params, "rcvbuf"),
+					    "/proc/sys/net/core/rmem_max",
+					    "/proc/sys/net/ipv4/tcp_rmem");
+		/* copies kept while resuming, within the process's budget */
+		keep = xdc_num(mod->params, "window_max");
+		if (keep > 0 && xdc_num(mod->params, "outage_ms") > 0 &&
+		    xdc_num(mod->params, "memory_max") > 0) {
+			if (xdc_num(mod->params, "memory_max") < keep)
+				keep = xdc_num(mod->params, "memory_max");
+			if (xdc_num(mod->params, "window") > 0 &&
+			    xdc_num(mod->params, "window") < keep)
+				keep = xdc_num(mod->params, "window");
+			x->keep_max = (uint64_t)keep < CL_XDC_BYTES_MAX ?
+				      (uint64_t)keep : CL_XDC_BYTES_MAX;
+		}
+	}
+	core_loader_unload(mod, 1);
+}
+
 /* Host name, dc, config hash, the key, and what the core's config says
  * about the connect timeout and fabricIds. */
 static int host_facts(struct cl_host *me, int *connect_ms,
@@ -238,6 +330,7 @@ static int host_facts(struct cl_host *me, int *connect_ms,
 		return -EINVAL;
 	}
 	snprintf(me->host, sizeof(me->host), "%s", core_config_hostname(cfg));
+	xdc_facts(cfg, &me->xdc);
 	me->dc = (uint64_t)core_scope_get(core, "dc")->num;
 	*max_rails = (uint64_t)core_scope_get(core, "max_rails")->num;
 	/* 0: nobody set it (neither the file nor the environment) */
@@ -418,7 +511,7 @@ static struct cl_pair *pair_at(struct cl_report *r, int rail, int from,
 static void fail(struct cl_pair *p, const char *why)
 {
 	p->ok = false;
-	p->gbps = p->lat_us = p->peak_gbps = -1;
+	p->gbps = p->lat_us = p->peak_gbps = p->rtt_us = -1;
 	if (!p->reason[0])
 		snprintf(p->reason, sizeof(p->reason), "%s", why);
 	p->error = cl_classify(p->reason);
@@ -507,22 +600,49 @@ static void measure(struct coord *c, const int rk[2], int rail, int dir,
 		  (n > 1 ? spent : first) / 1e9;
 }
 
-static void latency(struct coord *c, const int rk[2], int rail)
+/* One ping-pong of `iters` 8-byte rounds, rk[0] starting; false when a
+ * side failed. */
+static bool pingpong(struct coord *c, const int rk[2], int rail,
+		     uint64_t iters, struct cl_step s[2])
 {
 	struct cl_cmd cmd[2];
-	struct cl_step s[2];
-	double net;
 
 	simple_cmds(cmd, CL_CMD_PINGPONG, rail, rk);
 	cmd[0].sender = cmd[1].sender = rk[0];
-	cmd[0].iters = cmd[1].iters = c->o->lat_iters;
+	cmd[0].iters = cmd[1].iters = iters;
 	step(c, rk, cmd, s);
-	if (s[0].rc || s[1].rc || !c->o->lat_iters)
+	return !s[0].rc && !s[1].rc;
+}
+
+/*
+ * The pair's round trip and latency, one ping-pong for both ways.  A few
+ * rounds first: their shortest is the round trip (rk[0]'s, whose rounds
+ * each start at a send), and it bounds the --lat-iters rounds to what
+ * fits in --burst-ms, so a long path costs what a short one does (200
+ * rounds at 100 ms would be 20 s a pair).  Half a round over the whole
+ * run, the patterns' time taken out, is the latency.
+ */
+static void latency(struct coord *c, const int rk[2], int rail)
+{
+	struct cl_pair *p[2] = { pair_at(c->r, rail, rk[0], rk[1]),
+				 pair_at(c->r, rail, rk[1], rk[0]) };
+	double budget = c->o->burst_ms / 1000.0, rtt, net;
+	uint64_t iters = c->o->lat_iters;
+	struct cl_step s[2];
+
+	if (!pingpong(c, rk, rail, CL_RTT_ROUNDS, s) || !s[0].min_round)
 		return;
+	rtt = s[0].min_round;
+	p[0]->rtt_us = p[1]->rtt_us = rtt * 1e6;
+	if (iters > CL_RTT_ROUNDS && iters * rtt > budget)
+		iters = budget / rtt > CL_RTT_ROUNDS ?
+			(uint64_t)(budget / rtt) : CL_RTT_ROUNDS;
+	if (!iters || !pingpong(c, rk, rail, iters, s))
+		return;
+	if (s[0].min_round && s[0].min_round < rtt)
+		p[0]->rtt_us = p[1]->rtt_us = s[0].min_round * 1e6;
 	net = s[0].elapsed - s[0].overhead - s[1].overhead;
-	net = (net > 0 ? net : 0) / c->o->lat_iters / 2 * 1e6;
-	pair_at(c->r, rail, rk[0], rk[1])->lat_us = net;
-	pair_at(c->r, rail, rk[1], rk[0])->lat_us = net;
+	p[0]->lat_us = p[1]->lat_us = (net > 0 ? net : 0) / iters / 2 * 1e6;
 }
 
 /* Who cannot take part in a pair on this rail, and why ("" if both can). */
@@ -577,7 +697,7 @@ static void connect_pair(struct coord *c, const int rk[2], int rail)
 
 		*p[k] = from->path;
 		p[k]->rail = rail_, p[k]->from = f, p[k]->to = t;
-		p[k]->gbps = p[k]->lat_us = p[k]->peak_gbps = -1;
+		p[k]->gbps = p[k]->lat_us = p[k]->peak_gbps = p[k]->rtt_us = -1;
 		p[k]->ok = from->send_ok && to->recv_ok && !from->rc &&
 			   !to->rc;
 		if (p[k]->ok)
@@ -626,6 +746,7 @@ static int run_rank0(const struct cl_opts *o, struct cl_node *n, int *fds,
 
 				p->rail = rail, p->from = i, p->to = j;
 				p->gbps = p->lat_us = p->peak_gbps = -1;
+				p->rtt_us = -1;
 			}
 	/* NCCL's own bootstrap first: without it the job never gets as far
 	 * as the plugin, and the check is a few seconds at most */

@@ -81,6 +81,26 @@ struct cl_boot_host {
 	char error[256];
 };
 
+/*
+ * What one tcp-xdc connection to or from a host can keep in flight, from
+ * its resolved config and the TCP limits of its network namespace
+ * (cluster_find.c does the arithmetic).  Not known: tcp-xdc is not
+ * installed there, or an older meshinfo did not say.
+ */
+#define CL_XDC_STREAMS_MAX 4096
+#define CL_XDC_BYTES_MAX (1ULL << 40)
+struct cl_xdc {
+	bool known;
+	int streams;		/* data streams per connection; 0: auto */
+	int streams_max;	/* the most auto may dial */
+	uint64_t send_max;	/* one stream's send buffer at most */
+	uint64_t recv_max;	/* one stream's receive buffer at most */
+	bool send_set, recv_set;	/* by sndbuf/rcvbuf, not tcp_[wr]mem */
+	/* the copies one connection's window may keep (window_max,
+	 * memory_max, window); 0: no such limit in this build */
+	uint64_t keep_max;
+};
+
 /* What each host tells rank 0 about itself. */
 struct cl_host {
 	int rank;
@@ -95,6 +115,7 @@ struct cl_host {
 	int nrails;
 	struct cl_rail rails[CL_MAX_RAILS];
 	struct cl_boot_host boot;
+	struct cl_xdc xdc;
 	bool lost;		/* its control connection failed mid-run */
 };
 
@@ -119,6 +140,13 @@ struct cl_pair {
 	 * in the way; the findings judge links by it, not by gbps */
 	double peak_gbps;
 	double lat_us;		/* < 0: not measured */
+	/* the shortest round of the pair's ping-pongs, the same both ways */
+	double rtt_us;		/* < 0: not measured */
+	/* rank 0's arithmetic (cl_find), 0 where a figure is missing: the
+	 * bandwidth-delay product at the rail's speed (the slower end's)
+	 * and at the measured rate, and what a tcp-xdc connection this way
+	 * keeps in flight at most (direct tcp-xdc pairs only) */
+	uint64_t bdp_rail, bdp_measured, inflight_max;
 	const char *error;	/* failure class, NULL when ok */
 	char reason[CL_REASON_MAX];
 };
@@ -206,6 +234,7 @@ struct cl_step {
 	struct cl_pair path;	/* this host's connect: what it logged */
 	char recv_reason[CL_REASON_MAX];
 	double elapsed, overhead;	/* BURST, PINGPONG */
+	double min_round;	/* PINGPONG: its shortest round, 0 none */
 };
 
 /* A connect's early word to the peer: it finished, well or not. */
@@ -387,6 +416,9 @@ void cl_lose(struct cl_report *r, int *fds, int rank);
 /* ---- findings and outputs ---- */
 
 void cl_find(struct cl_report *r);
+/* "40.1 us", "20.13 ms"; "512 KiB", "3.0 MiB": figures as people read them. */
+const char *cl_rtt_text(double us, char *buf, size_t cap);
+const char *cl_bytes_text(uint64_t n, char *buf, size_t cap);
 /* The host's name, with "#rank" where several ranks share the name. */
 const char *cl_label(const struct cl_report *r, int k, char *buf,
 		     size_t cap);

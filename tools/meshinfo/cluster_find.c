@@ -3,8 +3,8 @@
  * What the measured matrix says is wrong: pairs that do not connect, one
  * way or both, a pair far slower than the others of its path class,
  * hosts whose config or plugin differ from rank 0's, rails whose reported
- * speed disagrees with what was measured.  And the NCCL environment a job
- * on these hosts needs.
+ * speed disagrees with what was measured, paths longer than tcp-xdc's
+ * window reaches.  And the NCCL environment a job on these hosts needs.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -331,6 +331,164 @@ static void find_bootstrap(struct cl_report *r)
 	}
 }
 
+/* ---- distance: round trips, bandwidth-delay products, windows ---- */
+
+const char *cl_rtt_text(double us, char *buf, size_t cap)
+{
+	if (us < 1000)
+		snprintf(buf, cap, "%.1f us", us);
+	else
+		snprintf(buf, cap, "%.2f ms", us / 1000);
+	return buf;
+}
+
+const char *cl_bytes_text(uint64_t n, char *buf, size_t cap)
+{
+	if (n >= 10ULL << 20)
+		snprintf(buf, cap, "%.0f MiB", n / 1048576.0);
+	else if (n >= 1ULL << 20)
+		snprintf(buf, cap, "%.1f MiB", n / 1048576.0);
+	else if (n >= 1ULL << 10)
+		snprintf(buf, cap, "%.0f KiB", n / 1024.0);
+	else
+		snprintf(buf, cap, "%llu B", (unsigned long long)n);
+	return buf;
+}
+
+/* The speed both ends of a rail tell NCCL, the slower one's; 0 unknown. */
+static int rail_mbps(const struct cl_report *r, const struct cl_pair *p)
+{
+	const struct cl_host *a = &r->hosts[p->from], *b = &r->hosts[p->to];
+	int x = p->rail < a->nrails ? a->rails[p->rail].speed_mbps : 0;
+	int y = p->rail < b->nrails ? b->rails[p->rail].speed_mbps : 0;
+
+	return x <= 0 ? (y > 0 ? y : 0) : y <= 0 || x < y ? x : y;
+}
+
+/* One stream's share of what a connection from a to b keeps in flight:
+ * a's send buffer, and the window b opens, about half its receive
+ * buffer (the rest is the kernel's overhead), as tcp-xdc counts them. */
+static uint64_t stream_carry(const struct cl_xdc *a, const struct cl_xdc *b)
+{
+	return a->send_max < b->recv_max / 2 ? a->send_max : b->recv_max / 2;
+}
+
+/* A tcp-xdc connection's streams: as set, or the most auto grows to. */
+static int xdc_streams(const struct cl_xdc *x)
+{
+	return x->streams > 0 ? x->streams : x->streams_max;
+}
+
+/* What a direct tcp-xdc connection this way keeps in flight at most; 0
+ * where a host did not say or another module carries the pair. */
+static uint64_t inflight_max(const struct cl_report *r,
+			     const struct cl_pair *p)
+{
+	const struct cl_xdc *a = &r->hosts[p->from].xdc;
+	const struct cl_xdc *b = &r->hosts[p->to].xdc;
+	uint64_t n;
+
+	if (!p->ok || p->nrelays || strcmp(p->module, "tcp-xdc") ||
+	    !a->known || !b->known)
+		return 0;
+	/* each factor bounded on the wire: no overflow */
+	n = (uint64_t)xdc_streams(a) * stream_carry(a, b);
+	return a->keep_max && a->keep_max < n ? a->keep_max : n;
+}
+
+/* Each pair's products, from its round trip (0 where it has none). */
+static void distance(struct cl_report *r)
+{
+	for (int i = 0; i < r->npairs; i++) {
+		struct cl_pair *p = &r->pairs[i];
+		double rtt_s = p->rtt_us > 0 ? p->rtt_us / 1e6 : 0;
+
+		if (p->from == p->to || !p->ok)
+			continue;
+		/* Mbit/s x s and Gbit/s x s, in bytes */
+		p->bdp_rail = (uint64_t)(rail_mbps(r, p) * 1e6 * rtt_s / 8);
+		p->bdp_measured = p->gbps > 0 ?
+			(uint64_t)(p->gbps * 1e9 * rtt_s / 8) : 0;
+		p->inflight_max = inflight_max(r, p);
+	}
+}
+
+/* Whether the way's window is short of its path. */
+static bool short_window(const struct cl_pair *p)
+{
+	return p->inflight_max && p->bdp_rail > p->inflight_max;
+}
+
+/* What bounds a way's window, and what to raise, in words. */
+static void window_cause(const struct cl_report *r, const struct cl_pair *p,
+			 char *buf, size_t cap)
+{
+	const struct cl_xdc *a = &r->hosts[p->from].xdc;
+	const struct cl_xdc *b = &r->hosts[p->to].xdc;
+	bool by_send = stream_carry(a, b) == a->send_max;
+	bool set = by_send ? a->send_set : b->recv_set;
+	char carry[32], rcv[32], streams[64], limit[256], fix[96];
+
+	if (a->keep_max && a->keep_max == p->inflight_max) {
+		snprintf(buf, cap, "the copies %s's window may keep, %s; raise "
+			 "tcp-xdc.window_max, memory_max or window there",
+			 name(r, p->from),
+			 cl_bytes_text(a->keep_max, carry, sizeof(carry)));
+		return;
+	}
+	cl_bytes_text(stream_carry(a, b), carry, sizeof(carry));
+	cl_bytes_text(b->recv_max, rcv, sizeof(rcv));
+	snprintf(streams, sizeof(streams), a->streams > 0 ? "%d stream%s" :
+		 "%d streams (tcp-xdc.streams auto at most)", xdc_streams(a),
+		 xdc_streams(a) == 1 ? "" : "s");
+	if (by_send)
+		snprintf(limit, sizeof(limit), "the most of %s's send buffer "
+			 "(%s)", name(r, p->from), set ? "tcp-xdc.sndbuf" :
+			 "net.ipv4.tcp_wmem's maximum");
+	else
+		snprintf(limit, sizeof(limit), "the window half of %s's "
+			 "receive buffer opens (%s, %s)", name(r, p->to),
+			 set ? "tcp-xdc.rcvbuf" : "net.ipv4.tcp_rmem's maximum",
+			 rcv);
+	snprintf(fix, sizeof(fix), "%s%s", set ? (by_send ?
+		 "tcp-xdc.sndbuf, or set it to 0 for autotuning" :
+		 "tcp-xdc.rcvbuf, or set it to 0 for autotuning") : "it",
+		 a->streams > 0 ? ", or tcp-xdc.streams" : "");
+	snprintf(buf, cap, "%s x %s, %s; raise %s", streams, carry, limit,
+		 fix);
+}
+
+/*
+ * A path whose bandwidth-delay product at the rail's speed is more than
+ * what a tcp-xdc connection keeps in flight: at that round trip it moves
+ * at most window / RTT, whatever the link.  One finding per pair, about
+ * the way with the shorter window.
+ */
+static void find_window(struct cl_report *r, int rail, int i, int j)
+{
+	const struct cl_pair *a = at(r, rail, i, j), *b = at(r, rail, j, i);
+	const struct cl_pair *p = short_window(a) &&
+		(!short_window(b) || a->inflight_max <= b->inflight_max) ? a :
+		short_window(b) ? b : NULL;
+	char rtt[32], bdp[32], win[32], cause[512], measured[48] = "";
+
+	if (!p)
+		return;
+	window_cause(r, p, cause, sizeof(cause));
+	if (p->gbps >= 0)
+		snprintf(measured, sizeof(measured), " (measured %.2f Gb/s)",
+			 p->gbps);
+	add(r, "window", rail, p->from, p->to,
+	    "rail %d: %s -> %s%s: round trip %s; at the rail's %.1f Gb/s the path holds %s in flight (its bandwidth-delay product), but a tcp-xdc connection keeps at most %s, %.2f Gb/s at this round trip%s; that is %s",
+	    rail, name(r, p->from), name(r, p->to),
+	    short_window(a) && short_window(b) ? " (and the other way)" : "",
+	    cl_rtt_text(p->rtt_us, rtt, sizeof(rtt)),
+	    rail_mbps(r, p) / 1000.0,
+	    cl_bytes_text(p->bdp_rail, bdp, sizeof(bdp)),
+	    cl_bytes_text(p->inflight_max, win, sizeof(win)),
+	    8.0 * p->inflight_max / (p->rtt_us / 1e6) / 1e9, measured, cause);
+}
+
 static void set_env(struct cl_report *r, const char *k, const char *v)
 {
 	if (r->nenv >= 8 || !v || !*v)
@@ -364,11 +522,14 @@ static void find_env(struct cl_report *r)
 
 void cl_find(struct cl_report *r)
 {
+	distance(r);
 	find_bootstrap(r);
 	for (int rail = 0; rail < r->nrails; rail++)
 		for (int i = 0; i < r->nhosts; i++)
-			for (int j = i + 1; j < r->nhosts; j++)
+			for (int j = i + 1; j < r->nhosts; j++) {
 				find_pair(r, rail, i, j);
+				find_window(r, rail, i, j);
+			}
 	find_differs(r, "config-differs", offsetof(struct cl_host, config_sha),
 		     "the config");
 	find_differs(r, "plugin-differs", offsetof(struct cl_host, plugin_sha),

@@ -134,6 +134,23 @@ static void text_matrix(FILE *out, const struct cl_report *r, int rail)
 	fprintf(out, "  S same-DC, X cross-DC, R relayed, FAIL did not connect\n");
 }
 
+/* A way's round trip, its product at the rail's speed and what its
+ * window keeps in flight: "  rtt 20.31 ms  bdp 3.0 MiB, window 512 KiB". */
+static void text_distance(FILE *out, const struct cl_pair *p)
+{
+	char b[32];
+
+	if (p->rtt_us < 0)
+		return;
+	fprintf(out, "  rtt %s", cl_rtt_text(p->rtt_us, b, sizeof(b)));
+	if (p->bdp_rail)
+		fprintf(out, "  bdp %s", cl_bytes_text(p->bdp_rail, b,
+						       sizeof(b)));
+	if (p->inflight_max)
+		fprintf(out, "%swindow %s", p->bdp_rail ? ", " : "  ",
+			cl_bytes_text(p->inflight_max, b, sizeof(b)));
+}
+
 static void text_pairs(FILE *out, const struct cl_report *r, int rail)
 {
 	char a[CL_NAME_MAX + 16], b[CL_NAME_MAX + 16];
@@ -171,6 +188,7 @@ static void text_pairs(FILE *out, const struct cl_report *r, int rail)
 				fprintf(out, "  %.2f Gb/s", p->gbps);
 			if (p->lat_us >= 0)
 				fprintf(out, "  %.1f us", p->lat_us);
+			text_distance(out, p);
 			fputc('\n', out);
 		}
 }
@@ -225,6 +243,33 @@ static void json_rank(struct json *j, const char *key, int v)
 		fputs("null", j->out);
 }
 
+/* A byte count, or null where it is not known (0). */
+static void json_bytes(struct json *j, const char *key, uint64_t v)
+{
+	if (v)
+		json_u64(j, key, v);
+	else
+		json_str(j, key, NULL);
+}
+
+/* What a tcp-xdc connection of the host keeps in flight (cl_xdc). */
+static void json_xdc(struct json *j, const struct cl_xdc *x)
+{
+	if (!x->known) {
+		json_str(j, "tcp_xdc", NULL);
+		return;
+	}
+	json_open(j, "tcp_xdc", '{');
+	json_int(j, "streams", x->streams);
+	json_int(j, "streams_max", x->streams_max);
+	json_bytes(j, "send_buffer_max", x->send_max);
+	json_str(j, "send_buffer_by", x->send_set ? "sndbuf" : "tcp_wmem");
+	json_bytes(j, "recv_buffer_max", x->recv_max);
+	json_str(j, "recv_buffer_by", x->recv_set ? "rcvbuf" : "tcp_rmem");
+	json_bytes(j, "keep_max", x->keep_max);
+	json_close(j, '}');
+}
+
 static void json_host(struct json *j, const struct cl_host *h)
 {
 	json_open(j, NULL, '{');
@@ -253,6 +298,7 @@ static void json_host(struct json *j, const struct cl_host *h)
 		json_close(j, '}');
 	}
 	json_close(j, ']');
+	json_xdc(j, &h->xdc);
 	json_close(j, '}');
 }
 
@@ -278,6 +324,10 @@ static void json_pair(struct json *j, const struct cl_pair *p)
 	json_str(j, "encryption", p->ok && p->cipher[0] ? p->cipher : NULL);
 	json_num(j, "gbps", p->gbps, p->ok && p->gbps >= 0);
 	json_num(j, "lat_us", p->lat_us, p->ok && p->lat_us >= 0);
+	json_num(j, "rtt_us", p->rtt_us, p->ok && p->rtt_us >= 0);
+	json_bytes(j, "bdp_bytes", p->ok ? p->bdp_rail : 0);
+	json_bytes(j, "bdp_measured_bytes", p->ok ? p->bdp_measured : 0);
+	json_bytes(j, "inflight_max_bytes", p->ok ? p->inflight_max : 0);
 	json_str(j, "error", p->ok ? NULL : p->error);
 	json_str(j, "reason", p->ok ? NULL : p->reason);
 	json_close(j, '}');
@@ -422,9 +472,9 @@ static void dot_edge(FILE *out, int a, int b, const char *color,
 	fputs("];\n", out);
 }
 
-/* What the findings say of a pair that connects: degraded or asymmetric
- * pairs are drawn red and thick, the finding first in the label; NULL
- * when neither. */
+/* What the findings say of a pair that connects: degraded, asymmetric
+ * and window-bound pairs are drawn red and thick, the finding first in
+ * the label; NULL when none. */
 static const char *marked(const struct cl_report *r, int rail, int i, int j)
 {
 	for (int k = 0; k < r->nfindings; k++) {
@@ -433,7 +483,8 @@ static const char *marked(const struct cl_report *r, int rail, int i, int j)
 		if (f->rail == rail && ((f->from == i && f->to == j) ||
 					(f->from == j && f->to == i)) &&
 		    (!strcmp(f->kind, "degraded") ||
-		     !strcmp(f->kind, "asymmetric")))
+		     !strcmp(f->kind, "asymmetric") ||
+		     !strcmp(f->kind, "window")))
 			return f->kind;
 	}
 	return NULL;
@@ -477,6 +528,18 @@ static void via_text(const struct cl_report *r, const struct cl_pair *p,
 					p->relays[k]);
 }
 
+/* Appends ", rtt 20.3 ms" to a label where the round trip is long enough
+ * to matter (1 ms: a metro's fibre); a LAN's edges stay as they were. */
+static void rtt_label(const struct cl_pair *p, char *text, size_t cap)
+{
+	size_t len = strlen(text);
+	char b[32];
+
+	if (p->rtt_us >= 1000 && len < cap)
+		snprintf(text + len, cap - len, ", rtt %s",
+			 cl_rtt_text(p->rtt_us, b, sizeof(b)));
+}
+
 /* Both ways take the same kind of path: one edge shows them. */
 static bool same_path(const struct cl_pair *a, const struct cl_pair *b)
 {
@@ -498,6 +561,7 @@ static void dot_way(FILE *out, const struct cl_report *r,
 
 	dot_rate(rate, sizeof(rate), p);
 	snprintf(text, sizeof(text), "%s%s Gb/s", prefix, rate);
+	rtt_label(p, text, sizeof(text));
 	via_text(r, p, text, sizeof(text));
 	if (p->nrelays) {
 		dot_relayed(out, r, p, text, mark);
@@ -550,6 +614,7 @@ static void dot_pair(FILE *out, const struct cl_report *r, int rail, int i,
 			 a->ok ? ra : rb);
 	const struct cl_pair *p = a->ok ? a : b;
 
+	rtt_label(p, text, sizeof(text));
 	via_text(r, p, text, sizeof(text));
 	if (!strcmp(p->cls, "relayed")) {
 		dot_relayed(out, r, p, text, mark != NULL);

@@ -239,6 +239,7 @@ int cl_encode_step(const struct cl_step *s, uint8_t msg[CL_MSG_BYTES])
 	put_str(&b, s->recv_reason);
 	put_dbl(&b, s->elapsed);
 	put_dbl(&b, s->overhead);
+	put_dbl(&b, s->min_round);
 	return put_end(&b);
 }
 
@@ -255,6 +256,8 @@ int cl_decode_step(const uint8_t msg[CL_MSG_BYTES], struct cl_step *s)
 	get_str(&b, s->recv_reason, sizeof(s->recv_reason));
 	s->elapsed = get_time(&b);
 	s->overhead = get_time(&b);
+	/* zeros from a meshinfo that measured none */
+	s->min_round = get_time(&b);
 	return b.bad ? -EPROTO : 0;
 }
 
@@ -284,6 +287,14 @@ int cl_encode_host(const struct cl_host *h, uint8_t msg[CL_MSG_BYTES])
 	put64(&b, h->boot.token);
 	put_str(&b, h->boot.rule);
 	put_str(&b, h->boot.error);
+	put_int(&b, h->xdc.known);
+	put_int(&b, h->xdc.streams);
+	put_int(&b, h->xdc.streams_max);
+	put64(&b, h->xdc.send_max);
+	put64(&b, h->xdc.recv_max);
+	put_int(&b, h->xdc.send_set);
+	put_int(&b, h->xdc.recv_set);
+	put64(&b, h->xdc.keep_max);
 	return put_end(&b);
 }
 
@@ -297,6 +308,32 @@ static int get_port(struct cl_buf *b)
 		return 0;
 	}
 	return port;
+}
+
+/* A byte count the figures can multiply without overflow: 0 .. 1 TiB (the
+ * largest socket buffer is 2 GiB, window_max's bound 1 TiB). */
+static uint64_t get_bytes_count(struct cl_buf *b)
+{
+	uint64_t v = get64(b);
+
+	if (v > CL_XDC_BYTES_MAX) {
+		b->bad = true;
+		return 0;
+	}
+	return v;
+}
+
+/* tcp-xdc's facts; all zeros (not known) from a meshinfo without them. */
+static void get_xdc(struct cl_buf *b, struct cl_xdc *x)
+{
+	x->known = get_int(b) != 0;
+	x->streams = get_count(b, CL_XDC_STREAMS_MAX);
+	x->streams_max = get_count(b, CL_XDC_STREAMS_MAX);
+	x->send_max = get_bytes_count(b);
+	x->recv_max = get_bytes_count(b);
+	x->send_set = get_int(b) != 0;
+	x->recv_set = get_int(b) != 0;
+	x->keep_max = get_bytes_count(b);
 }
 
 int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h)
@@ -325,6 +362,7 @@ int cl_decode_host(const uint8_t msg[CL_MSG_BYTES], struct cl_host *h)
 	h->boot.token = get64(&b);
 	get_str(&b, h->boot.rule, sizeof(h->boot.rule));
 	get_str(&b, h->boot.error, sizeof(h->boot.error));
+	get_xdc(&b, &h->xdc);
 	return b.bad ? -EPROTO : 0;
 }
 
