@@ -19,6 +19,10 @@
 #define LABEL_MAX_LEN 128
 #define SERIES_MAX 65536
 
+/* The round trip's gauge: the least of its values, not their sum, since
+ * a round trip does not add up over connections. */
+#define RTT_NAME "rtt_microseconds"
+
 /* The names the core documents (docs/observe.md), with their help. */
 static const struct known {
 	const char *name, *help;
@@ -49,6 +53,9 @@ static const struct known {
 	  MESH_COUNTER_GAUGE },
 	{ "relay_refused", "Route requests this host's relay refused.",
 	  MESH_COUNTER_TOTAL },
+	{ RTT_NAME, "Round trip to the peer in microseconds, the least of its "
+	  "open connections': the kernel's on each one's control socket when "
+	  "it was set up, or its module's own.", MESH_COUNTER_GAUGE },
 };
 
 /* One series: a name and its labels, and their sum. */
@@ -76,6 +83,7 @@ struct core_metrics_comm {
 	char module[MESH_NAME_MAX];
 	char peer[LABEL_MAX_LEN];
 	enum mesh_direction dir;
+	uint32_t rtt_us;		/* its control socket's; 0 unknown */
 	bool detached;			/* folded at teardown, not listed */
 };
 
@@ -243,7 +251,10 @@ static int series_add(struct series_set *set, const struct mesh_counter *c,
 	for (; set->slot[j]; j = (j + 1) & (set->nslots - 1)) {
 		s = &set->v[set->slot[j] - 1];
 		if (series_is(s, c->name, module, peer, dir)) {
-			s->value += c->value;
+			if (strcmp(c->name, RTT_NAME))
+				s->value += c->value;
+			else if (c->value && (!s->value || c->value < s->value))
+				s->value = c->value;
 			return 0;
 		}
 	}
@@ -317,6 +328,15 @@ struct core_metrics_comm *core_metrics_comm_open(const struct mesh_module *desc,
 	open_comms = mc;
 	pthread_mutex_unlock(&reg_lock);
 	return mc;
+}
+
+void core_metrics_comm_rtt(struct core_metrics_comm *mc, uint32_t us)
+{
+	if (!mc)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	mc->rtt_us = us;
+	pthread_mutex_unlock(&reg_lock);
 }
 
 static void unlink_comm(struct core_metrics_comm *mc)
@@ -557,8 +577,16 @@ static int collect_comms(struct series_set *set)
 					     .kind = MESH_COUNTER_GAUGE,
 					     .value = 1 };
 
+		struct mesh_counter rtt = { .name = RTT_NAME,
+					    .kind = MESH_COUNTER_GAUGE,
+					    .value = mc->rtt_us };
+
 		comm_collect(mc, set, false);
 		series_add(set, &open, mc->module, "", mc->dir);
+		/* one series per peer, whichever way the comm goes */
+		if (mc->rtt_us)
+			series_add(set, &rtt, mc->module, mc->peer,
+				   MESH_DIR_NONE);
 	}
 	pthread_mutex_unlock(&reg_lock);
 	return err == -ENOMEM ? err : 0;

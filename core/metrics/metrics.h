@@ -36,6 +36,9 @@ struct core_metrics_comm *core_metrics_comm_open(const struct mesh_module *desc,
 						 void *mcomm,
 						 const char *module,
 						 const char *peer, bool send);
+/* The comm's round trip in microseconds (its control socket's, 0:
+ * unknown), a gauge of its peer while it is open.  NULL does nothing. */
+void core_metrics_comm_rtt(struct core_metrics_comm *mc, uint32_t us);
 /* Before the module closes the comm.  NULL does nothing. */
 void core_metrics_comm_close(struct core_metrics_comm *mc);
 /* Before the modules are unloaded: folds every open comm into the totals;

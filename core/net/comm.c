@@ -95,6 +95,7 @@ struct core_comm *core_comm_new(const struct mesh_module *d, void *mcomm,
 		metrics_peer(c, peer, sizeof(peer));
 		c->metrics = core_metrics_comm_open(d, mcomm, path->module,
 						    peer, send);
+		core_metrics_comm_rtt(c->metrics, path->rtt_us);
 	}
 	return c;
 }

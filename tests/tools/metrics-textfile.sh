@@ -4,7 +4,9 @@
 # their counters for node_exporter's textfile collector.
 #   clear      the files appear while data moves, one per process (%p),
 #              parse as strict Prometheus text, and their bytes and
-#              requests are exactly what meshperf moved, each way
+#              requests are exactly what meshperf moved, each way; while
+#              the comms are open they carry the round trip to the peer,
+#              and not once they closed
 #   encrypted  encrypt = true: records sealed and opened at least the
 #              payload, no tag failed
 #   bad-dir    a directory that does not exist: one WARN, the job runs
@@ -62,7 +64,7 @@ files() {
 }
 
 case_clear() {
-	local dir=$tmp/clear seen=1 ok=0 f want reqs
+	local dir=$tmp/clear seen=1 ok=0 f want reqs rtt=
 	run "$dir" --sizes 0,8,4K,1M --iters 300
 	# written while the job runs, not only at its end
 	for _ in $(seq 200); do
@@ -71,6 +73,13 @@ case_clear() {
 			seen=0
 			break
 		fi
+		sleep 0.05
+	done
+	# while its comm is open, the client's round trip to its peer
+	while [ -z "$rtt" ] && kill -0 "$client" 2>/dev/null; do
+		rtt=$(cat "$dir"/nccl-mesh-*.prom 2>/dev/null | sed -n \
+			's/^nccl_mesh_rtt_microseconds{module="tcp-xdc",peer="127\.0\.0\.1",pid="[0-9]*"} \([1-9][0-9]*\)$/\1/p' |
+			head -n 1)
 		sleep 0.05
 	done
 	wait "$client" || ok=1
@@ -92,7 +101,10 @@ case_clear() {
 	[ "$(prom get "$cf" nccl_mesh_stalls_total)" = 0 ] &&
 	[ "$(prom get "$cf" nccl_mesh_resumes_total module=tcp-xdc)" = 0 ] &&
 	! compgen -G "$dir/*.tmp" >/dev/null || ok=1
-	check $((ok | seen)) "clear: files of both processes while data moves, strict text, $want bytes and $reqs requests each way"
+	# a level: gone with the comms
+	[ -n "$rtt" ] && ! grep -q '^nccl_mesh_rtt_microseconds' "$cf" "$sf" ||
+		ok=1
+	check $((ok | seen)) "clear: files of both processes while data moves, strict text, $want bytes and $reqs requests each way, round trip ${rtt:-?} us while open"
 	if [ $((ok | seen)) -ne 0 ]; then
 		echo "--- $cf:"; cat "$cf"; echo "--- $sf:"; cat "$sf"
 	fi

@@ -2,8 +2,8 @@
 /*
  * core/metrics: comms' counters summed per name and labels, kept after
  * the comms close, gauges that end with them, the modules' own counters,
- * what a module may not name, the text's escaping, and the requests the
- * HTTP endpoint answers.
+ * the round trip per peer (the least, not the sum), what a module may not
+ * name, the text's escaping, and the requests the HTTP endpoint answers.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +216,80 @@ static void test_modules(void)
 	free(t);
 }
 
+/* A module's own round trip to a peer, as tcp-xdc's window may give. */
+static int rtt_counters(void *mctx, mesh_counter_fn emit, void *arg)
+{
+	emit(arg, &(struct mesh_counter){ .name = "rtt_microseconds",
+		.peer = "10.0.0.3", .kind = MESH_COUNTER_GAUGE,
+		.value = *(uint64_t *)mctx });
+	return 0;
+}
+
+static const struct mesh_module rtt_fake = {
+	.name = "fake",
+	.comm_counters = fake_comm_counters,
+	.counters = rtt_counters,
+};
+
+/*
+ * The comms' round trips: one series per peer whichever way its comms
+ * go, the least of theirs and the module's own, gone with the comms;
+ * a comm that knows none adds none.
+ */
+static void test_rtt(void)
+{
+	struct fake_comm a = { .bytes = 1 }, b = { .bytes = 1 };
+	struct fake_comm c = { .bytes = 1 }, d = { .bytes = 1 };
+	struct core_module mod;
+	struct core_state st = { .modules = &mod, .nmodules = 1 };
+	struct core_metrics_comm *ma, *mb, *mc, *md;
+	uint64_t own = 90;
+	char *t;
+
+	ma = core_metrics_comm_open(&rtt_fake, &a, "fake", "10.0.0.3", true);
+	mb = core_metrics_comm_open(&rtt_fake, &b, "fake", "10.0.0.3", false);
+	mc = core_metrics_comm_open(&rtt_fake, &c, "fake", "10.0.0.4", true);
+	md = core_metrics_comm_open(&rtt_fake, &d, "fake", "10.0.0.5", true);
+	CHECK(ma && mb && mc && md);
+	core_metrics_comm_rtt(ma, 300);
+	core_metrics_comm_rtt(mb, 200);
+	core_metrics_comm_rtt(mc, 50000);
+	core_metrics_comm_rtt(NULL, 1);
+	t = render(NULL, NULL);
+	CHECK_LINE(t, "# TYPE nccl_mesh_rtt_microseconds gauge");
+	CHECK_LINE(t, "nccl_mesh_rtt_microseconds{module=\"fake\","
+		   "peer=\"10.0.0.3\"} 200");
+	CHECK_LINE(t, "nccl_mesh_rtt_microseconds{module=\"fake\","
+		   "peer=\"10.0.0.4\"} 50000");
+	CHECK(!strstr(t, "rtt_microseconds{module=\"fake\",peer=\"10.0.0.5\""));
+	free(t);
+
+	/* the module's own round trip to a peer joins the least */
+	memset(&mod, 0, sizeof(mod));
+	snprintf(mod.name, sizeof(mod.name), "fake");
+	mod.desc = &rtt_fake;
+	mod.mctx = &own;
+	mod.status = CORE_MODULE_READY;
+	t = render(&st, NULL);
+	CHECK_LINE(t, "nccl_mesh_rtt_microseconds{module=\"fake\","
+		   "peer=\"10.0.0.3\"} 90");
+	free(t);
+	own = 400;
+	t = render(&st, NULL);
+	CHECK_LINE(t, "nccl_mesh_rtt_microseconds{module=\"fake\","
+		   "peer=\"10.0.0.3\"} 200");
+	free(t);
+
+	/* a level ends with its comms */
+	core_metrics_comm_close(ma);
+	core_metrics_comm_close(mb);
+	core_metrics_comm_close(mc);
+	core_metrics_comm_close(md);
+	t = render(NULL, NULL);
+	CHECK(!strstr(t, "rtt_microseconds"));
+	free(t);
+}
+
 static void test_http_parse(void)
 {
 	static const struct {
@@ -267,6 +341,7 @@ int main(void)
 	test_comms();
 	test_escaping();
 	test_modules();
+	test_rtt();
 	test_http_parse();
 	if (failures)
 		fprintf(stderr, "%d checks failed\n", failures);
