@@ -24,8 +24,11 @@ usage() {
 	sed -n '/^# Usage:/,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 	cat <<'EOF'
   BUILD_DIR          meson build directory (default: build)
-  --variants LIST    of nat, encrypt, gateway, socket, routed
-                     (default: nat,encrypt,gateway,socket)
+  --variants LIST    of nat, encrypt, gateway, socket, socket-tuned, routed
+                     (default: nat,encrypt,gateway,socket); socket-tuned is
+                     NCCL's Socket tuned by hand for a long WAN:
+                     NCCL_BUFFSIZE 32 MiB, NCCL_MIN_NCHANNELS 8, 8 threads
+                     x 8 sockets
   --rate RATE        the WAN's rate each way, tc syntax (default 4gbit)
   --duration S       seconds of each variant's all-reduce loop (default 60)
   --sizes LIST       all-reduce sizes (default 64M,256M)
@@ -174,7 +177,7 @@ fi
 IFS=, read -r -a variant_list <<<"$variants"
 for v in "${variant_list[@]}"; do
 	case $v in
-	nat|encrypt|gateway|socket|routed) ;;
+	nat|encrypt|gateway|socket|socket-tuned|routed) ;;
 	*) die "--variants: unknown '$v'" ;;
 	esac
 done
@@ -300,6 +303,10 @@ mesh_env() {
 		   NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc:$build/modules/relay")
 	[ -z "$outage_ms" ] ||
 		env_words+=(NCCL_MESH_TCP_XDC_OUTAGE_MS="$outage_ms")
+	# the WAN's round trip, declared as a deployment declares its
+	# cross-DC class (docs/modules/tcp-xdc.md, latency at distance)
+	[ "$rtt_ms" -eq 0 ] ||
+		env_words+=(NCCL_MESH_XDC_RTT_MS="$rtt_ms")
 }
 
 # relay_start G [LOG]: meshrelay as G (ga on ra, gb on rb; variant
@@ -490,6 +497,10 @@ for v in "${variant_list[@]}"; do
 	     env_words+=(NCCL_MESH_ADVERTISE_ADDRS=) ;;
 	socket) mode=routed; net=Socket; expect=
 	     env_words=(NCCL_NET_PLUGIN=none) ;;
+	socket-tuned) mode=routed; net=Socket; expect=
+	     env_words=(NCCL_NET_PLUGIN=none NCCL_BUFFSIZE=33554432
+			NCCL_MIN_NCHANNELS=8 NCCL_SOCKET_NTHREADS=8
+			NCCL_NSOCKS_PERTHREAD=8) ;;
 	esac
 	if [ "$net" = Socket ]; then
 		env_words+=(NCCL_SOCKET_IFNAME==lan0)

@@ -287,7 +287,7 @@ def summary_main(args):
     ceiling = None
     if args.ceiling:
         ceiling = min(float(x) for x in args.ceiling.split(",")) / 8
-    print("%-8s %8s %7s %11s %11s %9s %8s %s" %
+    print("%-12s %8s %7s %11s %11s %9s %8s %s" %
           ("variant", "size", "calls", "busbw GB/s", "best batch",
            "longest s", "of TCP", "result"))
     ok = True
@@ -307,14 +307,14 @@ def summary_main(args):
         if summary is None or not summary.get("ok"):
             ok = False
         if not rows:
-            print("%-8s %8s %7s %11s %11s %9s %8s %s" %
+            print("%-12s %8s %7s %11s %11s %9s %8s %s" %
                   (name, "-", "-", "-", "-", "-", "-",
                    "FAILED (no summary: see its log)"))
             continue
         for r in rows:
             share = ("%.0f%%" % (100 * r["busbw_GBps"] / ceiling)
                      if ceiling else "-")
-            print("%-8s %8s %7d %11.3f %11.3f %9.2f %8s %s" %
+            print("%-12s %8s %7d %11.3f %11.3f %9.2f %8s %s" %
                   (name, ar.human_size(r["bytes"]), r["calls"],
                    r["busbw_GBps"], r["best_batch_busbw_GBps"],
                    r["longest_batch_s"], share,
