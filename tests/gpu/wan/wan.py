@@ -174,12 +174,28 @@ def conns(lines):
     return [m.groups() for l in lines for m in [CONN_RE.search(l)] if m]
 
 
+# DCs ("a", "b") with a rank that sent across: a ring crosses from one rank
+# of each DC only, NCCL's tree from more, so each DC needs one, not each rank.
+CROSSED = set()
+
+
+def cross_sends(host, lines):
+    """The host's cross-DC tcp-xdc send connections, noted for its DC."""
+    cross = [c for c in conns(lines) if c[0] == "send" and c[3] == "cross-DC"]
+    if cross:
+        CROSSED.add(host[0])
+        log("%s: %d cross-DC send connections, e.g. -> %s" %
+            (host, len(cross), cross[0][2]))
+    else:
+        log("%s: no cross-DC send connection (NCCL's algorithm crosses "
+            "from other ranks)" % host)
+    return cross
+
+
 def check_nat(host, lines, ext_b):
     """DC A dials DC B at rb's address in a forwarded block; DC B dials DC
     A's own addresses; both as cross-DC."""
-    cross = [c for c in conns(lines) if c[0] == "send" and c[3] == "cross-DC"]
-    if not cross:
-        return ["%s: no cross-DC tcp-xdc send connection" % host]
+    cross = cross_sends(host, lines)
     fails = []
     for _, _, remote, _ in cross:
         addr, port = host_of(remote)
@@ -189,19 +205,13 @@ def check_nat(host, lines, ext_b):
                          (host, remote, ext_b))
         if host.startswith("b") and not addr.startswith("10.1.0."):
             fails.append("%s: dialled DC A at %s" % (host, remote))
-    log("%s: %d cross-DC send connections, e.g. -> %s" %
-        (host, len(cross), cross[0][2]))
     return fails
 
 
 def check_routed(host, lines, _ext_b):
-    cross = [c for c in conns(lines) if c[0] == "send" and c[3] == "cross-DC"]
-    if not cross:
-        return ["%s: no cross-DC tcp-xdc send connection" % host]
+    cross = cross_sends(host, lines)
     other = "10.2.0." if host.startswith("a") else "10.1.0."
     bad = [c[2] for c in cross if not host_of(c[2])[0].startswith(other)]
-    log("%s: %d cross-DC send connections, e.g. -> %s" %
-        (host, len(cross), cross[0][2]))
     return ["%s: dialled %s across" % (host, b) for b in bad]
 
 
@@ -256,6 +266,9 @@ def check_paths(args, hosts, logs):
         lines = read_lines(path)
         for what in args.expect:
             fails += CHECKS[what](host, lines, args.ext_b)
+    if {"nat", "routed"} & set(args.expect):
+        fails += ["DC %s: no rank sent across by tcp-xdc" % dc.upper()
+                  for dc in "ab" if dc not in CROSSED]
     return fails
 
 
