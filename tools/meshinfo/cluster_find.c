@@ -396,6 +396,16 @@ static uint64_t inflight_max(const struct cl_report *r,
 	return a->keep_max && a->keep_max < n ? a->keep_max : n;
 }
 
+/* A product in bytes, from figures the hosts sent: whatever they are, no
+ * more than CL_XDC_BYTES_MAX, so the cast is defined and the sums hold. */
+static uint64_t product(double bits_per_s, double rtt_s)
+{
+	double b = bits_per_s * rtt_s / 8;
+
+	return b > 0 ? (b < CL_XDC_BYTES_MAX ? (uint64_t)b : CL_XDC_BYTES_MAX) :
+		       0;
+}
+
 /* Each pair's products, from its round trip (0 where it has none). */
 static void distance(struct cl_report *r)
 {
@@ -405,10 +415,9 @@ static void distance(struct cl_report *r)
 
 		if (p->from == p->to || !p->ok)
 			continue;
-		/* Mbit/s x s and Gbit/s x s, in bytes */
-		p->bdp_rail = (uint64_t)(rail_mbps(r, p) * 1e6 * rtt_s / 8);
-		p->bdp_measured = p->gbps > 0 ?
-			(uint64_t)(p->gbps * 1e9 * rtt_s / 8) : 0;
+		p->bdp_rail = product(rail_mbps(r, p) * 1e6, rtt_s);
+		p->bdp_measured = p->gbps > 0 ? product(p->gbps * 1e9, rtt_s) :
+						0;
 		p->inflight_max = inflight_max(r, p);
 	}
 }
