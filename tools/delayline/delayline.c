@@ -15,9 +15,9 @@
  * With IFF_VNET_HDR and the TSO offloads a 64 KiB TCP segmentation
  * offload packet passes whole, so a packet costs two system calls
  * whatever its size.  Each queue has a thread of its own and the kernel
- * keeps a flow on one queue; a queue is a FIFO in a ring of memory, in
+ * keeps a flow on one queue; a queue is a FIFO in chunks of memory, in
  * the order of arrival, which with one delay for all is the order of
- * release.  Loss is per packet on the wire: an offloaded TCP packet of N
+ * release, and takes as many chunks as it holds packets for.  Loss is per packet on the wire: an offloaded TCP packet of N
  * segments loses each with the given probability, and one that loses any
  * is written back as its other segments (delayline_pkt.c), so 0.01% loss
  * is one segment in 10,000 whatever the offload made of them.
@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -65,16 +64,27 @@
  * so that a longer one shows as such rather than cut short */
 #define READ_MAX (DL_VNET_LEN + DL_IP_MAX + 256)
 
-/* A packet held in a queue's ring, its bytes right after. */
+/* A packet held in a queue, its bytes right after. */
 struct slot {
 	uint64_t due_ns;
 	uint32_t len;		/* virtio header and IP packet */
-	uint32_t size;		/* bytes of the ring it takes */
+	uint32_t size;		/* bytes of its chunk it takes */
 };
 
 #define SLOT_ALIGN 16
 #define SLOT_MAX ((sizeof(struct slot) + READ_MAX + SLOT_ALIGN - 1) & \
 		  ~(size_t)(SLOT_ALIGN - 1))
+
+/* Packets follow each other in a chunk; a queue's chunks in a list.  A
+ * packet that does not fit in what is left of one starts the next, so at
+ * most SLOT_MAX of a chunk's 2 MiB go unused. */
+#define CHUNK_BYTES (2u << 20)
+struct chunk {
+	struct chunk *next;
+	size_t used;
+	uint8_t data[] __attribute__((aligned(SLOT_ALIGN)));
+};
+#define CHUNK_DATA (CHUNK_BYTES - sizeof(struct chunk))
 
 /* Counters of one queue; only its thread writes them. */
 struct counts {
@@ -90,10 +100,9 @@ struct queue {
 	int fd;
 	unsigned index;
 	pthread_t thread;
-	/* the ring: packets in [head, end) then [0, tail) once wrapped */
-	uint8_t *ring;
-	size_t cap, head, tail, end;
-	size_t count;
+	/* the FIFO: from offset rd of the first chunk to the last's end */
+	struct chunk *first, *last, *spare;
+	size_t rd, count;
 	uint64_t rng;
 	uint8_t *scratch;	/* a segment being written */
 	struct counts c;
@@ -125,8 +134,9 @@ static uint64_t loss_threshold;	/* loss as a fraction of 2^64 */
 static bool loss_all;
 static struct queue queues[MAX_QUEUES];
 static atomic_bool stopping;
-/* held in all queues, and the most ever held */
+/* held in all queues, the most ever held, and the chunks holding them */
 static _Atomic uint64_t held_bytes, held_pkts, max_held_bytes, max_held_pkts;
+static _Atomic uint64_t chunk_bytes;
 
 static uint64_t now_ns(void)
 {
@@ -170,48 +180,76 @@ static bool lost(struct queue *q)
 	return loss_all || next_random(&q->rng) < loss_threshold;
 }
 
-/* ------------------------------------------------------------ the ring */
+/* ------------------------------------------------------------ the FIFO */
 
-/* Room for the longest packet at the tail, or NULL. */
-static struct slot *ring_reserve(struct queue *q)
+/* Room for the longest packet at the end of the FIFO, or NULL when no
+ * chunk could be had.  A chunk taken here and left empty (a packet read
+ * and then dropped) is the next one's. */
+static struct slot *fifo_reserve(struct queue *q)
 {
-	if (q->count == 0)
-		q->head = q->tail = 0, q->end = q->cap;
-	if (q->tail >= q->head && q->end == q->cap) {
-		if (q->cap - q->tail >= SLOT_MAX)
-			return (struct slot *)(q->ring + q->tail);
-		if (q->head < SLOT_MAX)
+	struct chunk *c = q->last;
+
+	if (c && CHUNK_DATA - c->used >= SLOT_MAX)
+		return (struct slot *)(c->data + c->used);
+	c = q->spare;
+	if (c) {
+		q->spare = c->next;
+	} else {
+		c = malloc(CHUNK_BYTES);
+		if (!c)
 			return NULL;
-		q->end = q->tail;	/* wrap: the rest of the end unused */
-		q->tail = 0;
-		return (struct slot *)q->ring;
+		add(&chunk_bytes, CHUNK_BYTES);
 	}
-	if (q->head - q->tail >= SLOT_MAX)
-		return (struct slot *)(q->ring + q->tail);
-	return NULL;
+	c->next = NULL;
+	c->used = 0;
+	if (q->last)
+		q->last->next = c;
+	else
+		q->first = c;
+	q->last = c;
+	return (struct slot *)c->data;
 }
 
-static void ring_commit(struct queue *q, struct slot *s)
+static void fifo_commit(struct queue *q, struct slot *s)
 {
-	q->tail += s->size;
+	q->last->used += s->size;
 	q->count++;
 }
 
-static struct slot *ring_head(struct queue *q)
+static struct slot *fifo_head(struct queue *q)
 {
-	return q->count ? (struct slot *)(q->ring + q->head) : NULL;
+	return q->count ? (struct slot *)(q->first->data + q->rd) : NULL;
 }
 
-static void ring_pop(struct queue *q, struct slot *s)
+static void fifo_pop(struct queue *q, struct slot *s)
 {
-	q->head += s->size;
-	if (--q->count == 0) {
-		q->head = q->tail = 0;
-		q->end = q->cap;
-	} else if (q->head >= q->end) {
-		q->head = 0;
-		q->end = q->cap;
+	struct chunk *c = q->first;
+
+	q->rd += s->size;
+	q->count--;
+	if (q->rd < c->used)
+		return;
+	q->rd = 0;
+	if (c == q->last) {
+		c->used = 0;	/* empty: the chunk starts over */
+		return;
 	}
+	q->first = c->next;
+	c->next = q->spare;
+	q->spare = c;
+}
+
+static void fifo_free(struct queue *q)
+{
+	struct chunk *lists[] = { q->first, q->spare }, *c, *next;
+	size_t i;
+
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		for (c = lists[i]; c; c = next) {
+			next = c->next;
+			free(c);
+		}
+	q->first = q->last = q->spare = NULL;
 }
 
 /* ------------------------------------------------------- the data path */
@@ -339,7 +377,7 @@ static void lost_device(struct queue *q)
 /* Takes one packet from the device: 1, or 0 when none was there. */
 static int take(struct queue *q)
 {
-	struct slot *s = ring_reserve(q);
+	struct slot *s = fifo_reserve(q);
 	uint8_t *buf = s ? (uint8_t *)(s + 1) : q->scratch;
 	ssize_t n = read(q->fd, buf, READ_MAX);
 	uint64_t size, now;
@@ -371,7 +409,7 @@ static int take(struct queue *q)
 	s->due_ns = now + opt.delay_ns;
 	s->len = (uint32_t)n;
 	s->size = (uint32_t)size;
-	ring_commit(q, s);
+	fifo_commit(q, s);
 	return 1;
 }
 
@@ -398,9 +436,9 @@ static void *run_queue(void *arg)
 		struct timespec ts;
 		int taken = 0;
 
-		while ((s = ring_head(q)) && s->due_ns <= now) {
+		while ((s = fifo_head(q)) && s->due_ns <= now) {
 			release(q, s, now);
-			ring_pop(q, s);
+			fifo_pop(q, s);
 			now = now_ns();
 		}
 		while (taken < READ_BATCH && take(q))
@@ -414,13 +452,13 @@ static void *run_queue(void *arg)
 		ppoll(&pfd, 1, &ts, NULL);
 	}
 	/* what is still held is not written: the line is going away */
-	while (ring_head(q)) {
-		struct slot *s = ring_head(q);
+	while (fifo_head(q)) {
+		struct slot *s = fifo_head(q);
 
 		add(&q->c.exit_pkts, 1);
 		add(&q->c.exit_bytes, ip_len(s->len));
 		unhold(s->size);
-		ring_pop(q, s);
+		fifo_pop(q, s);
 	}
 	return NULL;
 }
@@ -503,6 +541,7 @@ static void report(FILE *f, unsigned seq)
 		{ "max_held_pkts", get(&max_held_pkts) },
 		{ "max_held_bytes", get(&max_held_bytes) },
 		{ "limit_bytes", opt.limit_bytes },
+		{ "mem_bytes", get(&chunk_bytes) },
 		{ "loss_pkts", get(&s.loss_pkts) },
 		{ "loss_wire", get(&s.loss_wire) },
 		{ "loss_bytes", get(&s.loss_bytes) },
@@ -634,18 +673,11 @@ static int queue_init(struct queue *q, unsigned index)
 	q->fd = tun_open(opt.dev);
 	if (q->fd < 0)
 		return -1;
-	/* every queue can hold the whole limit: flows need not spread
-	 * evenly.  Untouched pages of the ring take no memory. */
-	q->cap = (size_t)opt.limit_bytes + 2 * SLOT_MAX;
-	q->ring = mmap(NULL, q->cap, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	q->scratch = malloc(READ_MAX);
-	if (q->ring == MAP_FAILED || !q->scratch) {
-		fprintf(stderr, "delayline: cannot map %zu bytes for queue %u\n",
-			q->cap, index);
+	if (!q->scratch) {
+		fprintf(stderr, "delayline: out of memory\n");
 		return -1;
 	}
-	q->end = q->cap;
 	q->rng = opt.seed + 0x632be59bd9b4e019ull * (index + 1);
 	return 0;
 }
@@ -947,8 +979,7 @@ out:
 	for (i = 0; i < opt.queues; i++) {
 		if (queues[i].fd >= 0)
 			close(queues[i].fd);
-		if (queues[i].ring && queues[i].ring != MAP_FAILED)
-			munmap(queues[i].ring, queues[i].cap);
+		fifo_free(&queues[i]);
 		free(queues[i].scratch);
 	}
 	return rc;
