@@ -10,10 +10,10 @@
 #   tests/bench/xdc-shaped.sh [BUILD_DIR] [STREAMS] [ROUNDS]
 #
 # Environment: XDC_RATE (tc rate of the link, default 200mbit), XDC_DELAY
-# (one-way netem delay, e.g. 10ms; needs sch_netem), XDC_MTU (default
-# 1500), SECS (seconds per run, default 8), THREADS (tcp-xdc threads,
-# default STREAMS), TCP_XDC_ENV (more VAR=value words for meshperf, e.g.
-# "NCCL_MESH_TCP_XDC_SNDBUF=8M").
+# (one-way delay, e.g. 10ms: netem's, else the delay line's, with XDC_LOSS
+# percent of loss), XDC_MTU (default 1500), SECS (seconds per run,
+# default 8), THREADS (tcp-xdc threads, default STREAMS), TCP_XDC_ENV (more
+# VAR=value words for meshperf, e.g. "NCCL_MESH_TCP_XDC_SNDBUF=8M").
 set -euo pipefail
 
 build=$(realpath "${1:-build}")
@@ -33,11 +33,14 @@ CONF=$src/tests/netns/nat.conf
 command -v iperf3 >/dev/null || { echo "iperf3 is not installed" >&2; exit 2; }
 [ -x "$MESHPERF" ] || { echo "no $MESHPERF: build first" >&2; exit 2; }
 netns_init
+# without netem, the delay line of tests/netns/lib.sh holds XDC_DELAY
 if [ -n "$XDC_DELAY" ] && ! netns_have_netem; then
-	echo "XDC_DELAY needs tc netem, which this kernel lacks" >&2
-	exit 2
+	DELAYLINE=$build/tools/delayline/delayline
+	[ -x "$DELAYLINE" ] || { echo "no $DELAYLINE: build first" >&2; exit 2; }
 fi
 xdc_topology
+# a long link: autotuning may grow the hosts' buffers to its product
+[ -z "$XDC_DELAY" ] || netns_long_tcp a1 a2 b1 b2
 
 rate_bits=$(tc_rate_bits "$XDC_RATE")
 # TCP payload per frame: MTU less IPv4 and TCP headers with timestamps
