@@ -22,7 +22,8 @@
 #               rcvbuf: every pair's window is 64 KiB, below its
 #               bandwidth-delay product at 100 Gbit/s (500 KB at 40 us),
 #               one "window" finding per host pair naming tcp-xdc.rcvbuf,
-#               the JSON valid against its schema; in direct, none
+#               each pair's edge red and thick in the DOT, the JSON valid
+#               against its schema; in direct, none
 #
 # usage: cluster-loopback.sh BUILD_DIR SOURCE_DIR [CASE...]
 set -uo pipefail
@@ -217,8 +218,10 @@ tcp-xdc: { ifname = "lo"; streams = 1; threads = 2; rcvbuf = "64K";
 CONF
 	cluster NCCL_MESH_CONF="$tmp/window.conf" \
 		NCCL_MESH_MODULE_PATH="$build/modules/tcp-xdc" -- \
-		--json "$tmp/w.json" --burst-bytes 4M --lat-iters 10
+		--json "$tmp/w.json" --dot "$tmp/w.dot" --burst-bytes 4M \
+		--lat-iters 10
 	[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+		[ "$(grep -c 'color=red, dir=none, penwidth=3, fontcolor=red, label="window: [0-9.]* / [0-9.]* Gb/s"' "$tmp/w.dot")" -eq 3 ] &&
 		[ "$(grep -Ec '  rtt [0-9.]+ (us|ms)  bdp [0-9.]+ [KM]iB, window 64 KiB$' "$tmp/r0.log")" -eq 6 ] &&
 		[ "$(grep -c '^  window: rail 0: .* tcp-xdc connection keeps at most 64 KiB, .*; that is 1 stream x 64 KiB, the window half of [^ ]* receive buffer opens (tcp-xdc.rcvbuf, 128 KiB); raise tcp-xdc.rcvbuf, or set it to 0 for autotuning, or tcp-xdc.streams$' "$tmp/r0.log")" -eq 3 ] &&
 		json_check "$tmp/w.json" '
