@@ -211,18 +211,19 @@ if [ -n "$sweep" ]; then
 	for n in "${counts[@]}"; do
 		i=$(ip3 "sweep-ip3-$n" "$n" "$sweep_rtt")
 		row=$(printf '%-7s %-6s %-8s' "$n" "$cc" "$i")
+		notes=
 		for sh in "${shape_list[@]}"; do
 			m=$(mp "sweep-$sh-$n" "$sh" "$n" "$i")
 			row+=$(printf ' %-9s %-7s' "$m" "$(ratio "$m" "$i")")
 			if [ -n "${prev[$sh]:-}" ] &&
 			   [ "$(ratio "$m" "${prev[$sh]}")" != - ] &&
 			   awk -v r="$(ratio "$m" "${prev[$sh]}")" 'BEGIN { exit !(r < 0.95) }'; then
-				row+=" ($sh: less than with fewer streams)"
+				notes+=" ($sh: less than with fewer streams)"
 				fewer=1
 			fi
 			prev[$sh]=$m
 		done
-		echo "$row" | tee -a "$out/sweep.txt"
+		echo "$row$notes" | tee -a "$out/sweep.txt"
 	done
 	netns_delayline_summary rs
 	if [ $fewer -eq 0 ]; then
