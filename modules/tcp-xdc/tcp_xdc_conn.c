@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp-xdc connection setup: a hello / reply exchange over the core's control
- * channel, then the data streams through ctrl->stream().  Every step is
+ * channel, and the data streams through ctrl->stream(), which the connecting
+ * side dials all at once, as soon as its hello is out: the setup costs the
+ * round trips of one stream, not of each, and they overlap the reply's
+ * (docs/modules/tcp-xdc.md, "Setup round trips").  Every step is
  * non-blocking; progress lives in ctrl->module_state between calls.
  */
 #include <arpa/inet.h>
@@ -34,8 +37,10 @@ struct tcp_xdc_pending {
 	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
 	uint64_t rejoin_key;		/* 0: no resuming */
 	int traffic_class;		/* of the streams; -1: left as is */
-	int nfds;
-	int fds[TCP_XDC_MAX_STREAMS];
+	int nfds;			/* streams taken; 0 once the comm has them */
+	int fds[TCP_XDC_MAX_STREAMS];	/* by index; -1: not yet */
+	int stream_err;			/* connector: a dial that failed while */
+	int stream_bad;			/* the reply was due, and its index */
 };
 
 static struct tcp_xdc_pending *pending_get(const struct tcp_xdc_ctx *ctx,
@@ -48,6 +53,8 @@ static struct tcp_xdc_pending *pending_get(const struct tcp_xdc_ctx *ctx,
 	if (!p) {
 		MESH_WARN("out of memory");
 	} else if (fresh) {
+		for (int i = 0; i < TCP_XDC_MAX_STREAMS; i++)
+			p->fds[i] = -1;
 		p->phase = first;
 		/* NCCL's where it gave one: only ever the connecting
 		 * side, the data's direction (module.h 1.9) */
@@ -63,8 +70,9 @@ static void pending_free(struct mesh_ctrl *ctrl)
 
 	if (!p)
 		return;
-	for (int i = 0; i < p->nfds; i++)
-		close(p->fds[i]);
+	for (int i = 0; p->nfds && i < TCP_XDC_MAX_STREAMS; i++)
+		if (p->fds[i] >= 0)
+			close(p->fds[i]);
 	free(p);
 	ctrl->module_state = NULL;
 }
@@ -186,27 +194,62 @@ void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
 			index || ctx->outage_ms ? 1 : 0, "TCP_QUICKACK", peer);
 }
 
-/* Returns 1 when all streams are there, 0 to come back later, or -errno. */
-static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
-			   struct tcp_xdc_pending *p, bool is_send)
+static int stream_failed(const struct mesh_ctrl *ctrl,
+			 const struct tcp_xdc_pending *p, int index, int err)
 {
-	while (p->nfds < p->nstreams) {
-		int fd = -1;
-		int ret = ctrl->stream(ctrl, p->nfds, &fd);
+	MESH_WARN("peer %s: cannot open data stream %d/%d: %s", ctrl->peer,
+		  index, p->nstreams, strerror(-err));
+	return err;
+}
 
+/*
+ * Returns 1 when all streams are there, 0 to come back later, or -errno
+ * with the failed stream's index in *bad.  The connecting side steps
+ * every stream's dial on each call, so that all are in flight at once;
+ * the accepting side stops at the first one missing: asking for it moved
+ * the listener on, which routed every stream that had arrived.
+ */
+static int streams_collect(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+			   struct tcp_xdc_pending *p, bool is_send, int *bad)
+{
+	for (int i = 0; i < p->nstreams && p->nfds < p->nstreams; i++) {
+		int fd = -1, ret;
+
+		if (p->fds[i] >= 0)
+			continue;
+		ret = ctrl->stream(ctrl, i, &fd);
+		if (ret == -EAGAIN && is_send)
+			continue;
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret < 0) {
-			MESH_WARN("peer %s: cannot open data stream %d/%d: %s",
-				  ctrl->peer, p->nfds, p->nstreams,
-				  strerror(-ret));
+			*bad = i;
 			return ret;
 		}
-		tcp_xdc_stream_setup(ctx, fd, p->nfds, ctrl->peer, is_send,
+		tcp_xdc_stream_setup(ctx, fd, i, ctrl->peer, is_send,
 				     p->traffic_class);
-		p->fds[p->nfds++] = fd;
+		p->fds[i] = fd;
+		p->nfds++;
 	}
-	return 1;
+	return p->nfds == p->nstreams;
+}
+
+/*
+ * The connecting side dials its streams while its hello's reply is on
+ * the way.  A dial that fails then waits for the reply: a peer that
+ * refused the connection may be gone already (its streams refused), and
+ * its reason is the one to tell.
+ */
+static void streams_early(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
+			  struct tcp_xdc_pending *p)
+{
+	int ret;
+
+	if (p->stream_err)
+		return;
+	ret = streams_collect(ctx, ctrl, p, true, &p->stream_bad);
+	if (ret < 0)
+		p->stream_err = ret;
 }
 
 /*
@@ -266,9 +309,14 @@ static int streams_then_finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 			       struct tcp_xdc_pending *p, bool is_send,
 			       void **comm_out)
 {
-	int ret = streams_collect(ctx, ctrl, p, is_send);
+	int bad = 0, ret = p->stream_err;
 
-	if (ret <= 0)
+	if (ret)
+		return stream_failed(ctrl, p, p->stream_bad, ret);
+	ret = streams_collect(ctx, ctrl, p, is_send, &bad);
+	if (ret < 0)
+		return stream_failed(ctrl, p, bad, ret);
+	if (ret == 0)
 		return ret;
 	return finish(ctx, ctrl, p, is_send, comm_out);
 }
@@ -365,6 +413,7 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		p->phase = TCP_XDC_WAIT_REPLY;
 		/* fall through */
 	case TCP_XDC_WAIT_REPLY:
+		streams_early(ctx, ctrl, p);
 		ret = ctrl->recv(ctrl, &r, sizeof(r));
 		if (ret == -EAGAIN)
 			return 0;
