@@ -399,6 +399,60 @@ wan_check_fail() {
 		wan_fail "$tag" "$tag: the $side's log does not match: $re"
 }
 
+# wan_setup_ms FILE: how long the connects and accepts of the meshperf
+# run that logged to FILE (with --json) took, in ms (its setup event)
+wan_setup_ms() {
+	python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith('{"event":"setup"'):
+        print(json.loads(line)["setup_ms"])
+        break
+else:
+    sys.exit("no setup event in " + sys.argv[1])
+PY
+}
+
+# wan_setup_confs DIR [STREAMS]: DIR/clear.conf and DIR/auth.conf, tcp-xdc
+# on the pair's link at its defaults (STREAMS streams where given), the
+# second with a fresh key in DIR/key: the two configs of setup timings
+wan_setup_confs() {
+	local dir=$1 streams=${2:-} cf
+
+	(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
+		>"$dir/key")
+	for cf in clear auth; do
+		{
+			echo 'version = 1;'
+			echo 'modules = [ "tcp-xdc" ];'
+			[ "$cf" = clear ] || echo "auth_key_file = \"$dir/key\";"
+			echo "tcp-xdc: { ifname = \"lan\";${streams:+ streams = $streams;} };"
+		} >"$dir/$cf.conf"
+	done
+}
+
+# wan_setup_run TAG PORT CONF [meshperf options...]: one meshperf pair
+# across the pair topology, server in s, that only connects (one 8-byte
+# message); both must end well.  Sets WAN_SETUP_MS to "CLIENT SERVER",
+# each side's connects and accepts in ms.
+# shellcheck disable=SC2034 # WAN_SETUP_MS is for the caller
+wan_setup_run() {
+	local tag=$1 port=$2 cf=$3 c s
+
+	shift 3
+	wan_start s c "$tag" "$port" "$cf" --json --no-latency --sizes 8 \
+		--iters 1 "$@"
+	wan_end "$WAN_CPID" 60
+	[ "$WAN_RC" -eq 0 ] || wan_fail "$tag" "$tag: the client failed ($WAN_RC)"
+	wan_end "$WAN_SPID" 30
+	[ "$WAN_RC" -eq 0 ] || wan_fail "$tag" "$tag: the server failed ($WAN_RC)"
+	c=$(wan_setup_ms "$NETNS_TMP/$tag.client") ||
+		wan_fail "$tag" "$tag: the client logged no setup time"
+	s=$(wan_setup_ms "$NETNS_TMP/$tag.server") ||
+		wan_fail "$tag" "$tag: the server logged no setup time"
+	WAN_SETUP_MS="$c $s"
+}
+
 # ------------------------------------------------------------- the path
 
 # wan_iperf3 TAG STREAMS SECS OMIT [iperf3 client options...]: TCP from c to
