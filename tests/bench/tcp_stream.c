@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "size.h"
 
 #define MAX_STREAMS 256
@@ -43,20 +44,6 @@ struct end {
 
 static atomic_bool measuring, stopping;
 
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void *run_end(void *arg)
 {
 	struct end *e = arg;
@@ -64,7 +51,7 @@ static void *run_end(void *arg)
 	size_t at = 0;
 
 	if (!ring)
-		die("malloc");
+		bench_die("malloc");
 	memset(ring, 0x5a, e->ring_len);
 	while (!atomic_load_explicit(&stopping, memory_order_relaxed)) {
 		ssize_t n = e->sender ?
@@ -91,12 +78,12 @@ static void connect_pair(int listener, const struct sockaddr_in *addr,
 
 	*out = socket(AF_INET, SOCK_STREAM, 0);
 	if (*out < 0)
-		die("socket");
+		bench_die("socket");
 	if (connect(*out, (const struct sockaddr *)addr, sizeof(*addr)) < 0)
-		die("connect");
+		bench_die("connect");
 	*in = accept(listener, NULL, NULL);
 	if (*in < 0)
-		die("accept");
+		bench_die("accept");
 	setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(*in, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
@@ -107,14 +94,14 @@ static int open_listener(struct sockaddr_in *addr)
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0)
-		die("socket");
+		bench_die("socket");
 	memset(addr, 0, sizeof(*addr));
 	addr->sin_family = AF_INET;
 	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (bind(fd, (struct sockaddr *)addr, sizeof(*addr)) < 0 ||
 	    listen(fd, MAX_STREAMS) < 0 ||
 	    getsockname(fd, (struct sockaddr *)addr, &len) < 0)
-		die("listener");
+		bench_die("listener");
 	return fd;
 }
 
@@ -163,15 +150,15 @@ int main(int argc, char **argv)
 			for (int k = 0; k < 2; k++)
 				if (pthread_create(&threads[d][s][k], NULL,
 						   run_end, &e[k]))
-					die("pthread_create");
+					bench_die("pthread_create");
 		}
 	/* A second to ramp up (windows, autotuning), then measure. */
 	sleep(1);
-	t0 = now_s();
+	t0 = bench_now_s();
 	atomic_store(&measuring, true);
 	usleep((useconds_t)(secs * 1e6));
 	atomic_store(&measuring, false);
-	t1 = now_s();
+	t1 = bench_now_s();
 	atomic_store(&stopping, true);
 	for (int d = 0; d < 2; d++)
 		for (int s = 0; s < streams; s++)
