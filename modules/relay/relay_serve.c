@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "netaddr.h"
@@ -73,7 +74,8 @@ struct relay_pair {
 	char desc[RELAY_ROUTE_MAX + 160];
 	struct mesh_leg in_leg, out_leg;
 	void *in_comm, *out_comm;
-	char *buf;
+	char *buf;			/* the bounce buffers, buf_len */
+	size_t buf_len;
 	void *in_mh, *out_mh;
 	int nb;
 	size_t chunk;
@@ -132,6 +134,23 @@ struct relay_flow {
 
 /* ---- forwarding ---- */
 
+/*
+ * The bounce buffers are anonymous pages from the kernel, not malloc's:
+ * nothing writes them at setup (glibc's MALLOC_PERTURB_ fills every
+ * block malloc hands out, the ones it maps itself too: 32 MiB per
+ * connection by default), and a page costs memory only once a message
+ * filled it, unless a leg's registration pins it (verbs does), so a pair
+ * that carries small messages holds a few pages per buffer, not chunks x
+ * chunk_size.
+ */
+static char *bounce_map(size_t len)
+{
+	void *b = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return b == MAP_FAILED ? NULL : b;
+}
+
 static void pair_free(struct relay_pair *p)
 {
 	if (p->in_mh)
@@ -146,7 +165,8 @@ static void pair_free(struct relay_pair *p)
 	 * were told the end */
 	relay_chan_close(&p->up);
 	relay_chan_close(&p->down);
-	free(p->buf);
+	if (p->buf)
+		munmap(p->buf, p->buf_len);
 	free(p->b);
 	free(p);
 }
@@ -241,7 +261,6 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 				   struct relay_setup *s)
 {
 	struct relay_pair *p = calloc(1, sizeof(*p));
-	size_t len;
 
 	if (!p)
 		return NULL;
@@ -266,14 +285,14 @@ static struct relay_pair *pair_new(struct relay_ctx *x,
 	snprintf(p->desc, sizeof(p->desc), "%s from %s (%s) -> %s",
 		 s->req.origin, s->from, p->in_leg.module->name, s->hop.route);
 	pair_labels(p, s);
-	len = p->chunk * (size_t)p->nb;
-	p->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+	p->buf_len = p->chunk * (size_t)p->nb;
+	p->buf = bounce_map(p->buf_len);
 	p->b = calloc((size_t)p->nb, sizeof(*p->b));
 	if (!p->buf || !p->b ||
-	    p->in_leg.module->reg_mr(p->in_comm, p->buf, len, MESH_PTR_HOST,
-				     &p->in_mh) ||
-	    p->out_leg.module->reg_mr(p->out_comm, p->buf, len, MESH_PTR_HOST,
-				      &p->out_mh)) {
+	    p->in_leg.module->reg_mr(p->in_comm, p->buf, p->buf_len,
+				     MESH_PTR_HOST, &p->in_mh) ||
+	    p->out_leg.module->reg_mr(p->out_comm, p->buf, p->buf_len,
+				      MESH_PTR_HOST, &p->out_mh)) {
 		MESH_WARN("pair %u (%s): cannot set up %d bounce buffers of "
 			  "%zu bytes", p->id, p->desc, p->nb, p->chunk);
 		pair_free(p);
