@@ -363,7 +363,9 @@ answer_ms() {
 
 # probed KIND MIN_MS MAX_MS: the knocks of KIND (request, resume) for
 # the three ports got one refusal, each after MIN_MS to MAX_MS and within
-# 0.5 s of the closed port's; leaves it in $answer
+# 1 s of the closed port's (the leak this guards against is the relay's
+# whole 2 s hold; a loaded host starts the knocks up to a few hundred ms
+# apart); leaves it in $answer
 probed() {
 	local kind=$1 min=$2 max=$3 p a t t0=
 
@@ -376,7 +378,7 @@ probed() {
 			[ "$t" -ge "$min" ] && [ "$t" -le "$max" ] || return 1
 		[ -n "$answer" ] || { answer=$a; t0=$t; }
 		[ "$a" = "$answer" ] &&
-			[ $((t > t0 ? t - t0 : t0 - t)) -le 500 ] || return 1
+			[ $((t > t0 ? t - t0 : t0 - t)) -le 1000 ] || return 1
 	done
 }
 
@@ -436,7 +438,7 @@ serve(int(sys.argv[1]), True)
 	check port-probe $? "a port where another service answers, one that closes and a closed one get the same answer at the same time"
 	# a resumed route learns at once that no process of the connection
 	# is there any more, whatever else listens
-	[ $rc -eq 0 ] && probed resume 0 1000 &&
+	[ $rc -eq 0 ] && probed resume 0 1500 &&
 		[[ "$answer" == "111 "*"nothing listens there"* ]] &&
 		grep -a "no new route for knock " "$tmp/r1.log" |
 			grep -aq "not told: .*something else than an nccl-mesh listener" &&
