@@ -147,6 +147,14 @@ struct tcp_xdc_stream {
 	uint64_t tx_bytes;		/* send: everything written */
 	struct tcp_xdc_stall stall;	/* send: progress of a blocked chunk */
 	bool peer_done;			/* recv: hangup seen while parked */
+	bool end_early;			/* recv: that hangup counted in
+					 * comm->ended already */
+	bool was_early;			/* recv: so before a dial anew */
+	_Atomic uint64_t early_seq;	/* recv: counted so while parked on
+					 * this message, which it may still
+					 * serve; NO_WAIT: none */
+	bool parked_out;		/* recv, resuming: reset while
+					 * parked, its old socket kept */
 	bool reset;			/* recv: ended by a reset, not a FIN */
 	bool dialed;			/* recv: dialed anew in this outage:
 					 * the sender lives */

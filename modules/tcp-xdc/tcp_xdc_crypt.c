@@ -282,12 +282,14 @@ ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,
 		n = read_some(c, fd, want, wire);
 		if (n == -EAGAIN)
 			return -EAGAIN;
-		if (n <= 0 && c->buf_done)
+		if (n <= 0 && c->buf_done) {
+			c->cut = (int)n;
 			return fail(c, -ECONNABORTED, n ? "connection reset "
 				    "in the middle of record %llu" :
 				    "stream ended in the middle of record %llu"
 				    " (truncated in flight?)",
 				    (unsigned long long)c->counter);
+		}
 		if (n <= 0)
 			return n;
 		c->buf_done += (size_t)n;

@@ -59,6 +59,8 @@ struct tcp_xdc_crypt {
 	struct tcp_xdc_ahead ahead;	/* recv: wire bytes read past what
 					 * buf wanted */
 	char why[160];			/* the last error, in words */
+	int cut;			/* recv: what cut a record (the read's
+					 * -errno; 0: the end of the stream) */
 };
 
 /*
@@ -86,7 +88,8 @@ ssize_t tcp_xdc_crypt_send(struct tcp_xdc_crypt *c, int fd,
  * clean end of stream (between records), -EAGAIN, -ECONNRESET (reset
  * between records), -EBADMSG for a record that fails authentication or is
  * malformed (what it wrote into iov is then garbage), -ECONNABORTED for a
- * stream cut inside a record (why says which), or another -errno of recv.
+ * stream cut inside a record (why says which, cut how), or another -errno
+ * of recv.
  * *wire counts the bytes read.
  */
 ssize_t tcp_xdc_crypt_recv(struct tcp_xdc_crypt *c, int fd,

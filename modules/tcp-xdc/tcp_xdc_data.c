@@ -260,9 +260,11 @@ static int req_test(void *request, int *done, int *sizes)
 			return err ? err : peer_closed(req);
 		/* Once all ended, look at the request again: its last
 		 * chunks may have landed since. */
-		closed = atomic_load_explicit(&comm->ended,
+		closed = comm->is_send ?
+			 atomic_load_explicit(&comm->ended,
 					      memory_order_acquire) ==
-			 comm->nstreams;
+			 comm->nstreams :
+			 xdc_recv_all_ended(comm, req->seq);
 		if (!closed)
 			return 0;
 	}
@@ -503,6 +505,7 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
 		comm->streams[i].revents = is_send ? POLLOUT : POLLIN;
 		atomic_init(&comm->streams[i].next_fd, -1);
 		comm->streams[i].new_fd = -1;
+		atomic_init(&comm->streams[i].early_seq, NO_WAIT);
 	}
 	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
 		comm->reqs[i].base.test = req_test;

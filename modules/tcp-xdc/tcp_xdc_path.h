@@ -99,6 +99,9 @@ bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req);
 
 /* tcp_xdc_recv.c: the same for receive lanes. */
 int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd);
+/* Any thread: every stream ended, none of them left with a chunk of
+ * message seq or earlier: what seq lacks never comes. */
+bool xdc_recv_all_ended(struct tcp_xdc_comm *comm, uint64_t seq);
 /* test()'s fast path: reads small chunks on stream 0 itself. */
 void xdc_recv_inline(struct tcp_xdc_comm *comm);
 /* ... and no more: stream 0 goes back to its data thread. */

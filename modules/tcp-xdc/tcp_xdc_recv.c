@@ -80,7 +80,7 @@ static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		return xdc_stream_fail(comm, s, -EPROTO, what);
 	}
 	s->req = req;
-	s->state = TCP_XDC_PAYLOAD;
+	xdc_recv_unpark(comm, s);
 	xdc_prof_begin(s, req);
 	return 0;
 }
@@ -123,6 +123,10 @@ static int recv_eof(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			"connection reset by peer in the middle of a chunk" :
 			"connection closed by peer in the middle of a chunk");
 	s->state = TCP_XDC_ENDED;
+	if (s->end_early) {	/* counted while parked: now it is done */
+		atomic_store(&s->early_seq, NO_WAIT);
+		return 0;
+	}
 	s->reset = reset;
 	if (reset)
 		atomic_fetch_add(&comm->ended_reset, 1);
@@ -178,9 +182,13 @@ static ssize_t stream_readv(struct tcp_xdc_comm *comm,
 	case -EPIPE:
 		return recv_eof(comm, s, true);
 	case -ECONNABORTED:
-		/* cut inside a record: resuming, the path broke */
+		/* cut inside a record: resuming, the path broke; by a reset,
+		 * which a sender that is gone leaves too, as a reset */
 		if (comm->rejoin)
-			return xdc_stream_syscall_fail(comm, s, ECONNABORTED);
+			return xdc_stream_syscall_fail(comm, s,
+				s->crypt->cut == -ECONNRESET ||
+				s->crypt->cut == -EPIPE ? ECONNRESET :
+							  ECONNABORTED);
 		/* fall through */
 	case -EBADMSG:
 		if (s->crypt) {
@@ -345,28 +353,53 @@ static int recv_ping(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 }
 
 /*
- * A parked stream is not read, but poll still flags its hangup and errors.
- * A hangup or a reset leaves the data before it readable: the stream is
- * left alone until its receive is posted.  Other errors (a timed out ping)
- * fail the connection.
+ * A parked stream is not read, but poll still flags its hangup, its
+ * peer's end (POLLRDHUP) and errors.  A hangup, an end or a reset leaves
+ * the data before it readable: the stream is left alone until its
+ * receive is posted.  But what it still holds is for receives not yet
+ * posted, so for those that are it counts as ended at once: a sender
+ * that is gone while its chunks wait here fails them now, not never.
+ * Resuming, a reset is an outage like any other (xdc_recv_parked_reset).
+ * Other errors (a timed out ping) fail the connection.
  */
 static int recv_check_parked(struct tcp_xdc_comm *comm,
 			     struct tcp_xdc_stream *s, short revents)
 {
+	bool reset = (revents & (POLLERR | POLLHUP)) != 0;
 	int err = 0;
 	socklen_t len = sizeof(err);
 
-	/* resuming: whatever it is, it shows when the stream is read */
-	if ((revents & POLLERR) && comm->rejoin) {
-		s->peer_done = true;
+	if (s->peer_done)
 		return 0;
-	}
-	if ((revents & POLLERR) &&
+	if (!comm->rejoin && (revents & POLLERR) &&
 	    !getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) &&
 	    err && err != ECONNRESET && err != EPIPE)
 		return xdc_stream_syscall_fail(comm, s, err);
 	s->peer_done = true;
+	/* resuming: a reset or an error, not an end, may be the path's */
+	if (comm->rejoin && !tcp_xdc_peer_fin(s->fd))
+		return xdc_recv_parked_reset(comm, s);
+	s->end_early = true;
+	s->reset = reset && !comm->rejoin;
+	if (s->reset)
+		atomic_fetch_add(&comm->ended_reset, 1);
+	/* before the count: whoever sees it sees which message may still
+	 * come (xdc_recv_all_ended) */
+	atomic_store(&s->early_seq, s->seq);
+	atomic_fetch_add(&comm->ended, 1);
 	return 0;
+}
+
+bool xdc_recv_all_ended(struct tcp_xdc_comm *comm, uint64_t seq)
+{
+	if (atomic_load(&comm->ended) != comm->nstreams)
+		return false;
+	/* one counted while parked still serves its message and later ones
+	 * (a stream's messages never go back), until its end is read */
+	for (int i = 0; i < comm->nstreams; i++)
+		if (atomic_load(&comm->streams[i].early_seq) <= seq)
+			return false;
+	return true;
 }
 
 /* One held stream: its events, what it can read, its ping.  0 or -errno. */
@@ -379,10 +412,10 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 
 	s->revents = 0;
 	/* POLLIN may be left from before the stream parked (test() parks
-	 * stream 0 too): only a hangup or an error says the peer is done;
-	 * not one of a socket dialed anew, which the resume step reads */
+	 * stream 0 too): only an end, a hangup or an error says the peer is
+	 * done; not one of a socket dialed anew, which the resume step reads */
 	if (s->state == TCP_XDC_PARKED && !s->polls_new &&
-	    (revents & (POLLHUP | POLLERR)))
+	    (revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		ret = recv_check_parked(comm, s, revents);
 	if (comm->rejoin && !ret)
 		ret = xdc_recv_resume_step(comm, s, now);
@@ -423,7 +456,7 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 		/* A parked stream is not read: TCP pushes back.  One that
 		 * ended gets nothing more (poll would flag the hangup over
 		 * and over). */
-		pfd[i].events = s->state == TCP_XDC_PARKED ||
+		pfd[i].events = s->state == TCP_XDC_PARKED ? POLLRDHUP :
 				s->state == TCP_XDC_BROKEN ? 0 : POLLIN;
 		if (s->new_fd >= 0 && !s->confirmed)
 			pfd[i].events = POLLIN;	/* the answer, below */

@@ -132,7 +132,8 @@ static void outage_end(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
  */
 static bool reset_out(const struct tcp_xdc_stream *s)
 {
-	return s->reset && !s->dialed && s->state == TCP_XDC_BROKEN;
+	return s->reset && !s->dialed &&
+	       (s->state == TCP_XDC_BROKEN || s->parked_out);
 }
 
 /* After s changed: was it counted before (reset_out)? */
@@ -146,6 +147,8 @@ static void resets_out_update(struct tcp_xdc_comm *comm,
 int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     int err, const char *what)
 {
+	bool was = reset_out(s);
+
 	if (!comm->rejoin || !path_fault(err) || xdc_comm_stopped(comm))
 		return xdc_stream_fail(comm, s, -err, what);
 	if (s->state == TCP_XDC_BROKEN)
@@ -164,8 +167,9 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	/* a receiver cannot tell a reset of the path from a sender that
 	 * died: the sender, if it lives, dials within timeout_ms */
 	s->reset = !comm->is_send && (err == ECONNRESET || err == EPIPE);
+	s->parked_out = false;
 	s->state = TCP_XDC_BROKEN;
-	resets_out_update(comm, s, false);
+	resets_out_update(comm, s, was);
 	if (comm->is_send)
 		s->sent_next = s->sent_head;
 	return 0;
@@ -549,6 +553,14 @@ static void recv_new_lost(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->state = TCP_XDC_ENDED;
 		atomic_fetch_add(&comm->ended, 1);
 	}
+	/* ended while parked, and parked still (read on, it counts its end
+	 * when it reads it) */
+	if (s->was_early && s->state == TCP_XDC_PARKED) {
+		s->end_early = true;
+		atomic_store(&s->early_seq, s->seq);
+		atomic_fetch_add(&comm->ended, 1);
+	}
+	s->was_early = false;
 	if (s->state == TCP_XDC_BROKEN || !s->broken_ns)
 		return;
 	/* no sign of the sender after all: a reset may mean it is gone */
@@ -649,6 +661,7 @@ static int recv_confirm(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	s->confirmed = true;
 	s->resume_to = chunks;
 	s->was_ended = false;	/* the end we read was none */
+	s->was_early = false;
 	return 0;
 }
 
@@ -672,11 +685,35 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	s->peer_done = false;
 	s->confirmed = false;
 	s->reset = false;
+	s->parked_out = false;
 	s->dialed = false;
 	s->quiet_since = 0;
 	s->state = TCP_XDC_IDLE;
 	resets_out_update(comm, s, was);
 	outage_end(comm, s, "resumed");
+}
+
+int xdc_recv_parked_reset(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	bool was = reset_out(s);
+
+	snprintf(s->cause, sizeof(s->cause),
+		 "reset while its next chunk waits for a receive");
+	s->reset = true;
+	s->parked_out = true;
+	if (!s->broken_ns)
+		outage_begin(comm, s, xdc_now_ns());
+	resets_out_update(comm, s, was);
+	return 0;
+}
+
+void xdc_recv_unpark(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	bool was = reset_out(s);
+
+	s->state = TCP_XDC_PAYLOAD;
+	s->parked_out = false;
+	resets_out_update(comm, s, was);
 }
 
 bool xdc_recv_switch_due(const struct tcp_xdc_stream *s)
@@ -690,13 +727,20 @@ int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	int ret = 0;
 
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0 &&
-	    s->state == TCP_XDC_ENDED) {
+	    (s->state == TCP_XDC_ENDED || s->end_early)) {
 		/* dialed anew: the end we read may be none (an end in order
 		 * is a FIN, so no reset is counted), unless the new socket
-		 * is lost before it answers (recv_new_lost) */
+		 * is lost before it answers (recv_new_lost); a parked
+		 * stream stays parked on what its old socket holds */
 		atomic_fetch_sub(&comm->ended, 1);
-		s->state = TCP_XDC_BROKEN;
-		s->was_ended = true;
+		if (s->end_early) {
+			s->end_early = false;
+			s->was_early = true;
+			atomic_store(&s->early_seq, NO_WAIT);
+		} else {
+			s->state = TCP_XDC_BROKEN;
+			s->was_ended = true;
+		}
 	}
 	if (atomic_load_explicit(&s->next_fd, memory_order_relaxed) >= 0)
 		ret = recv_ask(comm, s);

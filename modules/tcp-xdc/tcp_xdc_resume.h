@@ -44,6 +44,12 @@ void xdc_recv_take(struct tcp_xdc_comm *comm, uint64_t now, int *sleep_ms);
  * it once the old one gave the chunks the sender saw acknowledged */
 int xdc_recv_resume_step(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			 uint64_t now);
+/* recv: a parked stream whose socket was reset or failed: out as a
+ * reset stream is (the sender dials anew, or it is gone), while what its
+ * old socket holds waits for its receive; 0 */
+int xdc_recv_parked_reset(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s);
+/* recv: a parked stream's receive is posted: it reads its chunk */
+void xdc_recv_unpark(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s);
 /* recv: whether the old socket may be read: not while the answer to our
  * question is out, nor past where the sender goes on */
 static inline bool xdc_recv_old_readable(const struct tcp_xdc_stream *s)
