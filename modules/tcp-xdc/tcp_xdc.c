@@ -11,17 +11,22 @@
 
 #include "tcp_xdc.h"
 #include "tcp_xdc_crypt.h"
+#include "tcp_xdc_window.h"
 
 /* NCCL's Socket transport assumes this when sysfs has no speed. */
 #define TCP_XDC_DEFAULT_SPEED_MBPS 10000
+/* streams auto: at least this many; more where the path needs them */
+#define TCP_XDC_STREAMS_AUTO 8
+/* memory_max is at most this part of the host's memory */
+#define TCP_XDC_MEMORY_SHARE 4
 
 const struct mesh_host *tcp_xdc_host;
 
 static const struct mesh_param tcp_xdc_params[] = {
 	{ "ifname", MESH_PARAM_STR, "", 0, 0,
 	  "Interfaces to use, NCCL_SOCKET_IFNAME syntax; empty picks all that are up." },
-	{ "streams", MESH_PARAM_INT, "8", 1, TCP_XDC_MAX_STREAMS,
-	  "TCP data connections per NCCL connection." },
+	{ "streams", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_STREAMS,
+	  "TCP data connections per NCCL connection; 0: 8, or more (up to 64) where a declared or measured round trip needs them to carry the path's bandwidth-delay product." },
 	{ "threads", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_THREADS,
 	  "Data-path threads of the process, shared by all connections; 0: two per core it may run on." },
 	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
@@ -57,6 +62,14 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Microseconds an idle data thread keeps looking for work before it sleeps." },
 	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, TCP_XDC_MAX_CHUNK,
 	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
+	{ "window", MESH_PARAM_SIZE, "0", 0, 1LL << 40,
+	  "Bytes a resuming send connection keeps copies of, so that its sends complete once written, not once acknowledged; 0: the path's bandwidth-delay product, none below 2 MiB." },
+	{ "window_max", MESH_PARAM_SIZE, "256M", 64LL << 10, 1LL << 40,
+	  "Most bytes of copies one connection keeps." },
+	{ "memory_max", MESH_PARAM_SIZE, "1G", 0, 1LL << 40,
+	  "Most bytes of copies the process keeps in all connections (at most a quarter of the host's memory); 0: none, every resuming send completes once acknowledged." },
+	{ "rtt_ms", MESH_PARAM_INT, "0", 0, 60000,
+	  "Round trip of the path in milliseconds, for the window and the streams; 0: measured on each connection's streams." },
 	{ "traffic_class", MESH_PARAM_INT, "-1", -1, 255,
 	  "IP TOS / IPv6 traffic class byte (DSCP << 2) of every data stream's packets where NCCL's communicator config sets none (it wins where it does); -1 leaves the system's." },
 	{ NULL, 0, NULL, 0, 0, NULL },
@@ -122,6 +135,28 @@ static int tcp_xdc_check(const struct mesh_host *host)
 	return -EINVAL;
 }
 
+/* The window's keys, and the host's limits on them. */
+static void window_params(const struct mesh_host *host,
+			  struct tcp_xdc_ctx *ctx)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t mem = (uint64_t)host->param_int(host, "memory_max");
+	uint64_t share = pages > 0 && page > 0 ?
+		(uint64_t)pages * (uint64_t)page / TCP_XDC_MEMORY_SHARE : 0;
+
+	ctx->window = (uint64_t)host->param_int(host, "window");
+	ctx->window_max = (uint64_t)host->param_int(host, "window_max");
+	ctx->rtt_ms = (int)host->param_int(host, "rtt_ms");
+	if (share && mem > share) {
+		MESH_INFO("memory_max %llu MiB is more than a quarter of this host's memory: %llu MiB",
+			  (unsigned long long)(mem >> 20),
+			  (unsigned long long)(share >> 20));
+		mem = share;
+	}
+	ctx->keep_budget.max = mem;
+	tcp_xdc_window_init(ctx);
+}
+
 static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 {
 	const char *ifname;
@@ -135,6 +170,9 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 		return -ENOMEM;
 	}
 	ctx->streams = (int)host->param_int(host, "streams");
+	ctx->streams_auto = !ctx->streams;
+	if (ctx->streams_auto)
+		ctx->streams = TCP_XDC_STREAMS_AUTO;
 	ctx->threads = tcp_xdc_pool_size((int)host->param_int(host, "threads"));
 	ctx->inline_max = (size_t)host->param_int(host, "inline_max");
 	ctx->chunk_size = (size_t)host->param_int(host, "chunk_size");
@@ -155,6 +193,7 @@ static int tcp_xdc_init(const struct mesh_host *host, void **mctx)
 	ctx->rcvbuf = (int)host->param_int(host, "rcvbuf");
 	ctx->speed_mbps = (int)host->param_int(host, "speed_mbps");
 	ctx->traffic_class = (int)host->param_int(host, "traffic_class");
+	window_params(host, ctx);
 	pthread_mutex_init(&ctx->linger_lock, NULL);
 	ifname = host->param_str(host, "ifname");
 	if (!ifname)
@@ -196,7 +235,8 @@ static int tcp_xdc_report(void *mctx, char *buf, size_t cap)
 }
 
 /* The module's own: outages this process's comms survived, and the
- * streams they dialed anew (counted by the resuming code, in ctx). */
+ * streams they dialed anew (counted by the resuming code, in ctx); the
+ * most the process keeps of copies. */
 static int tcp_xdc_counters(void *mctx, mesh_counter_fn emit, void *arg)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
@@ -205,6 +245,9 @@ static int tcp_xdc_counters(void *mctx, mesh_counter_fn emit, void *arg)
 		.value = atomic_load(&ctx->outages) });
 	emit(arg, &(struct mesh_counter){ .name = "reconnects",
 		.value = atomic_load(&ctx->resumed_streams) });
+	emit(arg, &(struct mesh_counter){ .name = "window_limit_bytes",
+		.help = "tcp-xdc: most bytes of copies of completed sends the process may keep (memory_max).",
+		.kind = MESH_COUNTER_GAUGE, .value = ctx->keep_budget.max });
 	return 0;
 }
 
@@ -225,8 +268,9 @@ static void tcp_xdc_fini(void *mctx)
 	pthread_mutex_lock(&ctx->linger_lock);
 	ctx->finished = true;
 	pthread_mutex_unlock(&ctx->linger_lock);
-	open = tcp_xdc_pool_fini(ctx);
+	/* closing comms still need the pool: they go first */
 	tcp_xdc_linger_fini(ctx);
+	open = tcp_xdc_pool_fini(ctx);
 	if (!open)
 		tcp_xdc_ctx_free(ctx);
 }
@@ -247,6 +291,16 @@ static int tcp_xdc_devices(void *mctx, int *ndev)
 	return 0;
 }
 
+int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev)
+{
+	const struct util_netif *nif = &ctx->devs[dev];
+
+	if (ctx->speed_mbps > 0)
+		return ctx->speed_mbps;
+	return nif->speed_mbps > 0 ? nif->speed_mbps :
+				     TCP_XDC_DEFAULT_SPEED_MBPS;
+}
+
 static int tcp_xdc_get_properties(void *mctx, int dev,
 				  struct mesh_dev_props *props)
 {
@@ -262,12 +316,7 @@ static int tcp_xdc_get_properties(void *mctx, int dev,
 		 nif->pci_path);
 	props->guid = (uint64_t)dev;
 	props->ptr_support = MESH_PTR_HOST;
-	if (ctx->speed_mbps > 0)
-		props->speed_mbps = ctx->speed_mbps;
-	else if (nif->speed_mbps > 0)
-		props->speed_mbps = nif->speed_mbps;
-	else
-		props->speed_mbps = TCP_XDC_DEFAULT_SPEED_MBPS;
+	props->speed_mbps = tcp_xdc_speed(ctx, dev);
 	props->max_comms = 65536;
 	props->max_recvs = 1;
 	props->max_p2p_bytes = TCP_XDC_MAX_MESSAGE;

@@ -16,6 +16,7 @@
 
 #include "netaddr.h"
 #include "tcp_xdc_aead.h"
+#include "tcp_xdc_keep.h"
 #include "tcp_xdc_wire.h"
 
 extern const struct mesh_host *tcp_xdc_host;
@@ -49,6 +50,16 @@ struct tcp_xdc_ctx {
 	int keepalive_count;
 	int timeout_ms;
 	int outage_ms;			/* 0: no resuming */
+	/* the window of a resuming send (tcp_xdc_window.c) */
+	bool streams_auto;		/* streams not set: the path may
+					 * take more */
+	uint64_t window;		/* bytes per connection; 0: auto */
+	uint64_t window_max;
+	int rtt_ms;			/* declared; 0: measured */
+	uint64_t wmem_max, rmem_max;	/* tcp_wmem, tcp_rmem of our netns */
+	bool idle_restart;		/* tcp_slow_start_after_idle there */
+	atomic_bool idle_said;		/* ... said once, on a long path */
+	struct tcp_xdc_budget keep_budget;	/* memory_max */
 	int spin_us;
 	size_t inline_max;
 	bool encrypt;
@@ -115,14 +126,20 @@ enum tcp_xdc_stream_state {
  * Send side, resuming: a chunk this stream took, kept until the peer's
  * kernel acknowledged all of it (then it is in the receiver's socket and
  * survives a break), so that it can be written again on a new socket.
+ * Its bytes are a copy in the stream's ring (kept: its request counts it
+ * once it is written whole) or, where the ring had no room, NCCL's buffer
+ * (its request counts it once acknowledged).
  */
 struct tcp_xdc_sent {
-	struct tcp_xdc_req *req;
+	struct tcp_xdc_req *req;	/* NULL once counted */
 	uint64_t seq, total, offset;
 	uint32_t len;
 	int32_t tag;
 	uint64_t end;			/* tx_bytes after its last byte; 0:
 					 * not written whole on this socket */
+	size_t keep_off;		/* kept: where its copy starts */
+	bool kept;
+	bool counted;			/* its request counted it */
 };
 
 #define TCP_XDC_SENT_MAX 128		/* chunks a stream keeps at most */
@@ -140,6 +157,7 @@ struct tcp_xdc_stream {
 	uint32_t len;
 	int32_t tag;
 	size_t payload_done;
+	const char *src;		/* send: the chunk's payload */
 	uint64_t last_seq;
 	uint64_t rx_bytes;		/* recv: everything read, pings' clock */
 	uint64_t rx_seen;		/* recv: rx_bytes at quiet_since */
@@ -186,6 +204,11 @@ struct tcp_xdc_stream {
 	_Atomic uint64_t sent_head;	/* written by the holder only */
 	uint64_t sent_next;
 	_Atomic uint64_t sent_tail;
+	struct tcp_xdc_keep keep;	/* send: the copies of kept chunks */
+	uint64_t keep_retry_ns;		/* send: no ring yet, the budget is
+					 * asked again then */
+	int outq;			/* send: unacknowledged bytes as the
+					 * holder last saw them (metrics) */
 	/* recv: a socket dialed anew, handed over by lane 0's thread */
 	atomic_int next_fd;
 	uint8_t next_secret[32];
@@ -267,6 +290,15 @@ struct tcp_xdc_comm {
 	atomic_int broken;		/* streams out now */
 	_Atomic uint64_t outage_ns;	/* when the outage began */
 	_Atomic uint64_t resent_chunks, resent_bytes;	/* in this outage */
+	/* send, resuming: the window (tcp_xdc_window.c), sized at start */
+	uint32_t rtt_us;		/* the path's round trip; 0: unknown */
+	int rate_mbps;			/* the device's */
+	uint64_t bdp;			/* rate x round trip, bytes */
+	size_t keep_ring;		/* each stream's ring; 0: no copies,
+					 * a send is done once acknowledged */
+	_Atomic uint64_t keep_held;	/* bytes of its rings */
+	atomic_bool keep_short;		/* the budget gave a stream no ring
+					 * (logged once) */
 	atomic_int cause_set;
 	char outage_cause[128];		/* the first break's */
 	uint64_t next_take_ns;		/* recv: next look for new sockets */
@@ -311,6 +343,9 @@ static inline void xdc_prof_end(struct tcp_xdc_stream *s)
 	}
 }
 
+/* tcp_xdc.c: the speed of device dev, as NCCL is told it */
+int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev);
+
 /* tcp_xdc_conn.c */
 int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 		    void **send_comm);
@@ -323,12 +358,12 @@ void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
  * leg mark); record_size 0: streams in clear. */
 /* rejoin: kept for resuming (NULL: none), the comm's from here on. */
 /* traffic_class: of the streams' sockets (-1: left as is), kept for
- * those dialed anew. */
+ * those dialed anew.  rate_mbps: the device's speed, for the window. */
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
 		       const struct mesh_ctrl *ctrl, size_t chunk_size,
 		       int nstreams, const int *fds, uint32_t record_size,
 		       struct mesh_rejoin *rejoin, int traffic_class,
-		       struct tcp_xdc_comm **comm_out);
+		       int rate_mbps, struct tcp_xdc_comm **comm_out);
 /* tcp_xdc_conn.c: options of a data stream, also of one dialed anew;
  * traffic_class -1 leaves the socket's TOS as the system set it. */
 void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
@@ -338,6 +373,10 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		  int *tags, void **mhandles, void **request);
 int tcp_xdc_close_send(void *send_comm);
+/* The linger thread: a closing send comm whose peer has everything, or
+ * that failed, or that ran out of time (expired), is closed as any
+ * other: true once it is gone. */
+bool tcp_xdc_close_step(struct tcp_xdc_comm *comm, bool expired);
 int tcp_xdc_close_recv(void *recv_comm);
 int tcp_xdc_describe(void *comm, struct mesh_conn_info *info);
 int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
@@ -355,6 +394,9 @@ void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx);
 /* tcp_xdc_linger.c */
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		       const int *fds, int n);
+/* A closing comm (tcp_xdc_close_step finishes it); 0 or -ENOMEM. */
+int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
+			    struct tcp_xdc_comm *comm);
 void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
 
 /* tcp_xdc_stall.c */

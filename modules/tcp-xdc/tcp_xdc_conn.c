@@ -20,6 +20,7 @@
 
 #include "tcp_xdc.h"
 #include "tcp_xdc_crypt.h"
+#include "tcp_xdc_window.h"
 
 enum tcp_xdc_phase {
 	TCP_XDC_SEND_HELLO,
@@ -37,6 +38,7 @@ struct tcp_xdc_pending {
 	struct tcp_xdc_reply reply;	/* acceptor: until it is queued */
 	uint64_t rejoin_key;		/* 0: no resuming */
 	int traffic_class;		/* of the streams; -1: left as is */
+	int rate_mbps;			/* the device's speed */
 	int nfds;			/* streams taken; 0 once the comm has them */
 	int fds[TCP_XDC_MAX_STREAMS];	/* by index; -1: not yet */
 	int stream_err;			/* connector: a dial that failed while */
@@ -44,7 +46,7 @@ struct tcp_xdc_pending {
 };
 
 static struct tcp_xdc_pending *pending_get(const struct tcp_xdc_ctx *ctx,
-					   struct mesh_ctrl *ctrl,
+					   int dev, struct mesh_ctrl *ctrl,
 					   enum tcp_xdc_phase first)
 {
 	bool fresh;
@@ -60,6 +62,8 @@ static struct tcp_xdc_pending *pending_get(const struct tcp_xdc_ctx *ctx,
 		 * side, the data's direction (module.h 1.9) */
 		p->traffic_class = mesh_ctrl_traffic_class(ctrl,
 							   ctx->traffic_class);
+		p->rate_mbps = dev >= 0 && dev < ctx->ndevs ?
+			       tcp_xdc_speed(ctx, dev) : 0;
 	}
 	return p;
 }
@@ -294,7 +298,7 @@ static int finish(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	ret = tcp_xdc_comm_start(ctx, is_send, ctrl, p->chunk_size,
 				 p->nstreams, p->fds, p->record_size,
 				 rejoin_keep(ctx, ctrl, p->rejoin_key, is_send),
-				 p->traffic_class, &comm);
+				 p->traffic_class, p->rate_mbps, &comm);
 	p->nfds = 0;
 	pending_free(ctrl);
 	if (ret)
@@ -337,15 +341,24 @@ static int encrypt_needs_key(const struct tcp_xdc_ctx *ctx,
 }
 
 static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
-		      uint64_t rejoin_key)
+		      const struct tcp_xdc_pending *p)
 {
 	struct tcp_xdc_hello h;
 
-	tcp_xdc_hello_encode(&h, ctx->streams, (uint32_t)ctx->chunk_size);
+	tcp_xdc_hello_encode(&h, p->nstreams, (uint32_t)ctx->chunk_size);
 	tcp_xdc_hello_set_record_size(&h, ctx->encrypt ?
 				      (uint32_t)ctx->record_size : 0);
-	tcp_xdc_hello_set_rejoin_key(&h, rejoin_key);
+	tcp_xdc_hello_set_rejoin_key(&h, p->rejoin_key);
 	return ctrl->send(ctrl, &h, sizeof(h));
+}
+
+/* The round trip the stream count is sized by, before any stream is
+ * there: the declared one; 0 (the configured count) when unknown. */
+static uint32_t path_rtt_us(const struct tcp_xdc_ctx *ctx,
+			    const struct mesh_ctrl *ctrl)
+{
+	(void)ctrl;
+	return (uint32_t)ctx->rtt_ms * 1000;
 }
 
 /* A fresh key for a connection that resumes; 0 (none) without a budget. */
@@ -387,9 +400,8 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	struct tcp_xdc_reply r;
 	int ret;
 
-	(void)dev;
 	*send_comm = NULL;
-	p = pending_get(ctx, ctrl, TCP_XDC_SEND_HELLO);
+	p = pending_get(ctx, dev, ctrl, TCP_XDC_SEND_HELLO);
 	if (!p)
 		return -ENOMEM;
 	switch (p->phase) {
@@ -399,7 +411,10 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 			goto err;
 		if (!p->rejoin_key)
 			p->rejoin_key = rejoin_key_new(ctx);
-		ret = hello_send(ctx, ctrl, p->rejoin_key);
+		if (!p->nstreams)
+			p->nstreams = tcp_xdc_window_streams(ctx,
+				path_rtt_us(ctx, ctrl), p->rate_mbps);
+		ret = hello_send(ctx, ctrl, p);
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret < 0) {
@@ -407,7 +422,6 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 				  ctrl->peer, strerror(-ret));
 			goto err;
 		}
-		p->nstreams = ctx->streams;
 		p->chunk_size = ctx->chunk_size;
 		p->record_size = ctx->encrypt ? (uint32_t)ctx->record_size : 0;
 		p->phase = TCP_XDC_WAIT_REPLY;
@@ -506,9 +520,8 @@ int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
 	struct tcp_xdc_hello h;
 	int ret;
 
-	(void)dev;
 	*recv_comm = NULL;
-	p = pending_get(ctx, ctrl, TCP_XDC_WAIT_HELLO);
+	p = pending_get(ctx, dev, ctrl, TCP_XDC_WAIT_HELLO);
 	if (!p)
 		return -ENOMEM;
 	switch (p->phase) {

@@ -28,6 +28,7 @@
 #include "tcp_xdc_crypt.h"
 #include "tcp_xdc_path.h"
 #include "tcp_xdc_resume.h"
+#include "tcp_xdc_window.h"
 
 const char *xdc_comm_kind(const struct tcp_xdc_comm *comm)
 {
@@ -409,6 +410,7 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 			close(s->new_fd);
 		xdc_crypt_free(&s->new_crypt);
 		xdc_crypt_free(&s->crypt);
+		xdc_keep_drop(comm, s);
 		free(s->sent);
 	}
 	if (comm->rejoin)
@@ -618,16 +620,38 @@ static int resume_start(struct tcp_xdc_comm *comm, struct mesh_rejoin *rejoin,
 	return 0;
 }
 
+/* The end of the comm's INFO line: its round trip and what it keeps. */
+static void window_text(const struct tcp_xdc_comm *comm, char *buf,
+			size_t cap)
+{
+	int n = snprintf(buf, cap, ", round trip %u.%03u ms%s",
+			 comm->rtt_us / 1000, comm->rtt_us % 1000,
+			 comm->ctx->rtt_ms ? " (declared)" : "");
+
+	if (n < 0 || (size_t)n >= cap || !comm->is_send || !comm->rejoin)
+		return;
+	if (comm->keep_ring)
+		snprintf(buf + n, cap - (size_t)n,
+			 ", keeps %zu KiB a stream (product %llu KiB)",
+			 comm->keep_ring >> 10,
+			 (unsigned long long)(comm->bdp >> 10));
+	else
+		snprintf(buf + n, cap - (size_t)n,
+			 ", sends done once acknowledged (product %llu KiB)",
+			 (unsigned long long)(comm->bdp >> 10));
+}
+
 int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
 		       const struct mesh_ctrl *ctrl, size_t chunk_size,
 		       int nstreams, const int *fds, uint32_t record_size,
 		       struct mesh_rejoin *rejoin, int traffic_class,
-		       struct tcp_xdc_comm **comm_out)
+		       int rate_mbps, struct tcp_xdc_comm **comm_out)
 {
 	const char *peer = ctrl->peer;
 	struct tcp_xdc_comm *comm = NULL;
 	char sealed[128] = "not encrypted";
 	char resumes[64] = "no resuming";
+	char window[96] = "";
 	char marked[48] = "";
 	int ret;
 
@@ -700,14 +724,16 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
 	ret = fds_nonblocking(comm);
 	if (ret)
 		goto err;
+	xdc_window_start(comm, rate_mbps);
+	window_text(comm, window, sizeof(window));
 	ret = xdc_pool_attach(ctx, comm);
 	if (ret)
 		goto err;
-	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s, %s%s",
+	MESH_INFO("%s comm %u %s %s: %d streams on %d data threads, %zu-%zu KiB chunks, timeout %d ms, %s, %s%s%s",
 		  xdc_comm_kind(comm), comm->id, is_send ? "to" : "from",
 		  comm->peer, comm->nstreams, comm->nlanes,
 		  comm->min_chunk >> 10, chunk_size >> 10, comm->timeout_ms,
-		  resumes, sealed, marked);
+		  resumes, sealed, marked, window);
 	*comm_out = comm;
 	return 0;
 err:
@@ -716,16 +742,83 @@ err:
 	return ret;
 }
 
+/*
+ * Whether every stream's kept chunks are acknowledged, reaped here where
+ * no data thread holds the stream (one that does is not done yet).
+ */
+static bool send_acked(struct tcp_xdc_comm *comm)
+{
+	for (int i = 0; i < comm->nstreams; i++) {
+		struct tcp_xdc_stream *s = &comm->streams[i];
+		bool left;
+
+		if (!xdc_sent_unacked(s))
+			continue;
+		if (!xdc_stream_hold(s))
+			return false;
+		xdc_sent_reap(s);
+		left = xdc_sent_unacked(s);
+		xdc_stream_hand_back(s, false);
+		if (left)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A completed send arrives whatever the sender does next.  Resuming, it
+ * may have completed as a copy the peer has not acknowledged, which a
+ * break of the path would lose were the comm gone: then the comm stays
+ * in the pool, driven (and resumed) as before, and the linger thread
+ * finishes the close once the peer has it all.  close_send returns at
+ * once either way.
+ */
+static bool close_later(struct tcp_xdc_comm *comm)
+{
+	uint64_t kept = 0;
+
+	if (!comm->keep_ring || !send_owes_nothing(comm) || send_acked(comm))
+		return false;
+	for (int i = 0; i < comm->nstreams; i++)
+		kept += tcp_xdc_keep_used(&comm->streams[i].keep);
+	/* the linger thread may finish it at once: no touch after this */
+	MESH_INFO("send comm %u to %s: closed with about %llu KiB of completed sends not yet acknowledged: kept until the peer has them",
+		  comm->id, comm->peer, (unsigned long long)(kept >> 10));
+	return !tcp_xdc_linger_add_comm(comm->ctx, comm);
+}
+
+static void send_close(struct tcp_xdc_comm *comm)
+{
+	lanes_stop(comm);
+	send_close_streams(comm);
+	comm_destroy(comm);
+}
+
 int tcp_xdc_close_send(void *send_comm)
 {
 	struct tcp_xdc_comm *comm = send_comm;
 
-	if (!comm)
-		return 0;
-	lanes_stop(comm);
-	send_close_streams(comm);
-	comm_destroy(comm);
+	if (comm && !close_later(comm))
+		send_close(comm);
 	return 0;
+}
+
+bool tcp_xdc_close_step(struct tcp_xdc_comm *comm, bool expired)
+{
+	int err = atomic_load(&comm->error);
+
+	if (!err && !expired && !send_acked(comm))
+		return false;
+	/* no test() sees the failure of a comm NCCL closed: said here, at
+	 * INFO, as the receiver sees for itself what it did not get */
+	if (err)
+		MESH_INFO("send comm %u to %s, closed: failed with copies of completed sends unacknowledged (%s)",
+			  comm->id, comm->peer, comm->errmsg);
+	else if (expired)
+		MESH_INFO("send comm %u to %s, closed: unloading, dropping copies of completed sends the peer has not acknowledged",
+			  comm->id, comm->peer);
+	send_close(comm);
+	return true;
 }
 
 int tcp_xdc_close_recv(void *recv_comm)
@@ -744,6 +837,30 @@ int tcp_xdc_describe(void *comm, struct mesh_conn_info *info)
 	return 0;
 }
 
+/* A resuming send's window now: what its rings hold and keep, and what
+ * its sockets have not seen acknowledged (as the holders last saw it). */
+static void window_counters(const struct tcp_xdc_comm *c, mesh_counter_fn emit,
+			    void *arg)
+{
+	uint64_t kept = 0, unacked = 0;
+
+	for (int i = 0; i < c->nstreams; i++) {
+		kept += tcp_xdc_keep_used(&c->streams[i].keep);
+		unacked += (uint64_t)__atomic_load_n(&c->streams[i].outq,
+						     __ATOMIC_RELAXED);
+	}
+	emit(arg, &(struct mesh_counter){ .name = "window_bytes",
+		.help = "tcp-xdc: bytes of the rings that keep copies of completed sends until the peer acknowledges them.",
+		.kind = MESH_COUNTER_GAUGE,
+		.value = atomic_load(&c->keep_held) });
+	emit(arg, &(struct mesh_counter){ .name = "kept_bytes",
+		.help = "tcp-xdc: bytes of completed sends kept as copies the peer has not acknowledged yet.",
+		.kind = MESH_COUNTER_GAUGE, .value = kept });
+	emit(arg, &(struct mesh_counter){ .name = "unacked_bytes",
+		.help = "tcp-xdc: bytes written to the data streams the peer has not acknowledged yet (in flight or queued), as last seen.",
+		.kind = MESH_COUNTER_GAUGE, .value = unacked });
+}
+
 /* What the proxy thread and the streams' holders counted; loads only. */
 int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
 {
@@ -760,6 +877,8 @@ int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
 	}
 	emit(arg, &(struct mesh_counter){ .name = "bytes",
 		.value = mesh_count_read(&c->m_bytes) });
+	if (c->is_send && c->rejoin)
+		window_counters(c, emit, arg);
 	emit(arg, &(struct mesh_counter){ .name = "requests",
 		.value = mesh_count_read(&c->m_requests) });
 	if (c->is_send)

@@ -8,8 +8,14 @@
  * close() would make Linux reset the connection and drop what is unsent),
  * and closes a stream once the peer acknowledged everything including our
  * FIN, once the peer closed or reset it, or once it looks dead: nothing
- * acknowledged for timeout_ms.  fini() waits for the streams at most
- * timeout_ms (30 s when 0), then closes what is left.
+ * acknowledged for timeout_ms.
+ *
+ * A resuming comm whose completed sends are still copies the peer has not
+ * acknowledged comes here whole (closing): the pool drives it on, dialing
+ * its streams anew through an outage, and this thread finishes its close
+ * (tcp_xdc_close_step) once the peer has everything, the comm failed, or
+ * fini's wait ran out.  fini() waits for both at most timeout_ms (30 s
+ * when 0), then closes what is left.
  */
 #include <errno.h>
 #include <linux/sockios.h>
@@ -41,29 +47,35 @@ struct tcp_xdc_linger {
 	int efd;
 	int timeout_ms;
 	pthread_mutex_t lock;
-	/* under lock: streams handed over, not yet taken by the thread */
+	/* under lock: streams and comms handed over, not yet taken by the
+	 * thread */
 	struct linger_fd *pending;
 	int npending, cap_pending;
+	struct tcp_xdc_comm **comms_pending;
+	int ncomms_pending, cap_comms_pending;
 	bool stop;
 	uint64_t deadline_ns;
 	/* the thread's own */
 	struct linger_fd *active;
 	int nactive, cap_active;
+	struct tcp_xdc_comm **comms;
+	int ncomms, cap_comms;
 };
 
-static int grow(struct linger_fd **arr, int *cap, int need)
+/* Room for need elements of size bytes in *arr. */
+static int grow(void *arr, int *cap, int need, size_t size)
 {
-	struct linger_fd *p;
+	void *p;
 	int n = *cap ? *cap : 16;
 
 	if (need <= *cap)
 		return 0;
 	while (n < need)
 		n *= 2;
-	p = realloc(*arr, (size_t)n * sizeof(*p));
+	p = realloc(*(void **)arr, (size_t)n * size);
 	if (!p)
 		return -ENOMEM;
-	*arr = p;
+	*(void **)arr = p;
 	*cap = n;
 	return 0;
 }
@@ -93,17 +105,33 @@ static bool linger_step(struct tcp_xdc_linger *l, struct linger_fd *e,
 	return true;
 }
 
+/* Appends the n elements of size bytes at *from to *to (count and room
+ * in *nto, *cap); leaves them where they are when out of memory. */
+static void move_all(void *to, int *nto, int *cap, const void *from, int *n,
+		     size_t size)
+{
+	if (!*n || grow(to, cap, *nto + *n, size))
+		return;
+	memcpy((char *)*(void **)to + (size_t)*nto * size, from,
+	       (size_t)*n * size);
+	*nto += *n;
+	*n = 0;
+}
+
+/* Moves what was handed over to the thread's own lists; l->lock held. */
+static void take_handed(struct tcp_xdc_linger *l)
+{
+	move_all(&l->active, &l->nactive, &l->cap_active, l->pending,
+		 &l->npending, sizeof(*l->active));
+	move_all(&l->comms, &l->ncomms, &l->cap_comms, l->comms_pending,
+		 &l->ncomms_pending, sizeof(*l->comms));
+}
+
 static void linger_take_pending(struct tcp_xdc_linger *l, bool *stop,
 				uint64_t *deadline)
 {
 	pthread_mutex_lock(&l->lock);
-	if (l->npending &&
-	    !grow(&l->active, &l->cap_active, l->nactive + l->npending)) {
-		memcpy(l->active + l->nactive, l->pending,
-		       (size_t)l->npending * sizeof(*l->pending));
-		l->nactive += l->npending;
-		l->npending = 0;
-	}
+	take_handed(l);
 	*stop = l->stop;
 	*deadline = l->deadline_ns;
 	pthread_mutex_unlock(&l->lock);
@@ -114,6 +142,20 @@ static bool linger_pass(struct tcp_xdc_linger *l, bool expired)
 {
 	uint64_t now = xdc_now_ns();
 	bool changed = false;
+
+	/* first the comms: a finished one hands its streams on, below */
+	for (int i = 0; i < l->ncomms;) {
+		if (!tcp_xdc_close_step(l->comms[i], expired)) {
+			i++;
+			continue;
+		}
+		l->comms[i] = l->comms[--l->ncomms];
+		changed = true;
+	}
+	/* the streams those comms handed over */
+	pthread_mutex_lock(&l->lock);
+	take_handed(l);
+	pthread_mutex_unlock(&l->lock);
 
 	for (int i = 0; i < l->nactive;) {
 		struct linger_fd *e = &l->active[i];
@@ -168,14 +210,14 @@ static void *linger_thread(void *arg)
 	int cap = 0, poll_ms = LINGER_MIN_POLL_MS;
 
 	for (;;) {
-		int before = l->nactive;
+		int before = l->nactive + l->ncomms;
 		uint64_t deadline;
 		bool stop, changed;
 
 		linger_take_pending(l, &stop, &deadline);
-		changed = l->nactive != before;
+		changed = l->nactive + l->ncomms != before;
 		changed |= linger_pass(l, stop && xdc_now_ns() >= deadline);
-		if (stop && !l->nactive)
+		if (stop && !l->nactive && !l->ncomms)
 			break;
 		/* Acknowledgements wake no one: look again soon after a
 		 * change, then back off. */
@@ -184,7 +226,8 @@ static void *linger_thread(void *arg)
 		else
 			poll_ms = poll_ms * 2 < LINGER_MAX_POLL_MS ?
 				  poll_ms * 2 : LINGER_MAX_POLL_MS;
-		linger_sleep(l, &pfd, &cap, l->nactive ? poll_ms : -1);
+		linger_sleep(l, &pfd, &cap,
+			     l->nactive || l->ncomms ? poll_ms : -1);
 	}
 	free(pfd);
 	return NULL;
@@ -230,22 +273,32 @@ static void linger_wake(struct tcp_xdc_linger *l)
 		MESH_INFO("eventfd write: %s", strerror(errno));
 }
 
-int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
-		       const int *fds, int n)
+/* The thread, started with the first close that needs it; NULL when it
+ * cannot start or the module is finishing. */
+static struct tcp_xdc_linger *linger_get(struct tcp_xdc_ctx *ctx)
 {
 	struct tcp_xdc_linger *l;
-	uint64_t now = xdc_now_ns();
-	int ret;
 
 	pthread_mutex_lock(&ctx->linger_lock);
 	if (!ctx->linger && !ctx->finished)
 		ctx->linger = linger_start(ctx);
 	l = ctx->linger;
 	pthread_mutex_unlock(&ctx->linger_lock);
+	return l;
+}
+
+int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
+		       const int *fds, int n)
+{
+	struct tcp_xdc_linger *l = linger_get(ctx);
+	uint64_t now = xdc_now_ns();
+	int ret;
+
 	if (!l)
 		return -ENOMEM;
 	pthread_mutex_lock(&l->lock);
-	ret = grow(&l->pending, &l->cap_pending, l->npending + n);
+	ret = grow(&l->pending, &l->cap_pending, l->npending + n,
+		   sizeof(*l->pending));
 	for (int i = 0; !ret && i < n; i++) {
 		struct linger_fd *e = &l->pending[l->npending++];
 
@@ -255,6 +308,25 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		e->stall.since = now;
 		snprintf(e->peer, sizeof(e->peer), "%s", peer);
 	}
+	pthread_mutex_unlock(&l->lock);
+	if (!ret)
+		linger_wake(l);
+	return ret;
+}
+
+int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
+			    struct tcp_xdc_comm *comm)
+{
+	struct tcp_xdc_linger *l = linger_get(ctx);
+	int ret;
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&l->lock);
+	ret = grow(&l->comms_pending, &l->cap_comms_pending,
+		   l->ncomms_pending + 1, sizeof(*l->comms_pending));
+	if (!ret)
+		l->comms_pending[l->ncomms_pending++] = comm;
 	pthread_mutex_unlock(&l->lock);
 	if (!ret)
 		linger_wake(l);
@@ -279,6 +351,8 @@ void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx)
 	close(l->efd);
 	free(l->pending);
 	free(l->active);
+	free(l->comms_pending);
+	free(l->comms);
 	free(l);
 	ctx->linger = NULL;
 }

@@ -7,12 +7,16 @@
  * stream it has whole, and the sender answers with the chunk it writes
  * next there (tcp_xdc_wire.h, the resume messages).
  *
- * What makes that exact: a send completes only once the receiver's kernel
- * acknowledged all of it, so it lies in the receiver's old socket, which
- * keeps it readable through a reset.  The sender's answer counts those
- * chunks, and the receiver reads them from the old socket before it
- * switches.  Until acknowledged a chunk is in NCCL's buffer and in the
- * stream's list of kept chunks (struct tcp_xdc_sent): nothing is copied.
+ * What makes that exact: a chunk stays in the stream's list of kept
+ * chunks (struct tcp_xdc_sent) until the receiver's kernel acknowledged
+ * all of it, so that it lies in the receiver's old socket, which keeps it
+ * readable through a reset.  The sender's answer counts those chunks, and
+ * the receiver reads them from the old socket before it switches.  Until
+ * acknowledged, a chunk's bytes are a copy in the stream's ring
+ * (tcp_xdc_keep.h), and its send may complete once it is written; or,
+ * where the ring has no room (or the path is short enough that the round
+ * trip costs nothing, tcp_xdc_window.c), they stay in NCCL's buffer and
+ * the send completes once acknowledged.
  *
  * Dead peers stay apart from outages: a receiver whose process is gone
  * refuses the dial (nothing listens) or its core says it keeps no such
@@ -227,15 +231,41 @@ static int rekey(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 
 /* ---- send side ---- */
 
-void xdc_sent_push(struct tcp_xdc_stream *s)
+/* Copies the chunk s just took into its ring, where there is room. */
+static bool sent_keep(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		      struct tcp_xdc_sent *e, bool proxy)
+{
+	size_t off;
+
+	/* a large copy stays off NCCL's proxy thread, which serves every
+	 * channel: that chunk is done once acknowledged instead */
+	if (!comm->keep_ring || (proxy && e->len > TCP_XDC_KEEP_PROXY_MAX) ||
+	    (!s->keep.buf && xdc_keep_make(comm, s)))
+		return false;
+	if (!tcp_xdc_keep_alloc(&s->keep, e->len, &off)) {
+		xdc_sent_reap(s);
+		if (!tcp_xdc_keep_alloc(&s->keep, e->len, &off))
+			return false;
+	}
+	memcpy(s->keep.buf + off, s->src, e->len);
+	e->kept = true;
+	e->keep_off = off;
+	s->src = (const char *)s->keep.buf + off;
+	return true;
+}
+
+void xdc_sent_push(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		   bool proxy)
 {
 	uint64_t tail = atomic_load_explicit(&s->sent_tail,
 					     memory_order_relaxed);
 	struct tcp_xdc_sent *e = &s->sent[tail % TCP_XDC_SENT_MAX];
 
+	/* the ring may make room by reaping [head, next): before e counts */
 	*e = (struct tcp_xdc_sent){ .req = s->req, .seq = s->seq,
 		.total = s->total, .offset = s->offset, .len = s->len,
 		.tag = s->tag };
+	sent_keep(comm, s, e, proxy);
 	atomic_store_explicit(&s->sent_tail, tail + 1, memory_order_release);
 	s->sent_next = tail + 1;
 }
@@ -254,27 +284,51 @@ bool xdc_sent_again(struct tcp_xdc_stream *s)
 						 memory_order_relaxed))
 		return false;
 	e = &s->sent[s->sent_next++ % TCP_XDC_SENT_MAX];
+	/* a kept chunk's request may be done and its slot reused: its
+	 * bytes come from the copy */
 	s->req = e->req;
 	s->seq = e->seq;
 	s->total = e->total;
 	s->offset = e->offset;
 	s->len = e->len;
 	s->tag = e->tag;
+	s->src = e->kept ? (const char *)s->keep.buf + e->keep_off :
+			   e->req->data + e->offset;
 	return true;
+}
+
+/* The chunk's last touch of its request's slot: the proxy may recycle
+ * it once every chunk counted. */
+static void sent_count(struct tcp_xdc_sent *e)
+{
+	struct tcp_xdc_req *req = e->req;
+
+	e->req = NULL;
+	e->counted = true;
+	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
 }
 
 void xdc_sent_written(struct tcp_xdc_stream *s)
 {
-	s->sent[(s->sent_next - 1) % TCP_XDC_SENT_MAX].end = s->tx_bytes;
+	struct tcp_xdc_sent *e = &s->sent[(s->sent_next - 1) %
+					  TCP_XDC_SENT_MAX];
+
+	e->end = s->tx_bytes;
+	/* its copy survives a break: done now, not one round trip later */
+	if (e->kept && !e->counted)
+		sent_count(e);
 }
 
-/* The kept chunk that finished a request is its last touch of the slot. */
 static void sent_pop(struct tcp_xdc_stream *s)
 {
-	struct tcp_xdc_sent *e = &s->sent[s->sent_head++ % TCP_XDC_SENT_MAX];
+	struct tcp_xdc_sent *e = &s->sent[s->sent_head % TCP_XDC_SENT_MAX];
 
-	atomic_fetch_add_explicit(&e->req->chunks_done, 1,
-				  memory_order_release);
+	if (!e->counted)
+		sent_count(e);
+	if (e->kept)
+		tcp_xdc_keep_free(&s->keep, e->keep_off, e->len);
+	atomic_store_explicit(&s->sent_head, s->sent_head + 1,
+			      memory_order_release);
 }
 
 void xdc_sent_reap(struct tcp_xdc_stream *s)
@@ -286,6 +340,7 @@ void xdc_sent_reap(struct tcp_xdc_stream *s)
 	    s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING ||
 	    ioctl(s->fd, SIOCOUTQ, &outq) || outq < 0)
 		return;
+	__atomic_store_n(&s->outq, outq, __ATOMIC_RELAXED);
 	acked = s->tx_bytes - (uint64_t)outq;
 	while (s->sent_head != s->sent_next) {
 		const struct tcp_xdc_sent *e =

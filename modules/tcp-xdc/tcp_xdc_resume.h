@@ -9,6 +9,7 @@
 #define TCP_XDC_RESUME_H
 
 #include "tcp_xdc.h"
+#include "tcp_xdc_window.h"
 
 /*
  * A fault of s (positive errno, what: in words): with resuming on and a
@@ -21,12 +22,17 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     uint64_t now);
 
-/* send: the chunk s just took is kept */
-void xdc_sent_push(struct tcp_xdc_stream *s);
+/* send: the chunk s just took (payload at s->src) is kept, its bytes
+ * copied into the stream's ring where there is room; proxy: NCCL's proxy
+ * thread took it, which copies small chunks only */
+void xdc_sent_push(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		   bool proxy);
 bool xdc_sent_room(const struct tcp_xdc_stream *s);
-/* send: loads the next kept chunk to write again; false when none */
+/* send: loads the next kept chunk to write again (its payload at
+ * s->src); false when none */
 bool xdc_sent_again(struct tcp_xdc_stream *s);
-/* send: the chunk being written went out whole */
+/* send: the chunk being written went out whole; one with a copy counts
+ * towards its request now */
 void xdc_sent_written(struct tcp_xdc_stream *s);
 /* send: drops what the peer's kernel acknowledged, finishing requests */
 void xdc_sent_reap(struct tcp_xdc_stream *s);

@@ -42,12 +42,13 @@ static void chunk_hdr_encode(struct tcp_xdc_stream *s)
 
 /*
  * Takes the next chunk for stream s, when it belongs to message only
- * (NO_WAIT: to any message).  A cursor that still points into a message
- * proves that message incomplete, so its slot cannot be reused while we
- * look at it: a successful CAS validates what was read before.
+ * (NO_WAIT: to any message); proxy: on NCCL's proxy thread.  A cursor
+ * that still points into a message proves that message incomplete, so
+ * its slot cannot be reused while we look at it: a successful CAS
+ * validates what was read before.
  */
 static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
-			uint64_t only)
+			uint64_t only, bool proxy)
 {
 	uint64_t cur = atomic_load_explicit(&comm->cursor,
 					    memory_order_acquire);
@@ -83,13 +84,14 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		s->offset = off;
 		s->len = (uint32_t)len;
 		s->tag = req->tag;
+		s->src = req->data + off;
 		s->hdr_done = 0;
 		s->payload_done = 0;
 		s->state = TCP_XDC_PAYLOAD;
 		chunk_hdr_encode(s);
 		xdc_prof_begin(s, req);
 		if (s->sent)
-			xdc_sent_push(s);
+			xdc_sent_push(comm, s, proxy);
 		return true;
 	}
 }
@@ -104,7 +106,7 @@ static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		chunk_hdr_encode(s);
 		return true;
 	}
-	return chunk_claim(comm, s, NO_WAIT);
+	return chunk_claim(comm, s, NO_WAIT, false);
 }
 
 /*
@@ -153,8 +155,8 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 				sizeof(s->wire) - s->hdr_done;
 		}
 		if (s->payload_done < s->len) {
-			iov[msg.msg_iovlen].iov_base = s->req->data +
-				s->offset + s->payload_done;
+			iov[msg.msg_iovlen].iov_base = (char *)s->src +
+				s->payload_done;
 			iov[msg.msg_iovlen++].iov_len =
 				s->len - s->payload_done;
 		}
@@ -187,7 +189,8 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->req = NULL;
 		s->state = TCP_XDC_IDLE;
 		if (s->sent) {
-			/* done once the peer's kernel has all of it */
+			/* done now where it has a copy, else once the peer's
+			 * kernel has all of it */
 			xdc_sent_written(s);
 			xdc_sent_reap(s);
 			continue;
@@ -328,6 +331,10 @@ static int send_stream_step(struct tcp_xdc_comm *comm,
 	if (s->sent && s->state == TCP_XDC_IDLE && !xdc_sent_room(s) &&
 	    *sleep_ms != 0)
 		*sleep_ms = 1;
+	/* kept chunks whose sends are done wait for no test() to reap them:
+	 * what the peer has is no data in flight */
+	if (r->due && s->sent && s->state == TCP_XDC_IDLE)
+		xdc_sent_reap(s);
 	if (r->due && send_in_flight(s) &&
 	    tcp_xdc_stall_check(s->fd, s->tx_bytes, &s->stall, r->now,
 				comm->rejoin ? (int)comm->stall_ms :
@@ -428,7 +435,7 @@ bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req)
 	/* kept chunks to write again go first, and are the data thread's */
 	if (s->state == TCP_XDC_IDLE && !s->peer_done &&
 	    (!s->sent || s->sent_next == atomic_load(&s->sent_tail)) &&
-	    chunk_claim(comm, s, req->seq)) {
+	    chunk_claim(comm, s, req->seq, true)) {
 		took = true;
 		send_progress(comm, s);
 	}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp-xdc's window.  A resuming send stream keeps each chunk until the
+ * peer's kernel acknowledged it (tcp_xdc_resume.c); were its send done
+ * only then, every isend would take a round trip and NCCL's steps in
+ * flight per channel would be the window: 8 MiB a round trip.  So each
+ * stream copies its chunks into a ring of its own and their sends complete
+ * once written; the ring is sized to the stream's share of the path's
+ * bandwidth-delay product, plus a chunk being written, and no larger than
+ * what its socket can hold unacknowledged.  Below KEEP_MIN_BDP NCCL's own
+ * steps already cover the round trip and there is no copy (window auto).
+ *
+ * The product comes from the device's speed and the round trip: declared
+ * (rtt_ms) or the kernel's (util_tcp_rtt_us) of the data streams just set
+ * up, whose handshakes it measured.  What the rings take comes from the
+ * process's budget (memory_max), and no ring grows past window_max per
+ * connection.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tcp_rtt.h"
+#include "tcp_xdc_path.h"
+#include "tcp_xdc_window.h"
+
+/*
+ * Window auto: below this product, NCCL's 8 steps per channel of 1 MiB
+ * (NCCL_BUFFSIZE 8 MiB) in flight cover the round trip 4 times over, and
+ * a send done on acknowledgement costs nothing measurable (10 Gbit/s at
+ * 1.7 ms, 2 Gbit/s at 8 ms), while the copy would.
+ */
+#define KEEP_MIN_BDP (2ULL << 20)
+/* A stream whose ring the budget could not give asks again this late. */
+#define KEEP_RETRY_NS 1000000000ULL
+
+/* The largest value of a sysctl of three numbers (tcp_wmem), or dflt. */
+static uint64_t sysctl_max(const char *path, uint64_t dflt)
+{
+	unsigned long long lo, mid, hi;
+	FILE *f = fopen(path, "re");
+	int n;
+
+	if (!f)
+		return dflt;
+	n = fscanf(f, "%llu %llu %llu", &lo, &mid, &hi);
+	fclose(f);
+	return n == 3 && hi ? hi : dflt;
+}
+
+void tcp_xdc_window_init(struct tcp_xdc_ctx *ctx)
+{
+	/* Linux's defaults where /proc does not say */
+	ctx->wmem_max = sysctl_max("/proc/sys/net/ipv4/tcp_wmem", 4 << 20);
+	ctx->rmem_max = sysctl_max("/proc/sys/net/ipv4/tcp_rmem", 6 << 20);
+}
+
+uint64_t tcp_xdc_bdp(int rate_mbps, uint32_t rtt_us)
+{
+	/* Mbit/s times microseconds is bits */
+	return rate_mbps > 0 ? (uint64_t)rate_mbps * rtt_us / 8 : 0;
+}
+
+/* What one stream's sockets keep unacknowledged at most: the send buffer
+ * (the kernel doubles a set SO_SNDBUF, autotuning stops at tcp_wmem). */
+static uint64_t stream_send_max(const struct tcp_xdc_ctx *ctx)
+{
+	return ctx->sndbuf ? 2ULL * (uint64_t)ctx->sndbuf : ctx->wmem_max;
+}
+
+/* What one stream carries a round trip: its send buffer, and the window
+ * the receiver opens, about half its buffer (the rest is overhead). */
+static uint64_t stream_carry(const struct tcp_xdc_ctx *ctx)
+{
+	uint64_t rcv = (ctx->rcvbuf ? 2ULL * (uint64_t)ctx->rcvbuf :
+				      ctx->rmem_max) / 2;
+	uint64_t snd = stream_send_max(ctx);
+
+	return rcv < snd ? rcv : snd;
+}
+
+int tcp_xdc_window_streams(const struct tcp_xdc_ctx *ctx, uint32_t rtt_us,
+			   int rate_mbps)
+{
+	uint64_t carry = stream_carry(ctx), need;
+
+	if (!ctx->streams_auto || !rtt_us || !carry)
+		return ctx->streams;
+	need = (tcp_xdc_bdp(rate_mbps, rtt_us) + carry - 1) / carry;
+	if (need <= (uint64_t)ctx->streams)
+		return ctx->streams;
+	return need > TCP_XDC_MAX_STREAMS ? TCP_XDC_MAX_STREAMS : (int)need;
+}
+
+/* The least round trip of the comm's streams (util_tcp_rtt_us), 0
+ * unknown. */
+static uint32_t streams_rtt_us(const struct tcp_xdc_comm *comm)
+{
+	uint32_t rtt = 0, us;
+
+	for (int i = 0; i < comm->nstreams; i++)
+		if (!util_tcp_rtt_us(comm->streams[i].fd, &us) &&
+		    (!rtt || us < rtt))
+			rtt = us;
+	return rtt;
+}
+
+void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
+{
+	const struct tcp_xdc_ctx *ctx = comm->ctx;
+	uint64_t n = (uint64_t)comm->nstreams, window, send_max, total;
+
+	comm->rate_mbps = rate_mbps;
+	comm->rtt_us = ctx->rtt_ms ? (uint32_t)ctx->rtt_ms * 1000 :
+				     streams_rtt_us(comm);
+	comm->bdp = tcp_xdc_bdp(rate_mbps, comm->rtt_us);
+	comm->keep_ring = 0;
+	if (!comm->is_send || !comm->rejoin)
+		return;
+	window = ctx->window;
+	if (!window && comm->bdp >= KEEP_MIN_BDP)
+		window = comm->bdp;
+	if (!window)
+		return;
+	/* more than a socket holds unacknowledged is never kept */
+	send_max = stream_send_max(ctx);
+	if (window > send_max * n)
+		window = send_max * n;
+	total = window + n * comm->chunk_size;
+	if (total > ctx->window_max)
+		total = ctx->window_max;
+	comm->keep_ring = (size_t)(total / n);
+}
+
+int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_ctx *ctx = comm->ctx;
+	uint64_t now = xdc_now_ns(), least, took;
+	int ret;
+
+	if (now < s->keep_retry_ns)
+		return -EAGAIN;
+	/* a part of the ring is worth having if a chunk fits */
+	least = comm->chunk_size < comm->keep_ring ? comm->chunk_size :
+						      comm->keep_ring;
+	took = tcp_xdc_budget_take(&ctx->keep_budget, comm->keep_ring, least);
+	ret = took ? tcp_xdc_keep_init(&s->keep, (size_t)took) : -ENOSPC;
+	if (ret) {
+		if (took)
+			tcp_xdc_budget_give(&ctx->keep_budget, took);
+		s->keep_retry_ns = now + KEEP_RETRY_NS;
+		if (!atomic_exchange(&comm->keep_short, true))
+			MESH_INFO("send comm %u to %s: %s for stream %d's %zu KiB of copies (memory_max %llu MiB, %llu MiB held): its sends complete once acknowledged until there is",
+				  comm->id, comm->peer, ret == -ENOSPC ?
+				  "no room left" : "out of memory", s->index,
+				  comm->keep_ring >> 10,
+				  (unsigned long long)(ctx->keep_budget.max >> 20),
+				  (unsigned long long)(atomic_load(&ctx->keep_budget.held) >> 20));
+		return ret;
+	}
+	atomic_fetch_add(&comm->keep_held, took);
+	return 0;
+}
+
+void xdc_keep_drop(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	if (!s->keep.buf)
+		return;
+	atomic_fetch_sub(&comm->keep_held, s->keep.cap);
+	tcp_xdc_budget_give(&comm->ctx->keep_budget, s->keep.cap);
+	tcp_xdc_keep_fini(&s->keep);
+}
