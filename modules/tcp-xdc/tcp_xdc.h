@@ -296,6 +296,8 @@ struct tcp_xdc_comm {
 	uint64_t bdp;			/* rate x round trip, bytes */
 	size_t keep_ring;		/* each stream's ring; 0: no copies,
 					 * a send is done once acknowledged */
+	int notsent_lowat;		/* send: TCP_NOTSENT_LOWAT of its
+					 * sockets; 0: the system's */
 	_Atomic uint64_t keep_held;	/* bytes of its rings */
 	atomic_bool keep_short;		/* the budget gave a stream no ring
 					 * (logged once) */

@@ -377,6 +377,7 @@ static int send_adopt(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 
 	tcp_xdc_stream_setup(comm->ctx, ns->fd, s->index, comm->peer, true,
 			     comm->traffic_class);
+	xdc_window_socket(comm, ns->fd);
 	s->fd = ns->fd;
 	if (s->crypt) {
 		xdc_crypt_free(&s->crypt);

@@ -97,7 +97,8 @@ static bool chunk_claim(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 }
 
 /* The next chunk for an idle stream: one kept from a broken socket first. */
-static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		       bool proxy)
 {
 	if (s->sent && xdc_sent_again(s)) {
 		s->hdr_done = 0;
@@ -106,7 +107,7 @@ static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		chunk_hdr_encode(s);
 		return true;
 	}
-	return chunk_claim(comm, s, NO_WAIT, false);
+	return chunk_claim(comm, s, NO_WAIT, proxy);
 }
 
 /*
@@ -134,8 +135,13 @@ ssize_t xdc_stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
 	return n;
 }
 
-/* Returns 1 when the socket is full, 0 when out of work, or -errno. */
-static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/*
+ * Writes the stream's chunk, then takes and writes the next ones, at most
+ * `claims` more (-1: any); proxy: on NCCL's proxy thread.  Returns 1 when
+ * the socket is full, 0 when out of work (or of claims), or -errno.
+ */
+static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+			 int claims, bool proxy)
 {
 	for (;;) {
 		struct iovec iov[2];
@@ -146,7 +152,8 @@ static int send_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		if (s->state == TCP_XDC_BROKEN || s->state == TCP_XDC_RESUMING)
 			return 0;	/* its socket went meanwhile */
 		if (s->state == TCP_XDC_IDLE &&
-		    (s->peer_done || !chunk_next(comm, s)))
+		    (s->peer_done || !claims-- ||
+		     !chunk_next(comm, s, proxy)))
 			return 0;
 		if (s->hdr_done < sizeof(s->wire)) {
 			iov[msg.msg_iovlen].iov_base =
@@ -323,8 +330,12 @@ static int send_stream_step(struct tcp_xdc_comm *comm,
 	}
 	if (revents & ~POLLOUT)
 		ret = send_check_events(comm, s, revents);
+	/* a long path: one chunk a stream at a time, so that each stream of
+	 * the lane takes its share, none idles (its window would start over)
+	 * and none keeps what another could send sooner */
 	if (!ret && (s->state == TCP_XDC_IDLE || revents))
-		ret = send_progress(comm, s);
+		ret = send_progress(comm, s, comm->notsent_lowat ? 1 : -1,
+				    false);
 	if (ret < 0 || s->state == TCP_XDC_BROKEN)
 		return ret;
 	/* kept chunks and no room for more: look for acknowledgements soon */
@@ -437,7 +448,9 @@ bool xdc_send_inline(struct tcp_xdc_comm *comm, struct tcp_xdc_req *req)
 	    (!s->sent || s->sent_next == atomic_load(&s->sent_tail)) &&
 	    chunk_claim(comm, s, req->seq, true)) {
 		took = true;
-		send_progress(comm, s);
+		/* with copies kept, the next messages' chunks are the data
+		 * threads': no large copy here */
+		send_progress(comm, s, comm->keep_ring ? 0 : -1, true);
 	}
 	xdc_stream_hand_back(s, s->state != TCP_XDC_IDLE);
 	return took;

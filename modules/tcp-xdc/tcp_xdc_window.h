@@ -23,6 +23,9 @@ int tcp_xdc_window_streams(const struct tcp_xdc_ctx *ctx, uint32_t rtt_us,
 /* At a comm's start, its streams connected: the round trip, the product
  * and, sending with resuming on, the size of each stream's ring. */
 void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps);
+/* A send socket of the comm, also one dialed anew: what it may hold
+ * unsent (on a long path). */
+void xdc_window_socket(const struct tcp_xdc_comm *comm, int fd);
 /* The holder of s: makes its ring from the budget; 0 or -errno (no ring:
  * its chunks complete once acknowledged; asked again a second later). */
 int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s);
