@@ -23,6 +23,12 @@
 #   relay-failover  the same with a second gateway relay in the client's DC:
 #                   the relay carrying the connection is killed for good and
 #                   the route moves to the other one;
+#   close-kept      sends that completed as copies the peer has not yet
+#                   acknowledged (window set; the server 4 s late, with
+#                   64 KiB receive buffers), the send comms closed at once
+#                   (--close-early), and the link down right after the close
+#                   for longer than timeout_ms: the closed comm resumes and
+#                   the server still gets every byte;
 # must fail:
 #   peer-killed     the server process is killed (SIGKILL): the client fails
 #                   within timeout_ms (+ 2 s), naming the server;
@@ -251,6 +257,47 @@ case_relay_failover() {
 	echo "done $(($(wan_now_ms) - t0)) ms after $via was killed, via $other"
 }
 
+# A close that finds completed sends still kept: a receiver 4 s late with
+# small socket buffers holds the bytes back in the sender's sockets (large
+# ones, set, with room for all 2 MiB on any four streams: 1 MiB each
+# unsent), so the client's sends complete as copies (window set) that are
+# not even on the wire yet, and it closes; the link goes down at once, for longer than
+# timeout_ms, after which a closed stream that only lingered would give
+# up on what it holds: only the comm, resumed, can deliver it.
+case_close_kept() {
+	local t0 back line deadline
+
+	wan_pair
+	wan_pair_conf "$NETNS_TMP/pair.conf" 'window = "32M";' 'rcvbuf = "64K";' \
+		'sndbuf = "4M";'
+	wan_meshperf s server run "$NETNS_TMP/pair.conf" --server \
+		--port "$BOOT_PORT" --sizes 1M --budget 2M --no-latency \
+		--recv-delay 4
+	WAN_SPID=$NETNS_LAST_PID
+	netns_wait_listen s "$BOOT_PORT" 10 ||
+		netns_die "run: meshperf server in s did not listen"
+	netns_tcp_bridge c "$BOOT_PORT" s "$BOOT_PORT"
+	wan_meshperf c client run "$NETNS_TMP/pair.conf" --client 127.0.0.1 \
+		--port "$BOOT_PORT" --sizes 1M --budget 2M --no-latency \
+		--close-early
+	WAN_CPID=$NETNS_LAST_PID
+	deadline=$((SECONDS + 60))
+	until line=$(grep -m1 'closed with about [0-9]* KiB of completed sends' \
+			"$NETNS_TMP/run.client"); do
+		kill -0 "$WAN_CPID" 2>/dev/null ||
+			wan_fail run "the client ended without closing with copies kept"
+		[ "$SECONDS" -lt "$deadline" ] ||
+			wan_fail run "no close with copies kept within 60 s"
+		sleep 0.02
+	done
+	read -r t0 back < <(wan_down_for $((WAN_TIMEOUT_MS + 2000)))
+	echo "${line#*tcp-xdc: }"
+	echo "link down for $((back - t0)) ms right after the close (timeout_ms $WAN_TIMEOUT_MS)"
+	pair_survived "$back"
+	grep -q 'send comm .*resumed; resent [1-9]' "$NETNS_TMP/run.client" ||
+		wan_fail run "the closed comm wrote no copy again after the outage"
+}
+
 case_peer_killed() {
 	local t0
 
@@ -292,13 +339,14 @@ case_past_budget() {
 }
 
 case $case_name in
-linkdown | linkdown-long | reset | peer-killed | past-budget)
+linkdown | linkdown-long | reset | close-kept | peer-killed | past-budget)
 	netns_init ;;
 esac
 case $case_name in
 linkdown) case_linkdown 5000 ;;
 linkdown-long) case_linkdown $((WAN_OUTAGE_MS * 8 / 10)) ;;
 reset) case_reset ;;
+close-kept) case_close_kept ;;
 conntrack) case_conntrack ;;
 relay-restart) case_relay_restart ;;
 relay-failover) case_relay_failover ;;
