@@ -140,6 +140,10 @@ static int connect_step(const struct core_rail *rail,
 		if (err)
 			return err;
 		cs->dialed = 1;
+		/* what the module sizes its connection by, from its first
+		 * call on (module.h, 1.12) */
+		if (core_conn_rtt_us(cs->conn, &cs->conn->ctrl.rtt_us))
+			cs->conn->ctrl.rtt_us = 0;
 	}
 	return core_module_step("send", rail, cs->member, cs->conn, &cs->mcomm,
 			   send_comm);

@@ -36,6 +36,7 @@
  * 1.9: mesh_ctrl.traffic_class_set/traffic_class.
  * 1.10: mesh_ctrl.leg.
  * 1.11: parameter type ADDR_PORT.
+ * 1.12: mesh_ctrl.rtt_us.
  *
  * Optional members.  The core reads a descriptor member only when the
  * descriptor's size covers it (MESH_MODULE_HAS), so appending members never
@@ -95,7 +96,7 @@
 #include <nccl-mesh/conn_info.h>
 
 #define MESH_MODULE_ABI_MAJOR 1
-#define MESH_MODULE_ABI_MINOR 11
+#define MESH_MODULE_ABI_MINOR 12
 #define MESH_MODULE_ABI_VERSION \
 	(((uint32_t)MESH_MODULE_ABI_MAJOR << 16) | MESH_MODULE_ABI_MINOR)
 /** Name of the one symbol a module exports; carries the ABI major. */
@@ -431,6 +432,15 @@ struct mesh_ctrl {
 	 * channel of its own accept, sets it there.
 	 */
 	int leg;
+	/* ABI 1.12 */
+	/**
+	 * Connecting side: the round trip of the control connection in
+	 * microseconds as its kernel measured it through the handshake
+	 * (util_tcp_rtt_us), from the first connect call on: what the path
+	 * costs before any stream of the module's own exists.  0: unknown
+	 * (the accepting side, a channel a module made).
+	 */
+	uint32_t rtt_us;
 };
 
 /**
