@@ -26,7 +26,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "ifname", MESH_PARAM_STR, "", 0, 0,
 	  "Interfaces to use, NCCL_SOCKET_IFNAME syntax; empty picks all that are up." },
 	{ "streams", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_STREAMS,
-	  "TCP data connections per NCCL connection; 0: 8, or more (up to 64) where a declared or measured round trip needs them to carry the path's bandwidth-delay product." },
+	  "TCP data connections per NCCL connection; 0: 8, or more (up to 64) where the control connection's round trip says the path's bandwidth-delay product needs them." },
 	{ "threads", MESH_PARAM_INT, "0", 0, TCP_XDC_MAX_THREADS,
 	  "Data-path threads of the process, shared by all connections; 0: two per core it may run on." },
 	{ "chunk_size", MESH_PARAM_SIZE, "512K", TCP_XDC_MIN_CHUNK,
@@ -68,8 +68,6 @@ static const struct mesh_param tcp_xdc_params[] = {
 	  "Most bytes of copies one connection keeps." },
 	{ "memory_max", MESH_PARAM_SIZE, "1G", 0, 1LL << 40,
 	  "Most bytes of copies the process keeps in all connections (at most a quarter of the host's memory); 0: none, every resuming send completes once acknowledged." },
-	{ "rtt_ms", MESH_PARAM_INT, "0", 0, 60000,
-	  "Round trip of the path in milliseconds, for the window and the streams; 0: measured on each connection's streams." },
 	{ "traffic_class", MESH_PARAM_INT, "-1", -1, 255,
 	  "IP TOS / IPv6 traffic class byte (DSCP << 2) of every data stream's packets where NCCL's communicator config sets none (it wins where it does); -1 leaves the system's." },
 	{ NULL, 0, NULL, 0, 0, NULL },
@@ -146,7 +144,6 @@ static void window_params(const struct mesh_host *host,
 
 	ctx->window = (uint64_t)host->param_int(host, "window");
 	ctx->window_max = (uint64_t)host->param_int(host, "window_max");
-	ctx->rtt_ms = (int)host->param_int(host, "rtt_ms");
 	if (share && mem > share) {
 		MESH_INFO("memory_max %llu MiB is more than a quarter of this host's memory: %llu MiB",
 			  (unsigned long long)(mem >> 20),

@@ -55,7 +55,6 @@ struct tcp_xdc_ctx {
 					 * take more */
 	uint64_t window;		/* bytes per connection; 0: auto */
 	uint64_t window_max;
-	int rtt_ms;			/* declared; 0: measured */
 	uint64_t wmem_max, rmem_max;	/* tcp_wmem, tcp_rmem of our netns */
 	bool idle_restart;		/* tcp_slow_start_after_idle there */
 	atomic_bool idle_said;		/* ... said once, on a long path */

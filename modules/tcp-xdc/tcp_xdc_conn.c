@@ -352,14 +352,6 @@ static int hello_send(struct tcp_xdc_ctx *ctx, struct mesh_ctrl *ctrl,
 	return ctrl->send(ctrl, &h, sizeof(h));
 }
 
-/* The round trip the stream count is sized by, before any stream is
- * there: the declared one; 0 (the configured count) when unknown. */
-static uint32_t path_rtt_us(const struct tcp_xdc_ctx *ctx,
-			    const struct mesh_ctrl *ctrl)
-{
-	(void)ctrl;
-	return (uint32_t)ctx->rtt_ms * 1000;
-}
 
 /* A fresh key for a connection that resumes; 0 (none) without a budget. */
 static uint64_t rejoin_key_new(const struct tcp_xdc_ctx *ctx)
@@ -411,9 +403,12 @@ int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
 			goto err;
 		if (!p->rejoin_key)
 			p->rejoin_key = rejoin_key_new(ctx);
+		/* sized by the control connection's round trip (module.h
+		 * 1.12; 0, the configured count, where the core has none):
+		 * the hello says the count before any stream exists */
 		if (!p->nstreams)
-			p->nstreams = tcp_xdc_window_streams(ctx,
-				path_rtt_us(ctx, ctrl), p->rate_mbps);
+			p->nstreams = tcp_xdc_window_streams(ctx, ctrl->rtt_us,
+							     p->rate_mbps);
 		ret = hello_send(ctx, ctrl, p);
 		if (ret == -EAGAIN)
 			return 0;

@@ -624,9 +624,8 @@ static int resume_start(struct tcp_xdc_comm *comm, struct mesh_rejoin *rejoin,
 static void window_text(const struct tcp_xdc_comm *comm, char *buf,
 			size_t cap)
 {
-	int n = snprintf(buf, cap, ", round trip %u.%03u ms%s",
-			 comm->rtt_us / 1000, comm->rtt_us % 1000,
-			 comm->ctx->rtt_ms ? " (declared)" : "");
+	int n = snprintf(buf, cap, ", round trip %u.%03u ms",
+			 comm->rtt_us / 1000, comm->rtt_us % 1000);
 
 	if (n < 0 || (size_t)n >= cap || !comm->is_send || !comm->rejoin)
 		return;

@@ -10,9 +10,10 @@
  * what its socket can hold unacknowledged.  Below KEEP_MIN_BDP NCCL's own
  * steps already cover the round trip and there is no copy (window auto).
  *
- * The product comes from the device's speed and the round trip: declared
- * (rtt_ms) or the kernel's (util_tcp_rtt_us) of the data streams just set
- * up, whose handshakes it measured.  What the rings take comes from the
+ * The product comes from the device's speed and the round trip, the
+ * kernel's (util_tcp_rtt_us) of the data streams just set up, whose
+ * handshakes it measured; the stream count, fixed in the hello before any
+ * stream exists, from the control connection's (mesh_ctrl.rtt_us).  What the rings take comes from the
  * process's budget (memory_max), and no ring grows past window_max per
  * connection.
  */
@@ -158,8 +159,7 @@ void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
 	uint64_t n = (uint64_t)comm->nstreams, window, send_max, total;
 
 	comm->rate_mbps = rate_mbps;
-	comm->rtt_us = ctx->rtt_ms ? (uint32_t)ctx->rtt_ms * 1000 :
-				     streams_rtt_us(comm);
+	comm->rtt_us = streams_rtt_us(comm);
 	comm->bdp = tcp_xdc_bdp(rate_mbps, comm->rtt_us);
 	comm->keep_ring = 0;
 	if (!comm->is_send)
