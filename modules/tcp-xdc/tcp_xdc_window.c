@@ -13,9 +13,9 @@
  * The product comes from the device's speed and the round trip, the
  * kernel's (util_tcp_rtt_us) of the data streams just set up, whose
  * handshakes it measured; the stream count, fixed in the hello before any
- * stream exists, from the control connection's (mesh_ctrl.rtt_us).  What the rings take comes from the
- * process's budget (memory_max), and no ring grows past window_max per
- * connection.
+ * stream exists, from the control connection's (mesh_ctrl.rtt_us).  What
+ * the rings take comes from the process's budget (memory_max), and a
+ * connection's rings hold at most window_max.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -183,6 +183,19 @@ void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
 	comm->keep_ring = (size_t)(total / n);
 }
 
+/* Once a comm: a stream of it got no ring (ret: why), and what is held. */
+static void keep_short_say(const struct tcp_xdc_comm *comm,
+			   const struct tcp_xdc_stream *s, int ret)
+{
+	const struct tcp_xdc_budget *b = &comm->ctx->keep_budget;
+
+	MESH_INFO("send comm %u to %s: %s for stream %d's %zu KiB of copies (memory_max %llu MiB, %llu MiB held): its sends complete once acknowledged until there is",
+		  comm->id, comm->peer,
+		  ret == -ENOSPC ? "no room left" : "out of memory", s->index,
+		  comm->keep_ring >> 10, (unsigned long long)(b->max >> 20),
+		  (unsigned long long)(atomic_load(&b->held) >> 20));
+}
+
 int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
 	struct tcp_xdc_ctx *ctx = comm->ctx;
@@ -201,12 +214,7 @@ int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			tcp_xdc_budget_give(&ctx->keep_budget, took);
 		s->keep_retry_ns = now + KEEP_RETRY_NS;
 		if (!atomic_exchange(&comm->keep_short, true))
-			MESH_INFO("send comm %u to %s: %s for stream %d's %zu KiB of copies (memory_max %llu MiB, %llu MiB held): its sends complete once acknowledged until there is",
-				  comm->id, comm->peer, ret == -ENOSPC ?
-				  "no room left" : "out of memory", s->index,
-				  comm->keep_ring >> 10,
-				  (unsigned long long)(ctx->keep_budget.max >> 20),
-				  (unsigned long long)(atomic_load(&ctx->keep_budget.held) >> 20));
+			keep_short_say(comm, s, ret);
 		return ret;
 	}
 	atomic_fetch_add(&comm->keep_held, took);
