@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "sysctl.h"
 #include "tcp_rtt.h"
 #include "tcp_xdc_path.h"
 #include "tcp_xdc_window.h"
@@ -39,34 +40,13 @@
 /* A stream whose ring the budget could not give asks again this late. */
 #define KEEP_RETRY_NS 1000000000ULL
 
-/* The largest value of a sysctl of three numbers (tcp_wmem), or dflt. */
-static uint64_t sysctl_max(const char *path, uint64_t dflt)
-{
-	unsigned long long lo, mid, hi;
-	FILE *f = fopen(path, "re");
-	int n;
-
-	if (!f)
-		return dflt;
-	n = fscanf(f, "%llu %llu %llu", &lo, &mid, &hi);
-	fclose(f);
-	return n == 3 && hi ? hi : dflt;
-}
-
 void tcp_xdc_window_init(struct tcp_xdc_ctx *ctx)
 {
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_slow_start_after_idle", "re");
-	int on = 1;
-
 	/* Linux's defaults where /proc does not say */
-	ctx->wmem_max = sysctl_max("/proc/sys/net/ipv4/tcp_wmem", 4 << 20);
-	ctx->rmem_max = sysctl_max("/proc/sys/net/ipv4/tcp_rmem", 6 << 20);
-	if (f) {
-		if (fscanf(f, "%d", &on) != 1)
-			on = 1;
-		fclose(f);
-	}
-	ctx->idle_restart = on != 0;
+	ctx->wmem_max = util_sysctl_last("/proc/sys/net/ipv4/tcp_wmem", 4 << 20);
+	ctx->rmem_max = util_sysctl_last("/proc/sys/net/ipv4/tcp_rmem", 6 << 20);
+	ctx->idle_restart = util_sysctl_last(
+		"/proc/sys/net/ipv4/tcp_slow_start_after_idle", 1) != 0;
 }
 
 uint64_t tcp_xdc_bdp(int rate_mbps, uint32_t rtt_us)

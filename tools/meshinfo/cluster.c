@@ -21,6 +21,7 @@
 #include "config.h"
 #include "loader.h"
 #include "meshinfo.h"
+#include "sysctl.h"
 
 #define CL_PLUGIN_FILE "libnccl-net-mesh.so"
 #define CL_DEFAULT_CONNECT_MS "5000"
@@ -224,33 +225,17 @@ static int load_key(const struct core_scope *core, struct core_auth_key *key)
 	return -EINVAL;
 }
 
-/* The last of a sysctl's numbers (tcp_wmem's maximum, wmem_max's one);
- * 0 where it cannot be read. */
-static uint64_t sysctl_last(const char *path)
-{
-	unsigned long long v[3] = { 0 };
-	FILE *f = fopen(path, "re");
-	int n;
-
-	if (!f)
-		return 0;
-	n = fscanf(f, "%llu %llu %llu", &v[0], &v[1], &v[2]);
-	fclose(f);
-	return n > 0 ? (uint64_t)v[n - 1] : 0;
-}
-
 /* One stream's buffer at most: a set SO_SNDBUF/SO_RCVBUF is capped at
  * net.core's maximum and doubled by the kernel, else autotuning grows
  * it to tcp_wmem's/tcp_rmem's third number. */
 static uint64_t stream_buffer(long long set, const char *core_max,
 			      const char *tcp_mem)
 {
-	uint64_t cap = sysctl_last(core_max);
-
+	uint64_t cap = util_sysctl_last(core_max, 0);
 	uint64_t v;
 
 	if (set <= 0)
-		v = sysctl_last(tcp_mem);
+		v = util_sysctl_last(tcp_mem, 0);
 	else
 		v = 2 * (cap && (uint64_t)set > cap ? cap : (uint64_t)set);
 	return v < CL_XDC_BYTES_MAX ? v : CL_XDC_BYTES_MAX;
