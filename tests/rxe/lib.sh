@@ -224,7 +224,7 @@ mp_expect_conns() {
 		echo "$tag: no per-connection INFO lines"
 		return 1
 	fi
-	bad=$(printf '%s\n' "$lines" | grep -vE ": $mod, .*, $cls( |$)" || true)
+	bad=$(printf '%s\n' "$lines" | grep -vE ": $mod, .*, $cls( |,|$)" || true)
 	if [ -n "$bad" ]; then
 		echo "$tag: connections not over $mod ($cls):"
 		printf '%s\n' "$bad"
