@@ -62,7 +62,11 @@
 	X(CP_NCCL_BUFFSIZE, "nccl_buffsize", MESH_PARAM_SIZE, "8M", 0,         \
 	  1LL << 30, "NCCL_BUFFSIZE given to NCCL when the environment "       \
 	  "leaves it unset and NCCL_NET is unset or Mesh; 0: NCCL's own "      \
-	  "default")                                                           \
+	  "default; with xdc_rtt_ms, raised to follow the WAN's "             \
+	  "bandwidth-delay product, up to nccl_buffsize_max")                   \
+	X(CP_NCCL_BUFFSIZE_MAX, "nccl_buffsize_max", MESH_PARAM_SIZE, "64M",   \
+	  1LL << 20, 1LL << 30, "Largest NCCL_BUFFSIZE the plugin gives NCCL " \
+	  "for a long WAN (xdc_rtt_ms); NCCL holds one per channel and peer")   \
 	X(CP_NCCL_CHANNELS_BY_SIZE, "nccl_channels_by_size", MESH_PARAM_LIST,  \
 	  "", 0, 0, "Channels per collective size, told to NCCL by the "       \
 	  "plugin's tuner: entries <size>:<channels>, sizes rising; a "        \

@@ -76,6 +76,7 @@ struct core_state {
 	uint64_t max_rails;
 	int connect_timeout_ms;
 	long long nccl_buffsize;	/* 0: leave NCCL's default */
+	long long nccl_buffsize_max;	/* what a long WAN raises it to */
 	struct core_tuning tuning;
 	int port_low, port_high;	/* 0, 0: any port */
 	struct core_advertise advertise;
@@ -104,6 +105,9 @@ enum core_nccl_offer {
 	CORE_NCCL_OFFER_FAILED,
 };
 enum core_nccl_offer core_offer_nccl_buffsize(const struct core_state *st);
+/* The NCCL_BUFFSIZE that offer gives: nccl_buffsize, or more for a long
+ * WAN declared in xdc_rtt_ms (core/net/offer.c). */
+long long core_nccl_buffsize(const struct core_state *st);
 
 /*
  * The core's rules (core/validate.c).  core_validate_config fills dc,

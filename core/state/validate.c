@@ -427,6 +427,7 @@ int core_validate_config(struct core_state *st)
 	st->max_rails = (uint64_t)CORE_VALUE(st, CP_MAX_RAILS)->num;
 	st->connect_timeout_ms = (int)CORE_VALUE(st, CP_CONNECT_TIMEOUT_MS)->num;
 	st->nccl_buffsize = CORE_VALUE(st, CP_NCCL_BUFFSIZE)->num;
+	st->nccl_buffsize_max = CORE_VALUE(st, CP_NCCL_BUFFSIZE_MAX)->num;
 	st->tuning.ll_max = (uint64_t)CORE_VALUE(st, CP_NCCL_LL_MAX)->num;
 	st->tuning.xdc_rtt_ms = (uint32_t)CORE_VALUE(st, CP_XDC_RTT_MS)->num;
 	st->tuning.algo_by_distance =

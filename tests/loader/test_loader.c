@@ -389,9 +389,10 @@ static void check_nccl_offer(const struct tmp_files *t, const char *conf_extra,
 }
 
 /*
- * nccl_buffsize reaches NCCL as NCCL_BUFFSIZE (8 MiB by default), never
- * over a value the user set, never for a job that asked NCCL for another
- * network, and not at all when it is 0.
+ * nccl_buffsize reaches NCCL as NCCL_BUFFSIZE (8 MiB by default, more for
+ * a long WAN declared in xdc_rtt_ms), never over a value the user set,
+ * never for a job that asked NCCL for another network, and not at all
+ * when it is 0.
  */
 static void test_nccl_env(const struct tmp_files *t)
 {
@@ -406,6 +407,21 @@ static void test_nccl_env(const struct tmp_files *t)
 			 NULL);
 	check_nccl_offer(t, "nccl_buffsize = 0;\n", NULL, NULL,
 			 CORE_NCCL_OFFER_OFF, NULL);
+	/* a declared long WAN: the power of two past half the product of
+	 * the fastest rail (good's level 10: 10 Gbit/s), up to the limit */
+	check_nccl_offer(t, "xdc_rtt_ms = 50;\ngood: { level = 10; };\n",
+			 NULL, NULL, CORE_NCCL_OFFER_SET, "33554432");
+	check_nccl_offer(t, "xdc_rtt_ms = 1;\n", NULL, NULL,
+			 CORE_NCCL_OFFER_SET, "8388608");
+	check_nccl_offer(t, "xdc_rtt_ms = 200;\ngood: { level = 10; };\n",
+			 NULL, NULL, CORE_NCCL_OFFER_SET, "67108864");
+	check_nccl_offer(t, "xdc_rtt_ms = 200;\nnccl_buffsize_max = \"24M\";\n"
+			 "good: { level = 10; };\n", NULL, NULL,
+			 CORE_NCCL_OFFER_SET, "25165824");
+	check_nccl_offer(t, "xdc_rtt_ms = 50;\nnccl_buffsize = 0;\n", NULL,
+			 NULL, CORE_NCCL_OFFER_OFF, NULL);
+	check_nccl_offer(t, "xdc_rtt_ms = 50;\n", NULL, "2097152",
+			 CORE_NCCL_OFFER_USER_SET, "2097152");
 	unsetenv("NCCL_BUFFSIZE");
 	unsetenv("NCCL_NET");
 }
