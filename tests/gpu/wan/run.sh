@@ -12,7 +12,8 @@
 #            [--fault KIND[@T[:D]]]... [--faults] [--strict-conntrack]
 #            [--outage-ms N] [--timeout S] [--out DIR] [--tools DIR]
 #            [--carried-tools] [--rtt MS] [--loss PCT] [--line-queues N]
-#            [--gpus N] [--no-mps] [--no-gpu] [--debug]
+#            [--line-cpus LIST] [--rank-cpus LIST] [--gpus N] [--no-mps]
+#            [--no-gpu] [--debug]
 
 set -u -o pipefail
 
@@ -60,6 +61,10 @@ usage() {
   --loss PCT         with --rtt: each line loses PCT percent of the packets
                      on the wire (default 0)
   --line-queues N    with --rtt: queues (threads) of each line (default 4)
+  --line-cpus LIST   with --rtt: the lines run on these CPUs only (taskset
+                     syntax, 12-15); their writes carry the kernel's
+                     forwarding, so on a busy host they fall behind
+  --rank-cpus LIST   the ranks (and meshperf) run on these CPUs only
   --gpus N           GPUs, rank r on cuda:(r % N) (default: all visible)
   --no-mps           do not start CUDA MPS
   --no-gpu           meshperf pairs across the DCs instead of the GPU job:
@@ -95,6 +100,8 @@ debug=0
 rtt_ms=0
 loss=0
 line_queues=4
+line_cpus=
+rank_cpus=
 positional=0
 
 while [ $# -gt 0 ]; do
@@ -120,6 +127,8 @@ while [ $# -gt 0 ]; do
 	--rtt) rtt_ms=${2:?--rtt needs a value}; shift ;;
 	--loss) loss=${2:?--loss needs a value}; shift ;;
 	--line-queues) line_queues=${2:?--line-queues needs a value}; shift ;;
+	--line-cpus) line_cpus=${2:?--line-cpus needs a value}; shift ;;
+	--rank-cpus) rank_cpus=${2:?--rank-cpus needs a value}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	-*) usage >&2; die "unknown option $1" ;;
 	*)
@@ -146,6 +155,10 @@ done
 	*[!0-9]*) die "--outage-ms must be a number" ;;
 esac
 [[ $loss =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--loss must be a percentage"
+[[ $line_cpus$rank_cpus =~ ^[0-9,-]*$ ]] ||
+	die "--line-cpus and --rank-cpus take CPU lists (0-3,8)"
+# a list from the command line: the ranks' (or meshperf's) CPUs
+pin=(${rank_cpus:+taskset -c "$rank_cpus"})
 
 # parse_fault SPEC: "KIND T D" (D 0 where it has none), or dies.
 parse_fault() {
@@ -204,6 +217,7 @@ fi
 WAN_RTT_MS=$rtt_ms
 WAN_LOSS=$loss
 WAN_DL_QUEUES=$line_queues
+WAN_DL_CPUS=$line_cpus
 WAN_RATE=$rate
 wan_rate_bits "$rate" >/dev/null || die "--rate: bad rate '$rate'"
 wan_tools "${tools:-$build/wan-tools}" "$carried"
@@ -433,7 +447,7 @@ job() {
 	      --log-dir "$out/logs-$name" --loop-mark "$mark_file")
 	[ $debug -eq 1 ] && args+=(--debug)
 	env "$@" NCCL_IB_DISABLE=1 NCCL_NET_PLUGIN_REF_COUNT=1 \
-		timeout -k 10 $((timeout_s + 60)) \
+		timeout -k 10 $((timeout_s + 60)) "${pin[@]}" \
 		python3 "$here/wan.py" "${args[@]}" 2>&1 | tee "$out/$name.log"
 }
 
@@ -450,14 +464,14 @@ probe() {
 		cli=${pair#*:}
 		wan_spawn "$srv" "$out/$name-$srv.log" env "$@" \
 			NCCL_MESH_HOSTNAME="$srv" NCCL_DEBUG=INFO \
-			"$meshperf" --server --bind "${WAN_MG[$srv]}" \
+			"${pin[@]}" "$meshperf" --server --bind "${WAN_MG[$srv]}" \
 			--port $((18515 + k)) --plugin "$plugin" --json --verbose
 		pids+=("$WAN_LAST_PID")
 		wan_wait_listen "$srv" $((18515 + k)) 10 ||
 			wan_die "meshperf in $srv does not listen"
 		wan_spawn "$cli" "$out/$name-$cli.log" env "$@" \
 			NCCL_MESH_HOSTNAME="$cli" NCCL_DEBUG=INFO \
-			"$meshperf" --client "${WAN_MG[$srv]}" \
+			"${pin[@]}" "$meshperf" --client "${WAN_MG[$srv]}" \
 			--port $((18515 + k)) --plugin "$plugin" --json --verbose \
 			--timeout "$timeout_s" --sizes 0,4K,1M,8M \
 			--budget "$((duration * 50))M" --mem 64M --lat-max 4K

@@ -56,6 +56,7 @@ WAN_RELAY_PORT=29400
 WAN_RTT_MS=${WAN_RTT_MS:-0}	# the delay lines' round trip; 0: none
 WAN_LOSS=${WAN_LOSS:-0}		# percent of packets each line loses
 WAN_DL_QUEUES=${WAN_DL_QUEUES:-4}	# queues (threads) of each line
+WAN_DL_CPUS=${WAN_DL_CPUS:-}		# the lines' CPUs (taskset), or any
 WAN_DELAYLINE=			# its program (BUILD/tools/delayline/delayline)
 WAN_DL=0			# 1 once the lines run
 declare -gA WAN_DL_PID=()
@@ -427,7 +428,8 @@ wan_delayline() {
 	limit=$((bits * WAN_RTT_MS / 8 / 1000 + (64 << 20)))
 	for r in ra rb; do
 		log=$out/delayline-$r.log
-		wan_spawn "$r" "$log" "$WAN_DELAYLINE" --dev dl0 \
+		wan_spawn "$r" "$log" ${WAN_DL_CPUS:+taskset -c "$WAN_DL_CPUS"} \
+			"$WAN_DELAYLINE" --dev dl0 \
 			--queues "$WAN_DL_QUEUES" --delay "${half_us}us" \
 			--loss "$WAN_LOSS" --limit "$limit" --realtime \
 			--mtu "$(nsx "$r" ip -o link show dev wan |
