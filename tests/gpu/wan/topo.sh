@@ -112,10 +112,10 @@ wan_x() {
 
 	shift
 	if [ -n "${WAN_CARRIED[$t]:-}" ]; then
-		"$WAN_TOOLS/ld.so" --library-path "$WAN_TOOLS/lib" \
-			"$WAN_TOOLS/bin/$t" "$@"
+		${WAN_NSX_EXEC:+exec} "$WAN_TOOLS/ld.so" --library-path \
+			"$WAN_TOOLS/lib" "$WAN_TOOLS/bin/$t" "$@"
 	else
-		"$t" "$@"
+		${WAN_NSX_EXEC:+exec} "$t" "$@"
 	fi
 }
 
@@ -140,7 +140,7 @@ nsx() {
 			"$WAN_TOOLS/bin/$t" "$@"
 	fi
 	if [ "$WAN_NSENTER" -eq 1 ]; then
-		nsenter --net="$(ns_path "$n")" "$@"
+		${WAN_NSX_EXEC:+exec} nsenter --net="$(ns_path "$n")" "$@"
 	else
 		wan_x ip netns exec "$(ns "$n")" "$@"
 	fi
@@ -157,7 +157,10 @@ wan_spawn() {
 	local n=$1 log=$2
 
 	shift 2
-	nsx "$n" "$@" >"$log" 2>&1 &
+	# the background shell becomes CMD (nsenter and ip netns exec exec
+	# it too), so that WAN_LAST_PID is CMD's own: a TERM sent there stops
+	# it, not a shell that would leave it running
+	WAN_NSX_EXEC=1 nsx "$n" "$@" >"$log" 2>&1 &
 	WAN_LAST_PID=$!
 	WAN_PIDS+=("$WAN_LAST_PID")
 }

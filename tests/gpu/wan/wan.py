@@ -177,6 +177,8 @@ def conns(lines):
 # DCs ("a", "b") with a rank that sent across: a ring crosses from one rank
 # of each DC only, NCCL's tree from more, so each DC needs one, not each rank.
 CROSSED = set()
+# The DCs of which a rank sent across through its gateway.
+RELAYED = set()
 
 
 def cross_sends(host, lines):
@@ -222,8 +224,11 @@ def check_gateway(host, lines, _ext_b):
     vias = [m.group(1) for l in lines for m in [RELAY_SEND_RE.search(l)]
             if m]
     fails = []
-    if not vias:
-        fails.append("%s: no relayed send comm" % host)
+    if vias:
+        RELAYED.add(host[0])
+    else:
+        log("%s: no relayed send comm (NCCL's algorithm crosses from other "
+            "ranks)" % host)
     fails += ["%s: relayed via %s, not %s" % (host, v, gw)
               for v in vias if v != gw]
     fails += ["%s: a tcp-xdc connection crossed by itself: %s -> %s" %
@@ -269,6 +274,9 @@ def check_paths(args, hosts, logs):
     if {"nat", "routed"} & set(args.expect):
         fails += ["DC %s: no rank sent across by tcp-xdc" % dc.upper()
                   for dc in "ab" if dc not in CROSSED]
+    if "gateway" in args.expect:
+        fails += ["DC %s: no rank sent across through its gateway" %
+                  dc.upper() for dc in "ab" if dc not in RELAYED]
     return fails
 
 
