@@ -75,8 +75,6 @@ struct tcp_xdc_ctx {
 
 /* ---- data path ---- */
 
-struct tcp_xdc_worker;
-
 /* Progress of a send stream, as the dead-peer check last saw it. */
 struct tcp_xdc_stall {
 	uint64_t tx;			/* bytes written */
@@ -228,9 +226,10 @@ struct tcp_xdc_stream {
 /* The streams of one comm that one pool thread serves. */
 struct tcp_xdc_lane {
 	struct tcp_xdc_comm *comm;
-	/* set once at attach and kept: a thread failing the comm may still
-	 * wake it while another detaches the lane */
-	struct tcp_xdc_worker *worker;
+	/* its pool thread, set once at attach and kept: a thread failing
+	 * the comm may still wake it while another detaches the lane */
+	unsigned int worker;		/* the thread's index in the pool */
+	int wake_fd;			/* its eventfd; -1: none yet */
 	bool attached;			/* in its thread's lane list */
 	int nstreams;
 	struct tcp_xdc_stream **streams;

@@ -43,12 +43,26 @@ uint64_t xdc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Only fails when the counter is saturated: a wakeup is pending. */
+void xdc_efd_wake(int efd)
+{
+	uint64_t one = 1;
+
+	if (write(efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		MESH_INFO("eventfd write: %s", strerror(errno));
+}
+
+void xdc_lane_wake(struct tcp_xdc_lane *l)
+{
+	xdc_efd_wake(l->wake_fd);
+}
+
 /* ---- failure ---- */
 
 static void lanes_wake_all(struct tcp_xdc_comm *comm)
 {
 	for (int i = 0; i < comm->nlanes; i++)
-		if (comm->lanes[i].worker)
+		if (comm->lanes[i].wake_fd >= 0)
 			xdc_lane_wake(&comm->lanes[i]);
 }
 
@@ -523,6 +537,7 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 
 		l->comm = comm;
+		l->wake_fd = -1;
 		atomic_init(&l->wait_seq, NO_WAIT);
 		l->streams = calloc((size_t)(nstreams + nlanes - 1) /
 				    (size_t)nlanes, sizeof(*l->streams));

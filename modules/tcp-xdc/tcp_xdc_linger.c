@@ -265,14 +265,6 @@ static struct tcp_xdc_linger *linger_start(struct tcp_xdc_ctx *ctx)
 	return l;
 }
 
-static void linger_wake(struct tcp_xdc_linger *l)
-{
-	uint64_t one = 1;
-
-	if (write(l->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		MESH_INFO("eventfd write: %s", strerror(errno));
-}
-
 /* The thread, started with the first close that needs it; NULL when it
  * cannot start or the module is finishing. */
 static struct tcp_xdc_linger *linger_get(struct tcp_xdc_ctx *ctx)
@@ -310,7 +302,7 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (!ret)
-		linger_wake(l);
+		xdc_efd_wake(l->efd);
 	return ret;
 }
 
@@ -329,7 +321,7 @@ int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
 		l->comms_pending[l->ncomms_pending++] = comm;
 	pthread_mutex_unlock(&l->lock);
 	if (!ret)
-		linger_wake(l);
+		xdc_efd_wake(l->efd);
 	return ret;
 }
 
@@ -345,7 +337,7 @@ void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx)
 	l->stop = true;
 	l->deadline_ns = xdc_now_ns() + (uint64_t)wait_ms * 1000000ULL;
 	pthread_mutex_unlock(&l->lock);
-	linger_wake(l);
+	xdc_efd_wake(l->efd);
 	pthread_join(l->tid, NULL);
 	pthread_mutex_destroy(&l->lock);
 	close(l->efd);

@@ -48,6 +48,8 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm);
  * context to it (tcp_xdc_ctx_free). */
 bool xdc_pool_detach(struct tcp_xdc_comm *comm);
 int xdc_pool_workers(const struct tcp_xdc_ctx *ctx);
+/* Wakes the thread that sleeps on eventfd efd (a lane's, the linger's). */
+void xdc_efd_wake(int efd);
 void xdc_lane_wake(struct tcp_xdc_lane *l);
 
 /* Takes the stream if nobody holds it; never waits. */

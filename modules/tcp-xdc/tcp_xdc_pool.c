@@ -86,16 +86,7 @@ int tcp_xdc_pool_size(int threads)
 
 static void worker_wake(struct tcp_xdc_worker *w)
 {
-	uint64_t one = 1;
-
-	/* Only fails when the counter is saturated: a wakeup is pending. */
-	if (write(w->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		MESH_INFO("eventfd write: %s", strerror(errno));
-}
-
-void xdc_lane_wake(struct tcp_xdc_lane *l)
-{
-	worker_wake(l->worker);
+	xdc_efd_wake(w->efd);
 }
 
 /* Takes a fresh copy of the lane list; false when out of memory. */
@@ -307,9 +298,10 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 		struct tcp_xdc_lane *l = &comm->lanes[i];
 		int ret;
 
-		l->worker = &pool->workers[(first + (unsigned int)i) %
-					   (unsigned int)pool->nworkers];
-		ret = worker_add(l->worker, l);
+		l->worker = (first + (unsigned int)i) %
+			    (unsigned int)pool->nworkers;
+		l->wake_fd = pool->workers[l->worker].efd;
+		ret = worker_add(&pool->workers[l->worker], l);
 		l->attached = !ret;
 		if (ret) {
 			MESH_WARN("%s comm %u: out of memory for a lane",
@@ -330,8 +322,8 @@ bool xdc_pool_detach(struct tcp_xdc_comm *comm)
 
 		if (!l->attached)
 			continue;
-		pool = l->worker->pool;
-		worker_remove(l->worker, l);
+		pool = comm->ctx->pool;
+		worker_remove(&pool->workers[l->worker], l);
 		l->attached = false;
 	}
 	return pool && atomic_fetch_sub(&pool->ncomms, 1) == 1 &&
