@@ -373,10 +373,6 @@ int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
 int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 		  int *tags, void **mhandles, void **request);
 int tcp_xdc_close_send(void *send_comm);
-/* The linger thread: a closing send comm whose peer has everything, or
- * that failed, or that ran out of time (expired), is closed as any
- * other: true once it is gone. */
-bool tcp_xdc_close_step(struct tcp_xdc_comm *comm, bool expired);
 int tcp_xdc_close_recv(void *recv_comm);
 int tcp_xdc_describe(void *comm, struct mesh_conn_info *info);
 int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
@@ -394,9 +390,14 @@ void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx);
 /* tcp_xdc_linger.c */
 int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 		       const int *fds, int n);
-/* A closing comm (tcp_xdc_close_step finishes it); 0 or -ENOMEM. */
+/* The step of a closing comm that the linger thread takes until it is
+ * gone (true; expired: fini's wait ran out).  The comm's owner hands it
+ * over with the comm: this thread knows no more of comms. */
+typedef bool tcp_xdc_close_fn(struct tcp_xdc_comm *comm, bool expired);
+/* A closing comm, with the step that finishes it; 0 or -ENOMEM. */
 int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
-			    struct tcp_xdc_comm *comm);
+			    struct tcp_xdc_comm *comm,
+			    tcp_xdc_close_fn *close_step);
 void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
 
 /* tcp_xdc_stall.c */

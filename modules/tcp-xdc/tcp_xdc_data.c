@@ -779,6 +779,36 @@ static bool send_acked(struct tcp_xdc_comm *comm)
 	return true;
 }
 
+static void send_close(struct tcp_xdc_comm *comm)
+{
+	lanes_stop(comm);
+	send_close_streams(comm);
+	comm_destroy(comm);
+}
+
+/*
+ * The linger thread's step of a closing send comm (close_later): closed
+ * as any other once its peer has everything, it failed, or fini's wait
+ * ran out (expired); true once it is gone.
+ */
+static bool close_step(struct tcp_xdc_comm *comm, bool expired)
+{
+	int err = atomic_load(&comm->error);
+
+	if (!err && !expired && !send_acked(comm))
+		return false;
+	/* no test() sees the failure of a comm NCCL closed: said here, at
+	 * INFO, as the receiver sees for itself what it did not get */
+	if (err)
+		MESH_INFO("send comm %u to %s, closed: failed with copies of completed sends unacknowledged (%s)",
+			  comm->id, comm->peer, comm->errmsg);
+	else if (expired)
+		MESH_INFO("send comm %u to %s, closed: unloading, dropping copies of completed sends the peer has not acknowledged",
+			  comm->id, comm->peer);
+	send_close(comm);
+	return true;
+}
+
 /*
  * A completed send arrives whatever the sender does next.  Resuming, it
  * may have completed as a copy the peer has not acknowledged, which a
@@ -798,14 +828,7 @@ static bool close_later(struct tcp_xdc_comm *comm)
 	/* the linger thread may finish it at once: no touch after this */
 	MESH_INFO("send comm %u to %s: closed with about %llu KiB of completed sends not yet acknowledged: kept until the peer has them",
 		  comm->id, comm->peer, (unsigned long long)(kept >> 10));
-	return !tcp_xdc_linger_add_comm(comm->ctx, comm);
-}
-
-static void send_close(struct tcp_xdc_comm *comm)
-{
-	lanes_stop(comm);
-	send_close_streams(comm);
-	comm_destroy(comm);
+	return !tcp_xdc_linger_add_comm(comm->ctx, comm, close_step);
 }
 
 int tcp_xdc_close_send(void *send_comm)
@@ -815,24 +838,6 @@ int tcp_xdc_close_send(void *send_comm)
 	if (comm && !close_later(comm))
 		send_close(comm);
 	return 0;
-}
-
-bool tcp_xdc_close_step(struct tcp_xdc_comm *comm, bool expired)
-{
-	int err = atomic_load(&comm->error);
-
-	if (!err && !expired && !send_acked(comm))
-		return false;
-	/* no test() sees the failure of a comm NCCL closed: said here, at
-	 * INFO, as the receiver sees for itself what it did not get */
-	if (err)
-		MESH_INFO("send comm %u to %s, closed: failed with copies of completed sends unacknowledged (%s)",
-			  comm->id, comm->peer, comm->errmsg);
-	else if (expired)
-		MESH_INFO("send comm %u to %s, closed: unloading, dropping copies of completed sends the peer has not acknowledged",
-			  comm->id, comm->peer);
-	send_close(comm);
-	return true;
 }
 
 int tcp_xdc_close_recv(void *recv_comm)

@@ -13,7 +13,7 @@
  * A resuming comm whose completed sends are still copies the peer has not
  * acknowledged comes here whole (closing): the pool drives it on, dialing
  * its streams anew through an outage, and this thread finishes its close
- * (tcp_xdc_close_step) once the peer has everything, the comm failed, or
+ * (the step its owner handed over) once the peer has everything, the comm failed, or
  * fini's wait ran out.  fini() waits for both at most timeout_ms (30 s
  * when 0), then closes what is left.
  */
@@ -42,6 +42,12 @@ struct linger_fd {
 	char peer[64];
 };
 
+/* A closing comm and the step that finishes its close. */
+struct linger_comm {
+	struct tcp_xdc_comm *comm;
+	tcp_xdc_close_fn *close_step;
+};
+
 struct tcp_xdc_linger {
 	pthread_t tid;
 	int efd;
@@ -51,14 +57,14 @@ struct tcp_xdc_linger {
 	 * thread */
 	struct linger_fd *pending;
 	int npending, cap_pending;
-	struct tcp_xdc_comm **comms_pending;
+	struct linger_comm *comms_pending;
 	int ncomms_pending, cap_comms_pending;
 	bool stop;
 	uint64_t deadline_ns;
 	/* the thread's own */
 	struct linger_fd *active;
 	int nactive, cap_active;
-	struct tcp_xdc_comm **comms;
+	struct linger_comm *comms;
 	int ncomms, cap_comms;
 };
 
@@ -145,7 +151,9 @@ static bool linger_pass(struct tcp_xdc_linger *l, bool expired)
 
 	/* first the comms: a finished one hands its streams on, below */
 	for (int i = 0; i < l->ncomms;) {
-		if (!tcp_xdc_close_step(l->comms[i], expired)) {
+		struct linger_comm *c = &l->comms[i];
+
+		if (!c->close_step(c->comm, expired)) {
 			i++;
 			continue;
 		}
@@ -307,7 +315,8 @@ int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
 }
 
 int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
-			    struct tcp_xdc_comm *comm)
+			    struct tcp_xdc_comm *comm,
+			    tcp_xdc_close_fn *close_step)
 {
 	struct tcp_xdc_linger *l = linger_get(ctx);
 	int ret;
@@ -318,7 +327,8 @@ int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
 	ret = grow(&l->comms_pending, &l->cap_comms_pending,
 		   l->ncomms_pending + 1, sizeof(*l->comms_pending));
 	if (!ret)
-		l->comms_pending[l->ncomms_pending++] = comm;
+		l->comms_pending[l->ncomms_pending++] =
+			(struct linger_comm){ comm, close_step };
 	pthread_mutex_unlock(&l->lock);
 	if (!ret)
 		xdc_efd_wake(l->efd);
