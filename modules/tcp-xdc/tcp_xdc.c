@@ -9,18 +9,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tcp_xdc.h"
+#include "tcp_xdc_conn.h"
 #include "tcp_xdc_crypt.h"
+#include "tcp_xdc_data.h"
+#include "tcp_xdc_linger.h"
+#include "tcp_xdc_pool.h"
 #include "tcp_xdc_window.h"
 
-/* NCCL's Socket transport assumes this when sysfs has no speed. */
-#define TCP_XDC_DEFAULT_SPEED_MBPS 10000
 /* streams auto: at least this many; more where the path needs them */
 #define TCP_XDC_STREAMS_AUTO 8
 /* memory_max is at most this part of the host's memory */
 #define TCP_XDC_MEMORY_SHARE 4
-
-const struct mesh_host *tcp_xdc_host;
 
 static const struct mesh_param tcp_xdc_params[] = {
 	{ "ifname", MESH_PARAM_STR, "", 0, 0,
@@ -272,30 +271,12 @@ static void tcp_xdc_fini(void *mctx)
 		tcp_xdc_ctx_free(ctx);
 }
 
-void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx)
-{
-	tcp_xdc_pool_free(ctx);
-	pthread_mutex_destroy(&ctx->linger_lock);
-	free(ctx->devs);
-	free(ctx);
-}
-
 static int tcp_xdc_devices(void *mctx, int *ndev)
 {
 	struct tcp_xdc_ctx *ctx = mctx;
 
 	*ndev = ctx->ndevs;
 	return 0;
-}
-
-int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev)
-{
-	const struct util_netif *nif = &ctx->devs[dev];
-
-	if (ctx->speed_mbps > 0)
-		return ctx->speed_mbps;
-	return nif->speed_mbps > 0 ? nif->speed_mbps :
-				     TCP_XDC_DEFAULT_SPEED_MBPS;
 }
 
 static int tcp_xdc_get_properties(void *mctx, int dev,

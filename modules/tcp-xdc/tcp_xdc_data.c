@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc data path: failures, requests and the life of a connection.
+ * tcp-xdc data path: requests and the life of a connection.
  *
  * A message is cut into chunks; each chunk travels on one stream as a header
  * followed by its payload.  Pool threads (tcp_xdc_pool.c) claim chunks for
@@ -17,89 +17,31 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tcp_xdc_crypt.h"
-#include "tcp_xdc_path.h"
+#include "tcp_xdc_data.h"
+#include "tcp_xdc_linger.h"
+#include "tcp_xdc_pool.h"
+#include "tcp_xdc_recv.h"
 #include "tcp_xdc_resume.h"
+#include "tcp_xdc_send.h"
+#include "tcp_xdc_stall.h"
+#include "tcp_xdc_stream.h"
 #include "tcp_xdc_window.h"
 
-const char *xdc_comm_kind(const struct tcp_xdc_comm *comm)
-{
-	return comm->is_send ? "send" : "recv";
-}
-
-uint64_t xdc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* Only fails when the counter is saturated: a wakeup is pending. */
-void xdc_efd_wake(int efd)
-{
-	uint64_t one = 1;
-
-	if (write(efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		MESH_INFO("eventfd write: %s", strerror(errno));
-}
-
-void xdc_lane_wake(struct tcp_xdc_lane *l)
-{
-	xdc_efd_wake(l->wake_fd);
-}
-
-/* ---- failure ---- */
-
-static void lanes_wake_all(struct tcp_xdc_comm *comm)
-{
-	for (int i = 0; i < comm->nlanes; i++)
-		if (comm->lanes[i].wake_fd >= 0)
-			xdc_lane_wake(&comm->lanes[i]);
-}
-
-/*
- * Records the first failure of a comm.  It becomes a WARN when a request
- * observes it (xdc_comm_error): a peer that closes an idle connection at the end
- * of a job is no error.  The sockets are shut down so the peer notices too.
- */
-int xdc_comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
-{
-	int expected = TCP_XDC_HEALTHY;
-	char what[160];
-	va_list ap;
-
-	if (!atomic_compare_exchange_strong(&comm->fail_state, &expected,
-					    TCP_XDC_FAILED))
-		return err;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	snprintf(comm->errmsg, sizeof(comm->errmsg), "%s comm %u %s %s: %s",
-		 xdc_comm_kind(comm), comm->id, comm->is_send ? "to" : "from",
-		 comm->peer, what);
-	atomic_store_explicit(&comm->error, err, memory_order_release);
-	MESH_INFO("%s", comm->errmsg);
-	for (int i = 0; i < comm->nstreams; i++)
-		shutdown(comm->streams[i].fd, SHUT_RDWR);
-	lanes_wake_all(comm);
-	return err;
-}
+/* ---- requests (proxy thread) ---- */
 
 /*
  * The comm's failure, WARNed the first time a request runs into it.  A
- * leg's stays the INFO line above: the module it serves decides whether
- * it is fatal and says so (module.h 1.10).
+ * leg's stays the INFO line of xdc_comm_fail: the module it serves
+ * decides whether it is fatal and says so (module.h 1.10).
  */
-int xdc_comm_error(struct tcp_xdc_comm *comm)
+static int comm_error(struct tcp_xdc_comm *comm)
 {
 	int err = atomic_load_explicit(&comm->error, memory_order_acquire);
 	int expected = TCP_XDC_FAILED;
@@ -110,75 +52,6 @@ int xdc_comm_error(struct tcp_xdc_comm *comm)
 		MESH_WARN("%s", comm->errmsg);
 	return err;
 }
-
-int xdc_stream_fail(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
-		       int err, const char *what)
-{
-	s->state = TCP_XDC_DEAD;
-	if (s->req)
-		return xdc_comm_fail(comm, err, "stream %d/%d: %s (message %llu)",
-				 s->index, comm->nstreams, what,
-				 (unsigned long long)s->seq);
-	return xdc_comm_fail(comm, err, "stream %d/%d: %s", s->index,
-			 comm->nstreams, what);
-}
-
-/*
- * A socket error in words.  TCP reports a stream that went unacknowledged
- * for timeout_ms as ETIMEDOUT, or as the last ICMP error it saw on the way
- * (no route, unreachable), so both say how long it waited.
- */
-int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
-			       struct tcp_xdc_stream *s, int err)
-{
-	char what[128];
-
-	switch (err) {
-	case EPIPE:
-		snprintf(what, sizeof(what), "connection closed by peer");
-		break;
-	case ECONNRESET:
-		snprintf(what, sizeof(what), "connection reset by peer");
-		break;
-	case ETIMEDOUT:
-		snprintf(what, sizeof(what),
-			 "timed out after %d ms without an acknowledgement (link down or peer gone)",
-			 comm->timeout_ms);
-		break;
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case EHOSTDOWN:
-	case ENETDOWN:
-		snprintf(what, sizeof(what), "%s, gave up after %d ms",
-			 strerror(err), comm->timeout_ms);
-		break;
-	default:
-		snprintf(what, sizeof(what), "%s", strerror(err));
-		break;
-	}
-	/* resuming: a fault of the path is an outage, not a failure */
-	return xdc_stream_break(comm, s, err, what);
-}
-
-/* The pending error of a socket that poll flagged with POLLERR. */
-int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
-				struct tcp_xdc_stream *s)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || !err)
-		err = ECONNRESET;
-	return xdc_stream_syscall_fail(comm, s, err);
-}
-
-bool xdc_comm_stopped(struct tcp_xdc_comm *comm)
-{
-	return atomic_load_explicit(&comm->stop, memory_order_acquire) ||
-	       atomic_load_explicit(&comm->error, memory_order_relaxed);
-}
-
-/* ---- requests (proxy thread) ---- */
 
 static bool req_finished(struct tcp_xdc_req *req, size_t *size)
 {
@@ -223,7 +96,7 @@ static int peer_closed(struct tcp_xdc_req *req)
 			  how, (unsigned long long)req->seq,
 			  (unsigned long long)atomic_load(&req->bytes_done),
 			  (unsigned long long)total);
-	return xdc_comm_error(comm);
+	return comm_error(comm);
 }
 
 /*
@@ -270,7 +143,7 @@ static int req_test(void *request, int *done, int *sizes)
 				*sizes = (int)size;
 			return 0;
 		}
-		err = xdc_comm_error(comm);
+		err = comm_error(comm);
 		if (err || closed)
 			return err ? err : peer_closed(req);
 		/* Once all ended, look at the request again: its last
@@ -566,32 +439,6 @@ static int fds_nonblocking(struct tcp_xdc_comm *comm)
 		}
 	}
 	return 0;
-}
-
-/* Keys every stream of an encrypted comm: one key per stream. */
-int xdc_crypt_new(const struct tcp_xdc_comm *comm, int index,
-		  const uint8_t *secret, size_t secret_len,
-		  uint32_t record_size, struct tcp_xdc_crypt **out)
-{
-	struct tcp_xdc_crypt *c = calloc(1, sizeof(*c));
-	int ret = c ? tcp_xdc_crypt_init(c, secret, secret_len, comm->is_send,
-					 index, record_size,
-					 comm->ctx->aead_lib) : -ENOMEM;
-
-	if (ret) {
-		free(c);
-		return ret;
-	}
-	*out = c;
-	return 0;
-}
-
-void xdc_crypt_free(struct tcp_xdc_crypt **c)
-{
-	if (*c)
-		tcp_xdc_crypt_fini(*c);
-	free(*c);
-	*c = NULL;
 }
 
 static int crypt_start(struct tcp_xdc_comm *comm, const uint8_t *secret,

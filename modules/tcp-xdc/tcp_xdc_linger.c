@@ -30,7 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tcp_xdc_path.h"
+#include "tcp_xdc_linger.h"
+#include "tcp_xdc_stall.h"
 
 #define LINGER_MIN_POLL_MS 1
 #define LINGER_MAX_POLL_MS 100

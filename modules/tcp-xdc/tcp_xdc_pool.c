@@ -22,7 +22,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "tcp_xdc_path.h"
+#include "tcp_xdc_pool.h"
+#include "tcp_xdc_recv.h"
+#include "tcp_xdc_send.h"
 
 struct tcp_xdc_worker {
 	struct tcp_xdc_pool *pool;
@@ -431,6 +433,13 @@ out:
 	return ret;
 }
 
+static void pool_release(struct tcp_xdc_ctx *ctx)
+{
+	if (ctx->pool)
+		pool_free(ctx->pool);
+	ctx->pool = NULL;
+}
+
 /*
  * NCCL closes its comms before it finalizes the plugin.  Should one still
  * be open, the threads stop but the pool stays, so that closing the comm
@@ -449,13 +458,16 @@ int tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx)
 		MESH_INFO("%d connections still open at finalize: their data threads stopped, their state stays until they close",
 			  open);
 	else
-		tcp_xdc_pool_free(ctx);
+		pool_release(ctx);
 	return open;
 }
 
-void tcp_xdc_pool_free(struct tcp_xdc_ctx *ctx)
+/* The module's context, once fini and the last comm open at fini (whose
+ * detach says so) are done with it. */
+void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx)
 {
-	if (ctx->pool)
-		pool_free(ctx->pool);
-	ctx->pool = NULL;
+	pool_release(ctx);
+	pthread_mutex_destroy(&ctx->linger_lock);
+	free(ctx->devs);
+	free(ctx);
 }

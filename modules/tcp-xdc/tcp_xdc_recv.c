@@ -14,8 +14,9 @@
 
 #include "tcp_xdc_ahead.h"
 #include "tcp_xdc_crypt.h"
-#include "tcp_xdc_path.h"
+#include "tcp_xdc_recv.h"
 #include "tcp_xdc_resume.h"
+#include "tcp_xdc_stall.h"
 
 static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {

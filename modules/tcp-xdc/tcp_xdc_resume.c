@@ -33,8 +33,9 @@
 #include <unistd.h>
 
 #include "tcp_xdc_crypt.h"
-#include "tcp_xdc_path.h"
 #include "tcp_xdc_resume.h"
+#include "tcp_xdc_stream.h"
+#include "tcp_xdc_window.h"
 
 /* A broken send stream's dial, and a receiver's look for new sockets,
  * while streams are out; a receiver also looks this often when none is
@@ -177,6 +178,55 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	if (comm->is_send)
 		s->sent_next = s->sent_head;
 	return 0;
+}
+
+/*
+ * A socket error in words.  TCP reports a stream that went unacknowledged
+ * for timeout_ms as ETIMEDOUT, or as the last ICMP error it saw on the way
+ * (no route, unreachable), so both say how long it waited.
+ */
+int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, int err)
+{
+	char what[128];
+
+	switch (err) {
+	case EPIPE:
+		snprintf(what, sizeof(what), "connection closed by peer");
+		break;
+	case ECONNRESET:
+		snprintf(what, sizeof(what), "connection reset by peer");
+		break;
+	case ETIMEDOUT:
+		snprintf(what, sizeof(what),
+			 "timed out after %d ms without an acknowledgement (link down or peer gone)",
+			 comm->timeout_ms);
+		break;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+		snprintf(what, sizeof(what), "%s, gave up after %d ms",
+			 strerror(err), comm->timeout_ms);
+		break;
+	default:
+		snprintf(what, sizeof(what), "%s", strerror(err));
+		break;
+	}
+	/* resuming: a fault of the path is an outage, not a failure */
+	return xdc_stream_break(comm, s, err, what);
+}
+
+/* The pending error of a socket that poll flagged with POLLERR. */
+int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
+			     struct tcp_xdc_stream *s)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || !err)
+		err = ECONNRESET;
+	return xdc_stream_syscall_fail(comm, s, err);
 }
 
 int xdc_outage_check(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,

@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc resuming (tcp_xdc_resume.c): streams that break and are dialed
- * anew, and the chunks a send stream keeps until they are acknowledged.
+ * tcp-xdc resuming (tcp_xdc_resume.c): a stream's faults, streams that
+ * break and are dialed anew, and the chunks a send stream keeps until
+ * they are acknowledged; above one stream's socket and the window, below
+ * the lanes.
  * Every function here runs on the thread that holds the stream, unless it
  * says otherwise.
  */
 #ifndef TCP_XDC_RESUME_H
 #define TCP_XDC_RESUME_H
 
-#include "tcp_xdc.h"
-#include "tcp_xdc_window.h"
+#include "tcp_xdc_state.h"
 
+/*
+ * A socket error err (positive errno) of s, in words, and then a break
+ * (below) or the comm's failure.
+ */
+int xdc_stream_syscall_fail(struct tcp_xdc_comm *comm,
+			    struct tcp_xdc_stream *s, int err);
+/* The same for the pending error of a socket that poll flagged POLLERR. */
+int xdc_stream_pending_error(struct tcp_xdc_comm *comm,
+			     struct tcp_xdc_stream *s);
 /*
  * A fault of s (positive errno, what: in words): with resuming on and a
  * fault of the path, the stream is out (its socket reset) and 0 comes

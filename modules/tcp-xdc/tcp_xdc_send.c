@@ -12,9 +12,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "tcp_xdc_crypt.h"
-#include "tcp_xdc_path.h"
 #include "tcp_xdc_resume.h"
+#include "tcp_xdc_send.h"
+#include "tcp_xdc_stall.h"
+#include "tcp_xdc_stream.h"
 
 /* The full message number in the cursor; it is never behind by > 2^24. */
 static uint64_t cursor_msg(uint64_t cursor, uint64_t posted)
@@ -108,31 +109,6 @@ static bool chunk_next(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		return true;
 	}
 	return chunk_claim(comm, s, NO_WAIT, proxy);
-}
-
-/*
- * Writes msg's bytes, in clear or as records; how many of them are out
- * (an encrypted stream counts only records written whole, so a chunk is
- * done only once all of it is on the socket), or -1 with errno.
- */
-ssize_t xdc_stream_send(struct tcp_xdc_stream *s, struct msghdr *msg)
-{
-	ssize_t n;
-
-	if (s->crypt) {
-		n = tcp_xdc_crypt_send(s->crypt, s->fd, msg->msg_iov,
-				       (int)msg->msg_iovlen, &s->tx_bytes);
-		if (n < 0) {
-			errno = (int)-n;
-			return -1;
-		}
-		mesh_count(&s->m_crypt_bytes, (uint64_t)n);
-		return n;
-	}
-	n = sendmsg(s->fd, msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n > 0)
-		s->tx_bytes += (uint64_t)n;
-	return n;
 }
 
 /*

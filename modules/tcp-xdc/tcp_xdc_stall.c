@@ -12,8 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-#include "tcp_xdc.h"
-#include "tcp_xdc_path.h"
+#include "tcp_xdc_stall.h"
 
 int tcp_xdc_pings_take(int fd, struct tcp_xdc_stall *st)
 {

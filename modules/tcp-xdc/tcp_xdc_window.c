@@ -27,7 +27,6 @@
 
 #include "sysctl.h"
 #include "tcp_rtt.h"
-#include "tcp_xdc_path.h"
 #include "tcp_xdc_window.h"
 
 /*
@@ -39,6 +38,8 @@
 #define KEEP_MIN_BDP (2ULL << 20)
 /* A stream whose ring the budget could not give asks again this late. */
 #define KEEP_RETRY_NS 1000000000ULL
+/* NCCL's Socket transport assumes this when sysfs has no speed. */
+#define TCP_XDC_DEFAULT_SPEED_MBPS 10000
 
 void tcp_xdc_window_init(struct tcp_xdc_ctx *ctx)
 {
@@ -47,6 +48,17 @@ void tcp_xdc_window_init(struct tcp_xdc_ctx *ctx)
 	ctx->rmem_max = util_sysctl_last("/proc/sys/net/ipv4/tcp_rmem", 6 << 20);
 	ctx->idle_restart = util_sysctl_last(
 		"/proc/sys/net/ipv4/tcp_slow_start_after_idle", 1) != 0;
+}
+
+/* The speed of device dev, as NCCL is told it and the product takes it. */
+int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev)
+{
+	const struct util_netif *nif = &ctx->devs[dev];
+
+	if (ctx->speed_mbps > 0)
+		return ctx->speed_mbps;
+	return nif->speed_mbps > 0 ? nif->speed_mbps :
+				     TCP_XDC_DEFAULT_SPEED_MBPS;
 }
 
 uint64_t tcp_xdc_bdp(int rate_mbps, uint32_t rtt_us)

@@ -7,11 +7,13 @@
 #ifndef TCP_XDC_WINDOW_H
 #define TCP_XDC_WINDOW_H
 
-#include "tcp_xdc.h"
+#include "tcp_xdc_state.h"
 
 /* The largest chunk NCCL's proxy thread copies (isend's fast path). */
 #define TCP_XDC_KEEP_PROXY_MAX (64u << 10)
 
+/* The speed of device dev, as NCCL is told it. */
+int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev);
 /* Reads the host's socket buffer maxima (our netns's tcp_wmem, tcp_rmem). */
 void tcp_xdc_window_init(struct tcp_xdc_ctx *ctx);
 /* Bytes a path of rate_mbps and rtt_us holds in flight. */

@@ -2,9 +2,15 @@
 /*
  * tcp-xdc: many TCP streams per NCCL connection, for long fat links between
  * datacenters.  Private to the module.
+ *
+ * The bottom of the module's own layers (docs/architecture.md, "Inside
+ * modules/tcp-xdc"): the module's context, a comm with its requests,
+ * streams and lanes, as every layer above shares them; the host every
+ * file logs through; a comm's failure, a stream's holding and a lane's
+ * wake-up, which any thread may need and which touch nothing above.
  */
-#ifndef TCP_XDC_H
-#define TCP_XDC_H
+#ifndef TCP_XDC_STATE_H
+#define TCP_XDC_STATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,11 +34,21 @@ extern const struct mesh_host *tcp_xdc_host;
 /* NCCL_NET_MAX_REQUESTS: NCCL never keeps more in flight per comm. */
 #define TCP_XDC_MAX_REQUESTS 32
 
+/* A message number and an offset in the send cursor (tcp_xdc_send.c). */
+#define SEQ_BITS (64 - TCP_XDC_OFFSET_BITS)
+#define SEQ_MASK ((1ULL << SEQ_BITS) - 1)
+#define OFFSET_MASK (TCP_XDC_MAX_MESSAGE - 1)
+#define TOTAL_UNKNOWN UINT64_MAX
+#define NO_WAIT UINT64_MAX
+
 /* ---- module context ---- */
 
-struct tcp_xdc_linger;
 struct tcp_xdc_crypt;
+/* The context's threads, started with the first comm that needs them:
+ * the layers above own them (tcp_xdc_pool.c, tcp_xdc_linger.c), and no
+ * file below looks into them. */
 struct tcp_xdc_pool;
+struct tcp_xdc_linger;
 
 struct tcp_xdc_ctx {
 	int ndevs;
@@ -75,7 +91,8 @@ struct tcp_xdc_ctx {
 
 /* ---- data path ---- */
 
-/* Progress of a send stream, as the dead-peer check last saw it. */
+/* Progress of a send stream, as the dead-peer check (tcp_xdc_stall.c)
+ * last saw it. */
 struct tcp_xdc_stall {
 	uint64_t tx;			/* bytes written */
 	int outq;			/* bytes not yet acknowledged */
@@ -343,73 +360,57 @@ static inline void xdc_prof_end(struct tcp_xdc_stream *s)
 	}
 }
 
-/* tcp_xdc.c: the speed of device dev, as NCCL is told it */
-int tcp_xdc_speed(const struct tcp_xdc_ctx *ctx, int dev);
+uint64_t xdc_now_ns(void);
+const char *xdc_comm_kind(const struct tcp_xdc_comm *comm);
 
-/* tcp_xdc_conn.c */
-int tcp_xdc_connect(void *mctx, int dev, struct mesh_ctrl *ctrl,
-		    void **send_comm);
-int tcp_xdc_accept(void *mctx, int dev, struct mesh_ctrl *ctrl,
-		   void **recv_comm);
-void tcp_xdc_abandon(void *mctx, struct mesh_ctrl *ctrl);
+/* Wakes the thread that sleeps on eventfd efd (a lane's, the linger's). */
+void xdc_efd_wake(int efd);
+/* Wakes the pool thread of lane l, from any thread. */
+void xdc_lane_wake(struct tcp_xdc_lane *l);
 
-/* tcp_xdc_data.c */
-/* ctrl: the control connection it was set up on (its peer, secret and
- * leg mark); record_size 0: streams in clear. */
-/* rejoin: kept for resuming (NULL: none), the comm's from here on. */
-/* traffic_class: of the streams' sockets (-1: left as is), kept for
- * those dialed anew.  rate_mbps: the device's speed, for the window. */
-int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
-		       const struct mesh_ctrl *ctrl, size_t chunk_size,
-		       int nstreams, const int *fds, uint32_t record_size,
-		       struct mesh_rejoin *rejoin, int traffic_class,
-		       int rate_mbps, struct tcp_xdc_comm **comm_out);
-/* tcp_xdc_conn.c: options of a data stream, also of one dialed anew;
- * traffic_class -1 leaves the socket's TOS as the system set it. */
-void tcp_xdc_stream_setup(const struct tcp_xdc_ctx *ctx, int fd, int index,
-			  const char *peer, bool is_send, int traffic_class);
-int tcp_xdc_isend(void *send_comm, void *data, size_t size, int tag,
-		  void *mhandle, void **request);
-int tcp_xdc_irecv(void *recv_comm, int n, void **data, size_t *sizes,
-		  int *tags, void **mhandles, void **request);
-int tcp_xdc_close_send(void *send_comm);
-int tcp_xdc_close_recv(void *recv_comm);
-int tcp_xdc_describe(void *comm, struct mesh_conn_info *info);
-int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg);
+/* Records the first failure of a comm (logged when a request sees it). */
+int xdc_comm_fail(struct tcp_xdc_comm *comm, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Fails the comm with what stream s ran into (err: negative errno). */
+int xdc_stream_fail(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		    int err, const char *what);
+/* Failed or closing: the pool threads leave it alone. */
+bool xdc_comm_stopped(struct tcp_xdc_comm *comm);
 
-/* tcp_xdc_pool.c */
-/* The pool size for a threads setting (0: two per core). */
-int tcp_xdc_pool_size(int threads);
-int tcp_xdc_pool_start(struct tcp_xdc_ctx *ctx);
-/* Stops the threads; returns how many comms are still open (their last
- * close frees the pool and the context). */
-int tcp_xdc_pool_fini(struct tcp_xdc_ctx *ctx);
-void tcp_xdc_pool_free(struct tcp_xdc_ctx *ctx);
-void tcp_xdc_ctx_free(struct tcp_xdc_ctx *ctx);
+/* Takes the stream if nobody holds it; never waits. */
+static inline bool xdc_stream_hold(struct tcp_xdc_stream *s)
+{
+	return !atomic_exchange(&s->held, true);
+}
 
-/* tcp_xdc_linger.c */
-int tcp_xdc_linger_add(struct tcp_xdc_ctx *ctx, const char *peer,
-		       const int *fds, int n);
-/* The step of a closing comm that the linger thread takes until it is
- * gone (true; expired: fini's wait ran out).  The comm's owner hands it
- * over with the comm: this thread knows no more of comms. */
-typedef bool tcp_xdc_close_fn(struct tcp_xdc_comm *comm, bool expired);
-/* A closing comm, with the step that finishes it; 0 or -ENOMEM. */
-int tcp_xdc_linger_add_comm(struct tcp_xdc_ctx *ctx,
-			    struct tcp_xdc_comm *comm,
-			    tcp_xdc_close_fn *close_step);
-void tcp_xdc_linger_fini(struct tcp_xdc_ctx *ctx);
-
-/* tcp_xdc_stall.c */
-/* Reads the receiver's pings off a send stream: 0 once none is left, 1
- * when the peer closed it, else -errno. */
-int tcp_xdc_pings_take(int fd, struct tcp_xdc_stall *st);
-bool tcp_xdc_stall_check(int fd, uint64_t tx, struct tcp_xdc_stall *st,
-			 uint64_t now, int timeout_ms, bool restart);
 /*
- * Whether a read's end of file is the peer's FIN, not a socket that
- * failed (timed out, reset) after another call took its error.
+ * The pool thread's side: it marks the stream passed before it tries, so
+ * that the proxy thread, releasing after, sees the mark and wakes it.
  */
-bool tcp_xdc_peer_fin(int fd);
+static inline bool xdc_stream_hold_or_pass(struct tcp_xdc_stream *s)
+{
+	atomic_store(&s->passed, true);
+	if (!xdc_stream_hold(s))
+		return false;
+	atomic_store_explicit(&s->passed, false, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * The proxy thread's release after its fast path: the pool thread takes
+ * over when it passed the stream by meanwhile or when work is left on it.
+ */
+static inline void xdc_stream_hand_back(struct tcp_xdc_stream *s,
+					bool work_left)
+{
+	atomic_store(&s->held, false);
+	if (atomic_exchange(&s->passed, false) || work_left)
+		xdc_lane_wake(s->lane);
+}
+
+static inline void xdc_stream_release(struct tcp_xdc_stream *s)
+{
+	atomic_store_explicit(&s->held, false, memory_order_release);
+}
 
 #endif
