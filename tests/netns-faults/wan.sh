@@ -229,6 +229,7 @@ relay_add_g2() {
 case_relay_failover() {
 	local t0 via other crc src re
 
+	netns_lsan_no_tls
 	relay_setup "$here/relay-failover.conf" relay_add_g2
 	wan_start b0 a0 run "$BOOT_PORT" "$CONF" "${relay_xfer[@]}"
 	wan_wait_rx b0 lan-b0 "$MID_BYTES" 30 run

@@ -26,12 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/relay-lib.sh
 . "$here/relay-lib.sh"
 
-# Under LeakSanitizer the failover case's server aborts at exit: LSan's
-# tracer takes SIGSEGV in ScanRangeForPointers (address 0x1a0) while it
-# scans that process's thread-local storage (Debian's gcc 12 sanitizer
-# runtime; with use_tls=0 the case passes).  Without thread-local storage
-# as roots the check can only find more leaks, never fewer.
-export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}use_tls=0
+netns_lsan_no_tls
 relay_scenario "$@"
 XDC_ENV=("$RELAY_KEY" NCCL_MESH_RELAY_OUTAGE_MS=30000)
 
