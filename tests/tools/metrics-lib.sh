@@ -20,6 +20,11 @@
 # metrics_test_setup: what every metrics test starts with: a scratch
 # directory tmp (removed, and the processes in pids killed, on exit), the
 # reader in it, no NCCL_MESH_* or NCCL_DEBUG from the caller, failures 0.
+# metrics_loopback_setup BUILD SRC: that, for two meshperf processes of
+# BUILD over loopback (tcp-xdc, files every 100 ms): meshperf and plugin.
+# loopback_server FILE [TIMEOUT]: a meshperf server writing its metrics to
+# FILE (a metrics_file pattern), in the background (pid server), until
+# its port is in tmp/port.
 # check STATUS WHAT: PASS or FAIL (with the tails of tmp/*.log) and counts.
 # json_sum FIELD: the sum of FIELD of the meshperf client's results
 # (tmp/client.json).
@@ -48,6 +53,33 @@ metrics_test_setup() {
 	prom_setup "$tmp"
 	for v in $(compgen -e); do
 		case $v in NCCL_MESH_*|NCCL_DEBUG) unset "$v" ;; esac
+	done
+}
+
+metrics_loopback_setup() {
+	meshperf=$1/tools/meshperf/meshperf
+	plugin=$1/core/libnccl-net-mesh.so
+	metrics_test_setup
+	export NCCL_MESH_CONF=$2/tests/functional/loopback.conf
+	export NCCL_MESH_MODULE_PATH=$1/modules/tcp-xdc
+	export NCCL_MESH_METRICS_INTERVAL_MS=100
+}
+
+loopback_server() {
+	rm -f "$tmp/port"
+	NCCL_MESH_METRICS_FILE=$1 timeout "${2:-120}" \
+		"$meshperf" --server --port 0 --port-file "$tmp/port" \
+		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
+	server=$!
+	pids+=("$server")
+	port_file_wait
+}
+
+# port_file_wait: until a server wrote its port to tmp/port (10 s at most)
+port_file_wait() {
+	for _ in $(seq 100); do
+		[ -s "$tmp/port" ] && return
+		sleep 0.1
 	done
 }
 
@@ -105,10 +137,7 @@ relayed_server() {
 		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
 	server=$!
 	pids+=("$server")
-	for _ in $(seq 100); do
-		[ -s "$tmp/port" ] && return
-		sleep 0.1
-	done
+	port_file_wait
 }
 
 relayed_client() {

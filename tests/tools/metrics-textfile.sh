@@ -18,12 +18,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 # shellcheck source=tests/tools/metrics-lib.sh
 . "$src/tests/tools/metrics-lib.sh"
-meshperf=$build/tools/meshperf/meshperf
-plugin=$build/core/libnccl-net-mesh.so
-metrics_test_setup
-export NCCL_MESH_CONF=$src/tests/functional/loopback.conf
-export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
-export NCCL_MESH_METRICS_INTERVAL_MS=100
+metrics_loopback_setup "$build" "$src"
 
 # run DIR [meshperf args...]: a server and a client writing into DIR,
 # in the background (pids server and client: their timeouts')
@@ -31,16 +26,7 @@ run() {
 	local dir=$1
 	shift
 	mkdir -p "$dir"
-	rm -f "$tmp/port"
-	NCCL_MESH_METRICS_FILE="$dir/nccl-mesh-%p.prom" timeout 120 \
-		"$meshperf" --server --port 0 --port-file "$tmp/port" \
-		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
-	server=$!
-	pids+=("$server")
-	for _ in $(seq 100); do
-		[ -s "$tmp/port" ] && break
-		sleep 0.1
-	done
+	loopback_server "$dir/nccl-mesh-%p.prom"
 	NCCL_MESH_METRICS_FILE="$dir/nccl-mesh-%p.prom" timeout 100 \
 		"$meshperf" --client 127.0.0.1 --port "$(cat "$tmp/port")" \
 		--plugin "$plugin" --json --no-latency "$@" \
@@ -132,20 +118,12 @@ case_encrypted() {
 
 case_bad_dir() {
 	local ok=0 n
-	rm -f "$tmp/port"
-	NCCL_MESH_METRICS_FILE=$tmp/missing/x-%p.prom timeout 60 \
-		"$meshperf" --server --port 0 --port-file "$tmp/port" \
-		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 100); do
-		[ -s "$tmp/port" ] && break
-		sleep 0.1
-	done
+	loopback_server "$tmp/missing/x-%p.prom" 60
 	NCCL_MESH_METRICS_FILE=$tmp/missing/x-%p.prom timeout 60 \
 		"$meshperf" --client 127.0.0.1 --port "$(cat "$tmp/port")" \
 		--plugin "$plugin" --sizes 8,64K --iters 50 \
 		>"$tmp/client.log" 2>&1 || ok=1
-	wait "${pids[-1]}" || ok=1
+	wait "$server" || ok=1
 	n=$(grep -c "metrics_file $tmp/missing/x-[0-9]*.prom: creating the temporary file: No such file or directory" "$tmp/client.log")
 	[ "$n" = 1 ] || ok=1
 	check $ok "bad-dir: the job runs, one WARN ($n)"

@@ -17,12 +17,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 # shellcheck source=tests/tools/metrics-lib.sh
 . "$src/tests/tools/metrics-lib.sh"
-meshperf=$build/tools/meshperf/meshperf
-plugin=$build/core/libnccl-net-mesh.so
-metrics_test_setup
-export NCCL_MESH_CONF=$src/tests/functional/loopback.conf
-export NCCL_MESH_MODULE_PATH=$build/modules/tcp-xdc
-export NCCL_MESH_METRICS_INTERVAL_MS=100
+metrics_loopback_setup "$build" "$src"
 export NCCL_MESH_TCP_XDC_STREAMS=4
 export NCCL_MESH_TCP_XDC_WINDOW=8M
 export NCCL_MESH_TCP_XDC_MEMORY_MAX=3M
@@ -62,16 +57,7 @@ PY
 case_limit() {
 	local dir=$tmp/w ok=0 n over
 	mkdir -p "$dir"
-	rm -f "$tmp/port"
-	NCCL_MESH_METRICS_FILE="$dir/s-%p.prom" timeout 120 \
-		"$meshperf" --server --port 0 --port-file "$tmp/port" \
-		--plugin "$plugin" >"$tmp/server.log" 2>&1 &
-	server=$!
-	pids+=("$server")
-	for _ in $(seq 100); do
-		[ -s "$tmp/port" ] && break
-		sleep 0.1
-	done
+	loopback_server "$dir/s-%p.prom"
 	sample "$dir/c-*.prom" "$tmp/stop"
 	NCCL_MESH_METRICS_FILE="$dir/c-%p.prom" timeout 100 \
 		"$meshperf" --client 127.0.0.1 --port "$(cat "$tmp/port")" \
