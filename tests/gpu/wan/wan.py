@@ -87,10 +87,20 @@ def worker_main(args):
     visible = torch.cuda.device_count()
     device = torch.device("cuda", rank % (args.gpus or visible))
     torch.cuda.set_device(device)
+    # The communicator's setup: PyTorch makes NCCL's communicator with its
+    # first collective, and NCCL connects that collective's channels then;
+    # a second one of the same size tells the call's own crossings apart.
+    first_start = time.monotonic()
     ar.init_group(torch, dist, rank, device, args.timeout)
     probe = torch.full((1,), float(rank + 1), device=device)
     dist.all_reduce(probe)
     torch.cuda.synchronize(device)
+    first_s = time.monotonic() - first_start
+    again = torch.ones(1, device=device)
+    again_start = time.monotonic()
+    dist.all_reduce(again)
+    torch.cuda.synchronize(device)
+    again_s = time.monotonic() - again_start
     net, line = ar.wait_for_used_net(args.log, args.net)
     log("rank %d (%s) on %s (%s): %s" %
         (rank, os.environ.get("NCCL_MESH_HOSTNAME"), device,
@@ -106,6 +116,13 @@ def worker_main(args):
             (rank, probe.item(), args.world * (args.world + 1) // 2))
 
     bench = ar.Bench(torch, dist, device, rank)
+    first_s = bench.agree_max(first_s, torch.float64)
+    again_s = bench.agree_max(again_s, torch.float64)
+    if rank == 0:
+        ar.emit({"setup": True, "net": args.net,
+                 "first_call_ms": round(first_s * 1e3, 1),
+                 "next_call_ms": round(again_s * 1e3, 1),
+                 "setup_ms": round((first_s - again_s) * 1e3, 1)}, out)
     # NCCL connects a channel's peers on its first use: one untimed batch
     # per size before the clock starts.
     warm_ok = all([bench.run(size, 1, 1)[1] for size in args.sizes])
@@ -313,7 +330,7 @@ def summary_main(args):
            "longest s", "of TCP", "result"))
     ok = True
     for name, path in parse_pairs(args.summary):
-        rows, summary = [], None
+        rows, summary, setup = [], None, None
         try:
             with open(path) as f:
                 for line in f:
@@ -323,10 +340,17 @@ def summary_main(args):
                             rows.append(rec)
                         elif rec.get("summary"):
                             summary = rec
+                        elif rec.get("setup"):
+                            setup = rec
         except (OSError, ValueError) as e:
             log("%s: %s" % (name, e))
         if summary is None or not summary.get("ok"):
             ok = False
+        if setup:
+            print("%-12s setup: first all-reduce %.1f ms (communicator "
+                  "and its connections), the next %.1f ms: %.1f ms" %
+                  (name, setup["first_call_ms"], setup["next_call_ms"],
+                   setup["setup_ms"]))
         if not rows:
             print("%-12s %8s %7s %11s %11s %9s %8s %s" %
                   (name, "-", "-", "-", "-", "-", "-",
