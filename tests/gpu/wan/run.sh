@@ -12,8 +12,8 @@
 #            [--fault KIND[@T[:D]]]... [--faults] [--strict-conntrack]
 #            [--outage-ms N] [--timeout S] [--out DIR] [--tools DIR]
 #            [--carried-tools] [--rtt MS] [--loss PCT] [--line-queues N]
-#            [--line-cpus LIST] [--rank-cpus LIST] [--gpus N] [--no-mps]
-#            [--no-gpu] [--debug]
+#            [--line-cpus LIST] [--rank-cpus LIST] [--boot-wan] [--gpus N]
+#            [--no-mps] [--no-gpu] [--debug]
 
 set -u -o pipefail
 
@@ -65,6 +65,10 @@ usage() {
                      syntax, 12-15); their writes carry the kernel's
                      forwarding, so on a busy host they fall behind
   --rank-cpus LIST   the ranks (and meshperf) run on these CPUs only
+  --boot-wan         NCCL's bootstrap crosses the WAN for every variant, as
+                     Socket's must (it takes NCCL_SOCKET_IFNAME for both),
+                     not the management network: for timing setup alike;
+                     Mesh variants then need DC B routed (routed)
   --gpus N           GPUs, rank r on cuda:(r % N) (default: all visible)
   --no-mps           do not start CUDA MPS
   --no-gpu           meshperf pairs across the DCs instead of the GPU job:
@@ -102,6 +106,7 @@ loss=0
 line_queues=4
 line_cpus=
 rank_cpus=
+boot_wan=0
 positional=0
 
 while [ $# -gt 0 ]; do
@@ -129,6 +134,7 @@ while [ $# -gt 0 ]; do
 	--line-queues) line_queues=${2:?--line-queues needs a value}; shift ;;
 	--line-cpus) line_cpus=${2:?--line-cpus needs a value}; shift ;;
 	--rank-cpus) rank_cpus=${2:?--rank-cpus needs a value}; shift ;;
+	--boot-wan) boot_wan=1 ;;
 	-h|--help) usage; exit 0 ;;
 	-*) usage >&2; die "unknown option $1" ;;
 	*)
@@ -516,10 +522,12 @@ for v in "${variant_list[@]}"; do
 			NCCL_MIN_NCHANNELS=8 NCCL_SOCKET_NTHREADS=8
 			NCCL_NSOCKS_PERTHREAD=8) ;;
 	esac
-	if [ "$net" = Socket ]; then
+	if [ "$net" = Socket ] || [ $boot_wan -eq 1 ]; then
 		env_words+=(NCCL_SOCKET_IFNAME==lan0)
 	else
 		env_words+=(NCCL_SOCKET_IFNAME==mg0)
+	fi
+	if [ "$net" != Socket ]; then
 		# every outage the plugin rode out is one INFO line
 		[ ${#plan[@]} -eq 0 ] || expect+=${expect:+,}resumed
 	fi
