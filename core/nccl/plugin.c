@@ -342,6 +342,10 @@ int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap)
 	return comm_attr_check(&attr->recvCommAttr, "recv", why, cap);
 }
 
+/* NCCL sets its hints before every collective, by algorithm and protocol,
+ * so they alternate among a few; each of those is logged once. */
+#define PLUGIN_ATTRS_LOGGED 8
+
 /*
  * A communicator's context as NCCL holds it (v11 on): the core's, and
  * NCCL's hints for its connections.  The traffic class goes with every
@@ -352,8 +356,8 @@ struct plugin_ctx {
 	void *core;
 	int traffic_class;		/* -1: none */
 	pthread_mutex_t attr_lock;	/* NCCL may set them from any thread */
-	bool attr_set;
-	ncclNetAttr_t attr;
+	int nattrs;			/* distinct hints seen, each logged */
+	ncclNetAttr_t attrs[PLUGIN_ATTRS_LOGGED];
 };
 
 /* The hints in one line, for the log. */
@@ -374,15 +378,16 @@ static void attr_text(const ncclNetAttr_t *a, char *buf, size_t cap)
 }
 
 /*
- * NCCL calls it before each connection it sets up with hints that may
- * change between them; a line only when they do, so that the log says
- * what NCCL asked without one line per connection.
+ * NCCL calls it before each connection it sets up and each collective it
+ * runs, with hints by algorithm and protocol: a line for each hint set
+ * the first time it comes, so that the log says what NCCL asked without
+ * one line per call.
  */
 static ncclResult_t set_net_attr(void *ctx, ncclNetAttr_t *attr)
 {
 	struct plugin_ctx *pc = ctx;
 	char why[160], text[256];
-	bool changed;
+	bool seen = false, last = false;
 
 	if (!pc) {
 		CORE_WARN("setNetAttr without a context (NULL)");
@@ -393,14 +398,20 @@ static ncclResult_t set_net_attr(void *ctx, ncclNetAttr_t *attr)
 		return ncclInvalidArgument;
 	}
 	pthread_mutex_lock(&pc->attr_lock);
-	changed = !pc->attr_set || memcmp(&pc->attr, attr, sizeof(*attr));
-	pc->attr = *attr;
-	pc->attr_set = true;
+	for (int i = 0; i < pc->nattrs && !seen; i++)
+		seen = !memcmp(&pc->attrs[i], attr, sizeof(*attr));
+	if (!seen && pc->nattrs < PLUGIN_ATTRS_LOGGED) {
+		pc->attrs[pc->nattrs++] = *attr;
+		last = pc->nattrs == PLUGIN_ATTRS_LOGGED;
+	} else {
+		seen = true;
+	}
 	pthread_mutex_unlock(&pc->attr_lock);
-	if (changed) {
+	if (!seen) {
 		attr_text(attr, text, sizeof(text));
 		CORE_INFO("NCCL's hints for the connections of this "
-			  "communicator: %s; recorded, not acted on", text);
+			  "communicator: %s; recorded, not acted on%s", text,
+			  last ? " (no more of them logged)" : "");
 	}
 	return ncclSuccess;
 }

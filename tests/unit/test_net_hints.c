@@ -8,11 +8,14 @@
  *    ncclInvalidArgument; unset (-1), zeros and real hints are taken;
  *  - init refuses a trafficClass outside -1..255 and leaves no context;
  *    v10's connect refuses one the same way;
- *  - with a class, init works and the context takes hints.
+ *  - with a class, init works and the context takes hints, and logs each
+ *    distinct set once however often NCCL sets them again (it does before
+ *    every collective), at most 8.
  *
  * usage: test_net_hints MODULE_DIR
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,25 @@ extern const ncclNet_v10_t ncclNetPlugin_v10;
 int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap);
 
 #define UNDEF (-1)
+
+static int hint_lines, hint_last;
+
+/* NCCL's logger as the plugin gets it: counts the hint lines. */
+static void count_hints(ncclDebugLogLevel level, unsigned long flags,
+			const char *file, int line, const char *fmt, ...)
+{
+	char text[1024];
+	va_list ap;
+
+	(void)level, (void)flags, (void)file, (void)line;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (strstr(text, "NCCL's hints for the connections")) {
+		hint_lines++;
+		hint_last = strstr(text, "no more of them logged") != NULL;
+	}
+}
 
 static ncclNetAttr_t attr_unset(void)
 {
@@ -110,15 +132,29 @@ static void check_init(const char *module_dir)
 	}
 	setenv("NCCL_MESH_MODULE_PATH", module_dir, 1);
 	config.trafficClass = 104;
-	CHECK(ncclNetPlugin_v12.init(&ctx, 2, &config, NULL, NULL) ==
+	CHECK(ncclNetPlugin_v12.init(&ctx, 2, &config, count_hints, NULL) ==
 	      ncclSuccess);
 	CHECK(ctx != NULL);
 	if (ctx) {
 		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, NULL) ==
 		      ncclInvalidArgument);
-		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) == ncclSuccess);
+		/* two sets in turn, as NCCL's protocols alternate: two lines */
+		for (int i = 0; i < 20; i++) {
+			a.proto = i % 2 ? 0x1 : 0x4;
+			CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) ==
+			      ncclSuccess);
+		}
+		CHECK(hint_lines == 2);
+		/* ten more distinct sets: six more lines, the last says so */
+		for (int i = 0; i < 10; i++) {
+			a.op = 1 << i;
+			CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) ==
+			      ncclSuccess);
+		}
+		CHECK(hint_lines == 8 && hint_last);
 		a.sendCommAttr.maxFlowsPerPeer = 2;
 		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) == ncclSuccess);
+		CHECK(hint_lines == 8);
 		a.recvCommAttr.minFlowsPerPeer = -5;
 		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) ==
 		      ncclInvalidArgument);
