@@ -15,7 +15,6 @@
  * usage: test_net_hints MODULE_DIR
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "nccl-mesh/nccl_net.h"
 
 #include "check.h"
+#include "log_capture.h"
 #include "plugin_conf.h"
 
 extern const ncclNet_v12_t ncclNetPlugin_v12;
@@ -34,17 +34,9 @@ int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap);
 
 static int hint_lines, hint_last;
 
-/* NCCL's logger as the plugin gets it: counts the hint lines. */
-static void count_hints(ncclDebugLogLevel level, unsigned long flags,
-			const char *file, int line, const char *fmt, ...)
+/* Counts the hint lines of what the plugin logs. */
+static void count_hints(const char *text)
 {
-	char text[1024];
-	va_list ap;
-
-	(void)level, (void)flags, (void)file, (void)line;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
 	if (strstr(text, "NCCL's hints for the connections")) {
 		hint_lines++;
 		hint_last = strstr(text, "no more of them logged") != NULL;
@@ -132,7 +124,8 @@ static void check_init(const char *module_dir)
 	}
 	setenv("NCCL_MESH_MODULE_PATH", module_dir, 1);
 	config.trafficClass = 104;
-	CHECK(ncclNetPlugin_v12.init(&ctx, 2, &config, count_hints, NULL) ==
+	test_log_sink = count_hints;
+	CHECK(ncclNetPlugin_v12.init(&ctx, 2, &config, test_logger, NULL) ==
 	      ncclSuccess);
 	CHECK(ctx != NULL);
 	if (ctx) {
