@@ -14,6 +14,11 @@
 #                                  outstanding;
 #   meshperf, NCCL's shape         1 MiB messages, 8 outstanding (a
 #                                  channel's steps);
+#   meshperf, the offer's shape    (SHAPES=offer) NCCL's steps with the
+#                                  NCCL_BUFFSIZE the core offers NCCL
+#                                  for this round trip declared in
+#                                  xdc_rtt_ms, at RATE (docs/nccl.md):
+#                                  8 outstanding of an eighth of it;
 #
 # each meshperf shape run twice, the first warming the connection up, the
 # second measured (every byte verified), about SECS seconds of data at
@@ -29,8 +34,8 @@
 #
 # Environment: RTTS (ms, default 0,10,50,100,200), LOSSES (percent, default
 # 0,0.01), CCS (default cubic,bbr), RATE (default 2gbit), STREAMS (default
-# 8), SECS (seconds measured of each, default 8), SHAPES (of 64m,nccl,
-# default both), SWEEP (stream counts, e.g. 1,2,4,8,16,32), SWEEP_RTT (ms,
+# 8), SECS (seconds measured of each, default 8), SHAPES (of 64m,nccl,offer,
+# default 64m,nccl), SWEEP (stream counts, e.g. 1,2,4,8,16,32), SWEEP_RTT (ms,
 # default 20), QUEUES (delay line queues, default 2), TCP_XDC_ENV (more
 # VAR=value words for meshperf), OUT (a folder for the table and logs).
 #
@@ -135,6 +140,19 @@ omit() {
 	echo $((2 + $1 * 15 / 1000))
 }
 
+# offer_step RTT_MS: NCCL's step (an eighth of NCCL_BUFFSIZE) as the
+# core's offer sizes it with xdc_rtt_ms = RTT_MS on a rail of RATE: the
+# power of two from 8 MiB up past half the bandwidth-delay product, at
+# most 64 MiB (nccl_buffsize, nccl_buffsize_max at their defaults).
+offer_step() {
+	local b=$((8 << 20)) half=$((rate_bits * $1 / 1000 / 8 / 2))
+
+	while [ "$b" -lt "$half" ] && [ "$b" -lt $((64 << 20)) ]; do
+		b=$((b * 2))
+	done
+	echo $((b / 8))
+}
+
 # mp TAG SHAPE N GBIT: Gbit/s of meshperf c -> s in SHAPE with N
 # streams, the second of two runs of it (the first warms the streams up),
 # each about SECS seconds at GBIT (iperf3's figure: a path that loss
@@ -146,6 +164,7 @@ mp() {
 	case $shape in
 	64m) size=64M; win=8; msg=$((64 << 20)) ;;
 	nccl) size=1M; win=8; msg=$((1 << 20)) ;;
+	offer) msg=$(offer_step "$row_rtt"); size=$((msg >> 10))K; win=8 ;;
 	*) echo "unknown shape $shape" >&2; exit 2 ;;
 	esac
 	bytes=$(awk -v g="$4" -v s="$secs" -v m="$msg" 'BEGIN {
@@ -202,6 +221,7 @@ if [ -n "$sweep" ]; then
 	cc=${usable[0]}
 	netns_cc "$cc" c s
 	line "$sweep_rtt" 0
+	row_rtt=$sweep_rtt
 	printf '%-7s %-6s %-8s' streams cc iperf3
 	for sh in "${shape_list[@]}"; do printf ' %-9s %-7s' "$sh" ratio; done
 	echo
@@ -244,6 +264,7 @@ echo "$hdr" | tee "$out/table.txt"
 for rtt in "${rtt_list[@]}"; do
 	for loss in "${loss_list[@]}"; do
 		line "$rtt" "$loss"
+		row_rtt=$rtt
 		for cc in "${usable[@]}"; do
 			netns_cc "$cc" c s
 			tag=r$rtt-l$loss-$cc
