@@ -293,7 +293,9 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 	unsigned int first = atomic_fetch_add(&pool->next,
 					      (unsigned int)comm->nlanes);
 
-	/* Detach uncounts it: lane 0 names its thread before anything fails. */
+	/* Counted before its first lane may run; detach uncounts it once a
+	 * lane is attached, and a comm whose first lane failed is uncounted
+	 * here (detach finds no lane of it). */
 	atomic_fetch_add(&pool->ncomms, 1);
 
 	for (int i = 0; i < comm->nlanes; i++) {
@@ -308,7 +310,10 @@ int xdc_pool_attach(struct tcp_xdc_ctx *ctx, struct tcp_xdc_comm *comm)
 		if (ret) {
 			MESH_WARN("%s comm %u: out of memory for a lane",
 				  xdc_comm_kind(comm), comm->id);
-			xdc_pool_detach(comm);
+			if (i == 0)
+				atomic_fetch_sub(&pool->ncomms, 1);
+			else
+				xdc_pool_detach(comm);
 			return ret;
 		}
 	}
