@@ -439,6 +439,8 @@ DELAYLINE_LIMIT=${DELAYLINE_LIMIT:-256M}	# bytes held at most, per line
 DELAYLINE_RT=${DELAYLINE_RT-1}
 DELAYLINE_TABLE=100
 declare -gA DELAYLINE_PID=()
+# shellcheck source=tools/delayline/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/delayline/lib.sh"
 
 # netns_delayline NS WAN_IF DELAY [LOSS]: the line in router NS for what
 # arrives on WAN_IF, held DELAY (delayline --delay: 25ms, 500us, 0), each
@@ -459,15 +461,8 @@ netns_delayline() {
 		--limit "$DELAYLINE_LIMIT" --mtu "$mtu" "${rt[@]}" \
 		--stats "$NETNS_TMP/delayline-$r.stats"
 	DELAYLINE_PID[$r]=$NETNS_LAST_PID
-	for _ in $(seq 200); do
-		grep -q ' up, ' "$log" && break
-		kill -0 "$NETNS_LAST_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	grep -q ' up, ' "$log" || {
-		cat "$log" >&2
+	delayline_up "$log" "$NETNS_LAST_PID" ||
 		netns_die "$r: the delay line did not start"
-	}
 	# the second pass comes in on dl0 from addresses routed via WAN_IF
 	nsx "$r" sysctl -qw net.ipv4.conf.all.rp_filter=0 \
 		"net.ipv4.conf.$wan.rp_filter=0" net.ipv4.conf.dl0.rp_filter=0

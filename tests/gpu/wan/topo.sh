@@ -60,6 +60,8 @@ WAN_DL_CPUS=${WAN_DL_CPUS:-}		# the lines' CPUs (taskset), or any
 WAN_DELAYLINE=			# its program (BUILD/tools/delayline/delayline)
 WAN_DL=0			# 1 once the lines run
 declare -gA WAN_DL_PID=()
+# shellcheck source=tools/delayline/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../../tools/delayline/lib.sh"
 
 declare -gA WAN_CARRIED=()
 WAN_TOOLS=
@@ -439,15 +441,8 @@ wan_delayline() {
 				 sed -n 's/.* mtu \([0-9]*\) .*/\1/p')" \
 			--stats "$out/delayline-$r.stats" \
 			--pid-file "$out/delayline-$r.pid"
-		for _ in $(seq 200); do
-			grep -q ' up, ' "$log" && break
-			kill -0 "$WAN_LAST_PID" 2>/dev/null || break
-			sleep 0.05
-		done
-		grep -q ' up, ' "$log" || {
-			cat "$log" >&2
+		delayline_up "$log" "$WAN_LAST_PID" ||
 			wan_die "$r: the delay line did not start"
-		}
 		# its own pid: WAN_LAST_PID is the subshell that started it
 		WAN_DL_PID[$r]=$(cat "$out/delayline-$r.pid")
 		for k in all wan dl0; do
