@@ -196,7 +196,11 @@ fi
 IFS=, read -r -a variant_list <<<"$variants"
 for v in "${variant_list[@]}"; do
 	case $v in
-	nat|encrypt|gateway|socket|socket-tuned|routed) ;;
+	nat|encrypt|gateway)
+		# DC B's bootstrap listeners sit behind the NAT
+		[ $boot_wan -eq 0 ] ||
+			die "--boot-wan: variant '$v' has DC B behind NAT; take routed" ;;
+	socket|socket-tuned|routed) ;;
 	*) die "--variants: unknown '$v'" ;;
 	esac
 done
