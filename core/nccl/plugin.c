@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,8 +357,12 @@ int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap)
 struct plugin_ctx {
 	void *core;
 	int traffic_class;		/* -1: none */
-	pthread_mutex_t attr_lock;	/* NCCL may set them from any thread */
-	int nattrs;			/* distinct hints seen, each logged */
+	/* NCCL may set them from any thread, before every collective: the
+	 * sets seen are only ever added to, each written whole before nattrs
+	 * counts it, so a set seen before is found without the lock, which
+	 * only adding one takes. */
+	pthread_mutex_t attr_lock;
+	atomic_int nattrs;
 	ncclNetAttr_t attrs[PLUGIN_ATTRS_LOGGED];
 };
 
@@ -377,6 +383,17 @@ static void attr_text(const ncclNetAttr_t *a, char *buf, size_t cap)
 		 a->op, a->algo, a->proto);
 }
 
+/* Whether this set of hints came before (or no more are kept). */
+static bool attr_seen(struct plugin_ctx *pc, const ncclNetAttr_t *attr)
+{
+	int n = atomic_load_explicit(&pc->nattrs, memory_order_acquire);
+
+	for (int i = 0; i < n; i++)
+		if (!memcmp(&pc->attrs[i], attr, sizeof(*attr)))
+			return true;
+	return n == PLUGIN_ATTRS_LOGGED;
+}
+
 /*
  * NCCL calls it before each connection it sets up and each collective it
  * runs, with hints by algorithm and protocol: a line for each hint set
@@ -387,7 +404,8 @@ static ncclResult_t set_net_attr(void *ctx, ncclNetAttr_t *attr)
 {
 	struct plugin_ctx *pc = ctx;
 	char why[160], text[256];
-	bool seen = false, last = false;
+	bool seen, last = false;
+	int n;
 
 	if (!pc) {
 		CORE_WARN("setNetAttr without a context (NULL)");
@@ -397,14 +415,15 @@ static ncclResult_t set_net_attr(void *ctx, ncclNetAttr_t *attr)
 		CORE_WARN("setNetAttr: NCCL's hints cannot be true: %s", why);
 		return ncclInvalidArgument;
 	}
+	if (attr_seen(pc, attr))
+		return ncclSuccess;
 	pthread_mutex_lock(&pc->attr_lock);
-	for (int i = 0; i < pc->nattrs && !seen; i++)
-		seen = !memcmp(&pc->attrs[i], attr, sizeof(*attr));
-	if (!seen && pc->nattrs < PLUGIN_ATTRS_LOGGED) {
-		pc->attrs[pc->nattrs++] = *attr;
-		last = pc->nattrs == PLUGIN_ATTRS_LOGGED;
-	} else {
-		seen = true;
+	seen = attr_seen(pc, attr);	/* another thread's, meanwhile */
+	if (!seen) {
+		n = atomic_load_explicit(&pc->nattrs, memory_order_relaxed);
+		pc->attrs[n] = *attr;
+		atomic_store_explicit(&pc->nattrs, n + 1, memory_order_release);
+		last = n + 1 == PLUGIN_ATTRS_LOGGED;
 	}
 	pthread_mutex_unlock(&pc->attr_lock);
 	if (!seen) {
@@ -442,6 +461,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id,
 		return core_to_nccl(err);
 	}
 	pthread_mutex_init(&pc->attr_lock, NULL);
+	atomic_init(&pc->nattrs, 0);
 	if (pc->traffic_class >= 0)
 		CORE_INFO("communicator %016llx: traffic class %d (DSCP %d) "
 			  "for its connections", (unsigned long long)comm_id,

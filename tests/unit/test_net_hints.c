@@ -15,6 +15,9 @@
  * usage: test_net_hints MODULE_DIR
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +35,18 @@ int core_net_attr_check(const ncclNetAttr_t *attr, char *why, size_t cap);
 
 #define UNDEF (-1)
 
-static int hint_lines, hint_last;
+/* from any thread of the plugin's callers */
+static atomic_int hint_lines, hint_last, hint_lasts;
 
 /* Counts the hint lines of what the plugin logs. */
 static void count_hints(const char *text)
 {
 	if (strstr(text, "NCCL's hints for the connections")) {
-		hint_lines++;
-		hint_last = strstr(text, "no more of them logged") != NULL;
+		bool last = strstr(text, "no more of them logged") != NULL;
+
+		atomic_fetch_add(&hint_lines, 1);
+		atomic_store(&hint_last, last);
+		atomic_fetch_add(&hint_lasts, last);
 	}
 }
 
@@ -89,6 +96,38 @@ static void check_attrs(void)
 	/* a minimum with no maximum is no contradiction */
 	a.recvCommAttr.maxConcurrentPeers = UNDEF;
 	CHECK(core_net_attr_check(&a, why, sizeof(why)) == 0);
+}
+
+/* Sets 12 distinct hint sets in turn, 500 rounds, as NCCL's threads may. */
+static void *set_hints_loop(void *ctx)
+{
+	ncclNetAttr_t a = attr_unset();
+
+	for (int r = 0; r < 500; r++)
+		for (int i = 0; i < 12; i++) {
+			a.op = 1 << i;
+			if (ncclNetPlugin_v12.setNetAttr(ctx, &a) != ncclSuccess)
+				return ctx;
+		}
+	return NULL;
+}
+
+/* Four threads at once: each set is logged at most once, 8 in all. */
+static void check_threads(void *ctx)
+{
+	pthread_t t[4];
+	void *bad;
+
+	atomic_store(&hint_lines, 0);
+	atomic_store(&hint_lasts, 0);
+	for (int i = 0; i < 4; i++)
+		CHECK(pthread_create(&t[i], NULL, set_hints_loop, ctx) == 0);
+	for (int i = 0; i < 4; i++) {
+		CHECK(pthread_join(t[i], &bad) == 0);
+		CHECK(bad == NULL);
+	}
+	CHECK(atomic_load(&hint_lines) == 8);
+	CHECK(atomic_load(&hint_lasts) == 1);
 }
 
 static void check_init(const char *module_dir)
@@ -151,6 +190,13 @@ static void check_init(const char *module_dir)
 		a.recvCommAttr.minFlowsPerPeer = -5;
 		CHECK(ncclNetPlugin_v12.setNetAttr(ctx, &a) ==
 		      ncclInvalidArgument);
+		CHECK(ncclNetPlugin_v12.finalize(ctx) == ncclSuccess);
+	}
+	ctx = NULL;
+	CHECK(ncclNetPlugin_v12.init(&ctx, 3, &config, test_logger, NULL) ==
+	      ncclSuccess);
+	if (ctx) {
+		check_threads(ctx);
 		CHECK(ncclNetPlugin_v12.finalize(ctx) == ncclSuccess);
 	}
 	plugin_conf_remove(&pc);
