@@ -299,6 +299,7 @@ static void comm_destroy(struct tcp_xdc_comm *comm)
 		xdc_crypt_free(&s->crypt);
 		xdc_keep_drop(comm, s);
 		free(s->sent);
+		free(s->stored);
 	}
 	if (comm->rejoin)
 		tcp_xdc_host->rejoin_close(tcp_xdc_host, comm->rejoin);
@@ -395,6 +396,7 @@ static int comm_alloc(struct tcp_xdc_ctx *ctx, bool is_send, int nstreams,
 		atomic_init(&comm->streams[i].next_fd, -1);
 		comm->streams[i].new_fd = -1;
 		atomic_init(&comm->streams[i].early_seq, NO_WAIT);
+		atomic_init(&comm->streams[i].stored_seq, NO_WAIT);
 	}
 	for (int i = 0; i < TCP_XDC_MAX_REQUESTS; i++) {
 		comm->reqs[i].base.test = req_test;
@@ -489,7 +491,17 @@ static void window_text(const struct tcp_xdc_comm *comm, char *buf,
 	int n = snprintf(buf, cap, ", round trip %u.%03u ms",
 			 comm->rtt_us / 1000, comm->rtt_us % 1000);
 
-	if (n < 0 || (size_t)n >= cap || !comm->is_send || !comm->rejoin)
+	if (n < 0 || (size_t)n >= cap)
+		return;
+	if (!comm->is_send) {
+		if (comm->keep_ring)
+			snprintf(buf + n, cap - (size_t)n,
+				 ", stores up to %zu KiB a stream ahead of its receives (product %llu KiB)",
+				 comm->keep_ring >> 10,
+				 (unsigned long long)(comm->bdp >> 10));
+		return;
+	}
+	if (!comm->rejoin)
 		return;
 	if (comm->keep_ring)
 		snprintf(buf + n, cap - (size_t)n,
@@ -512,7 +524,7 @@ int tcp_xdc_comm_start(struct tcp_xdc_ctx *ctx, bool is_send,
 	struct tcp_xdc_comm *comm = NULL;
 	char sealed[128] = "not encrypted";
 	char resumes[64] = "no resuming";
-	char window[96] = "";
+	char window[128] = "";
 	char marked[48] = "";
 	int ret;
 
@@ -703,8 +715,9 @@ int tcp_xdc_describe(void *comm, struct mesh_conn_info *info)
 	return 0;
 }
 
-/* A resuming send's window now: what its rings hold and keep, and what
- * its sockets have not seen acknowledged (as the holders last saw it). */
+/* The window now: what the rings hold and keep (a resuming send's
+ * copies, a receive's early chunks), and what a send's sockets have not
+ * seen acknowledged (as the holders last saw it). */
 static void window_counters(const struct tcp_xdc_comm *c, mesh_counter_fn emit,
 			    void *arg)
 {
@@ -716,9 +729,15 @@ static void window_counters(const struct tcp_xdc_comm *c, mesh_counter_fn emit,
 						     __ATOMIC_RELAXED);
 	}
 	emit(arg, &(struct mesh_counter){ .name = "window_bytes",
-		.help = "tcp-xdc: bytes of the rings that keep copies of completed sends until the peer acknowledges them.",
+		.help = "tcp-xdc: bytes of the rings that keep copies of completed sends until the peer acknowledges them, or chunks that came before their receive was posted.",
 		.kind = MESH_COUNTER_GAUGE,
 		.value = atomic_load(&c->keep_held) });
+	if (!c->is_send) {
+		emit(arg, &(struct mesh_counter){ .name = "stored_bytes",
+			.help = "tcp-xdc: bytes of chunks that came before their receive was posted, held until it is.",
+			.kind = MESH_COUNTER_GAUGE, .value = kept });
+		return;
+	}
 	emit(arg, &(struct mesh_counter){ .name = "kept_bytes",
 		.help = "tcp-xdc: bytes of completed sends kept as copies the peer has not acknowledged yet.",
 		.kind = MESH_COUNTER_GAUGE, .value = kept });
@@ -743,7 +762,7 @@ int tcp_xdc_comm_counters(void *comm, mesh_counter_fn emit, void *arg)
 	}
 	emit(arg, &(struct mesh_counter){ .name = "bytes",
 		.value = mesh_count_read(&c->m_bytes) });
-	if (c->is_send && c->rejoin)
+	if (c->is_send ? c->rejoin != NULL : c->keep_ring != 0)
 		window_counters(c, emit, arg);
 	emit(arg, &(struct mesh_counter){ .name = "requests",
 		.value = mesh_count_read(&c->m_requests) });

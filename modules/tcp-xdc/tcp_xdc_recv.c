@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp-xdc receive streams: chunk headers checked and parked until their
- * receive is posted, payload read straight into it (by the pool threads, or
- * a small chunk by the proxy thread in test()), streams the peer ended, and
- * pings that prove the link alive.
+ * tcp-xdc receive streams: chunk headers checked, payload read straight
+ * into its posted receive (by the pool threads, or a small chunk by the
+ * proxy thread in test()); a chunk whose receive is not posted yet stored
+ * in the stream's ring on a long path, else parked until it is; streams
+ * the peer ended, and pings that prove the link alive.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,6 +19,7 @@
 #include "tcp_xdc_recv.h"
 #include "tcp_xdc_resume.h"
 #include "tcp_xdc_stall.h"
+#include "tcp_xdc_window.h"
 
 static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 {
@@ -44,60 +47,173 @@ static int header_parse(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	return 0;
 }
 
-/* Binds a parsed chunk to its posted receive, checking size and tag. */
-static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/*
+ * The posted receive a chunk of message seq (total bytes, tag) belongs
+ * to, checking size and tag, in *out; 0 or what failed the comm.
+ */
+static int chunk_req(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
+		     uint64_t seq, uint64_t total, int32_t tag,
+		     struct tcp_xdc_req **out)
 {
-	struct tcp_xdc_req *req = &comm->reqs[s->seq % TCP_XDC_MAX_REQUESTS];
+	struct tcp_xdc_req *req = &comm->reqs[seq % TCP_XDC_MAX_REQUESTS];
 	uint64_t expected = TOTAL_UNKNOWN;
 	char what[160];
+	int err = -EPROTO;
 
-	if (req->seq != s->seq) {
+	if (req->seq != seq)
 		snprintf(what, sizeof(what),
 			 "chunk of message %llu, slot holds message %llu",
-			 (unsigned long long)s->seq,
+			 (unsigned long long)seq,
 			 (unsigned long long)req->seq);
-		return xdc_stream_fail(comm, s, -EPROTO, what);
-	}
-	if (s->total > req->size) {
+	else if (total > req->size) {
 		snprintf(what, sizeof(what),
 			 "message %llu: peer sends %llu bytes, receive posted for %zu",
-			 (unsigned long long)s->seq,
-			 (unsigned long long)s->total, req->size);
-		return xdc_stream_fail(comm, s, -EMSGSIZE, what);
-	}
-	if (s->tag != req->tag) {
+			 (unsigned long long)seq, (unsigned long long)total,
+			 req->size);
+		err = -EMSGSIZE;
+	} else if (tag != req->tag)
 		snprintf(what, sizeof(what),
 			 "message %llu: peer sends tag %d, receive posted for tag %d",
-			 (unsigned long long)s->seq, s->tag, req->tag);
-		return xdc_stream_fail(comm, s, -EPROTO, what);
-	}
-	if (!atomic_compare_exchange_strong(&req->total, &expected, s->total) &&
-	    expected != s->total) {
+			 (unsigned long long)seq, tag, req->tag);
+	else if (!atomic_compare_exchange_strong(&req->total, &expected,
+						 total) &&
+		 expected != total)
 		snprintf(what, sizeof(what),
 			 "message %llu: chunks disagree on its size (%llu, %llu)",
-			 (unsigned long long)s->seq,
+			 (unsigned long long)seq,
 			 (unsigned long long)expected,
-			 (unsigned long long)s->total);
-		return xdc_stream_fail(comm, s, -EPROTO, what);
+			 (unsigned long long)total);
+	else {
+		*out = req;
+		return 0;
 	}
+	return xdc_stream_fail(comm, s, err, what);
+}
+
+/* A chunk of len bytes is in req: test() may see it. */
+static void req_count(struct tcp_xdc_req *req, uint32_t len)
+{
+	atomic_fetch_add_explicit(&req->bytes_done, len, memory_order_release);
+	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
+}
+
+/* Binds a parsed chunk to its posted receive. */
+static int chunk_attach(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_req *req;
+	int ret = chunk_req(comm, s, s->seq, s->total, s->tag, &req);
+
+	if (ret)
+		return ret;
 	s->req = req;
 	xdc_recv_unpark(comm, s);
 	xdc_prof_begin(s, req);
 	return 0;
 }
 
+/*
+ * A parsed chunk whose receive is not posted: into the stream's ring,
+ * where the comm has one (a long path) and it has room; false: it stays
+ * parked.  Only a pool thread stores (max_len SIZE_MAX in recv_progress):
+ * what the proxy thread reads in test() is posted already.
+ */
+static bool chunk_store(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_stored *e;
+	size_t off;
+
+	if (!comm->keep_ring ||
+	    s->stored_tail - s->stored_head >= TCP_XDC_STORED_MAX)
+		return false;
+	if (!s->stored) {
+		s->stored = calloc(TCP_XDC_STORED_MAX, sizeof(*s->stored));
+		if (!s->stored)
+			return false;
+	}
+	if ((!s->keep.buf && xdc_keep_make(comm, s)) ||
+	    !tcp_xdc_keep_alloc(&s->keep, s->len, &off))
+		return false;
+	e = &s->stored[s->stored_tail % TCP_XDC_STORED_MAX];
+	*e = (struct tcp_xdc_stored){ .seq = s->seq, .total = s->total,
+				      .offset = s->offset, .len = s->len,
+				      .tag = s->tag, .keep_off = off };
+	if (s->stored_head == s->stored_tail)
+		atomic_store(&s->stored_seq, s->seq);
+	s->stored_tail++;
+	s->storing = true;
+	s->store_at = (char *)s->keep.buf + off;
+	xdc_recv_unpark(comm, s);
+	return true;
+}
+
 static void chunk_finish(struct tcp_xdc_stream *s)
 {
 	struct tcp_xdc_req *req = s->req;
 
-	xdc_prof_end(s);
-	s->req = NULL;
 	s->state = TCP_XDC_IDLE;
 	s->chunks++;
-	atomic_fetch_add_explicit(&req->bytes_done, s->len,
-				  memory_order_release);
-	atomic_fetch_add_explicit(&req->chunks_done, 1, memory_order_release);
+	if (s->storing) {
+		s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX].whole =
+			true;
+		s->storing = false;
+		return;
+	}
+	xdc_prof_end(s);
+	s->req = NULL;
+	req_count(req, s->len);
 }
+
+/* The oldest stored chunk that waits for its receive, if any. */
+static struct tcp_xdc_stored *stored_first(struct tcp_xdc_stream *s)
+{
+	struct tcp_xdc_stored *e;
+
+	if (s->stored_head == s->stored_tail)
+		return NULL;
+	e = &s->stored[s->stored_head % TCP_XDC_STORED_MAX];
+	return e->whole ? e : NULL;
+}
+
+/*
+ * Stored chunks whose receives are posted now go where they belong,
+ * oldest first: a stream's messages never go back, so the first one
+ * still waiting holds back those behind it, which wait for later
+ * receives.  0 or -errno.
+ */
+static int stored_deliver(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
+	uint64_t posted = atomic_load_explicit(&comm->posted,
+					       memory_order_acquire);
+	struct tcp_xdc_stored *e;
+	int ret = 0;
+
+	while ((e = stored_first(s))) {
+		if (!e->lost) {
+			struct tcp_xdc_req *req;
+			void *ev;
+
+			if (posted <= e->seq)
+				break;
+			ret = chunk_req(comm, s, e->seq, e->total, e->tag,
+					&req);
+			if (ret)
+				break;
+			ev = xdc_prof_part(req, s->index, e->len);
+			memcpy(req->data + e->offset,
+			       (char *)s->keep.buf + e->keep_off, e->len);
+			xdc_prof_stop(ev);
+			req_count(req, e->len);
+		}
+		tcp_xdc_keep_free(&s->keep, e->keep_off, e->len);
+		s->stored_head++;
+	}
+	/* after the counts: test() finds a message either counted or still
+	 * stored (xdc_recv_all_ended) */
+	atomic_store(&s->stored_seq, s->stored_head == s->stored_tail ? NO_WAIT :
+		     s->stored[s->stored_head % TCP_XDC_STORED_MAX].seq);
+	return ret;
+}
+
 
 /*
  * The peer ended a stream.  Between chunks that is no error: a sender that
@@ -219,8 +335,9 @@ static ssize_t payload_read(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s)
 {
 	size_t rest = s->len - s->payload_done;
+	char *dst = s->storing ? s->store_at : s->req->data + s->offset;
 	struct iovec iov[2] = {
-		{ s->req->data + s->offset + s->payload_done, rest },
+		{ dst + s->payload_done, rest },
 		{ &s->wire, sizeof(s->wire) },
 	};
 	ssize_t n = stream_readv(comm, s, iov, 2);
@@ -268,15 +385,21 @@ static int recv_progress(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 			/* fall through */
 		case TCP_XDC_PARKED:
 			if (atomic_load_explicit(&comm->posted,
-						 memory_order_acquire) <= s->seq ||
-			    s->len > max_len)
+						 memory_order_acquire) <= s->seq) {
+				if (max_len != SIZE_MAX ||
+				    !chunk_store(comm, s))
+					return 0;
+			} else if (s->len > max_len) {
 				return 0;
-			ret = chunk_attach(comm, s);
-			if (ret)
-				return ret;
+			} else {
+				ret = chunk_attach(comm, s);
+				if (ret)
+					return ret;
+			}
 			/* fall through */
 		case TCP_XDC_PAYLOAD:
-			if (s->len > max_len)
+			if (s->len > max_len || (s->storing &&
+						 max_len != SIZE_MAX))
 				return 0;
 			if (s->payload_done < s->len) {
 				n = payload_read(comm, s);
@@ -396,9 +519,11 @@ bool xdc_recv_all_ended(struct tcp_xdc_comm *comm, uint64_t seq)
 	if (atomic_load(&comm->ended) != comm->nstreams)
 		return false;
 	/* one counted while parked still serves its message and later ones
-	 * (a stream's messages never go back), until its end is read */
+	 * (a stream's messages never go back), until its end is read; one
+	 * that stored chunks serves their messages once they are posted */
 	for (int i = 0; i < comm->nstreams; i++)
-		if (atomic_load(&comm->streams[i].early_seq) <= seq)
+		if (atomic_load(&comm->streams[i].early_seq) <= seq ||
+		    atomic_load(&comm->streams[i].stored_seq) <= seq)
 			return false;
 	return true;
 }
@@ -420,9 +545,14 @@ static int recv_stream_step(struct tcp_xdc_comm *comm,
 		ret = recv_check_parked(comm, s, revents);
 	if (comm->rejoin && !ret)
 		ret = xdc_recv_resume_step(comm, s, now);
+	if (!ret && s->stored_head != s->stored_tail)
+		ret = stored_deliver(comm, s);
 	if (!ret && (revents || s->state == TCP_XDC_PARKED ||
 		     stream_buffered(s) || s->new_fd >= 0))
 		ret = recv_progress(comm, s, SIZE_MAX);
+	/* what it just stored may be posted already */
+	if (!ret && stored_first(s))
+		ret = stored_deliver(comm, s);
 	if (comm->rejoin && !ret) {
 		/* the old socket may just have given its last chunk */
 		if (s->new_fd >= 0)
@@ -463,6 +593,8 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 			pfd[i].events = POLLIN;	/* the answer, below */
 		if (s->state == TCP_XDC_PARKED && s->seq < wait)
 			wait = s->seq;
+		if (stored_first(s) && stored_first(s)->seq < wait)
+			wait = stored_first(s)->seq;
 		s->polls_new = !ret && s->new_fd >= 0 && !s->confirmed;
 		if (s->polls_new)
 			pfd[i].fd = s->new_fd;

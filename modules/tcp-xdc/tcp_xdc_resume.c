@@ -166,6 +166,13 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	/* a chunk half read or half written counts for nothing: the sender
 	 * writes it again whole */
 	s->req = NULL;
+	if (s->storing) {	/* its stored part counts for nothing either */
+		struct tcp_xdc_stored *e =
+			&s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX];
+
+		e->whole = e->lost = true;
+		s->storing = false;
+	}
 	s->hdr_done = 0;
 	s->payload_done = 0;
 	s->peer_done = false;
@@ -786,6 +793,13 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->new_crypt = NULL;
 	}
 	s->req = NULL;
+	if (s->storing) {	/* its stored part counts for nothing either */
+		struct tcp_xdc_stored *e =
+			&s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX];
+
+		e->whole = e->lost = true;
+		s->storing = false;
+	}
 	s->hdr_done = 0;
 	s->payload_done = 0;
 	s->peer_done = false;

@@ -158,6 +158,26 @@ struct tcp_xdc_sent {
 
 #define TCP_XDC_SENT_MAX 128		/* chunks a stream keeps at most */
 
+/*
+ * Receive side, on a long path: a chunk that came before its receive was
+ * posted, read into the stream's ring (its keep) rather than left in the
+ * socket, where it would close the stream's window and hold back the
+ * kernel's receive autotuning, which grows a buffer only as fast as the
+ * reader drains it.  It goes where it belongs once its receive is posted
+ * (tcp_xdc_recv.c).
+ */
+struct tcp_xdc_stored {
+	uint64_t seq, total, offset;
+	uint32_t len;
+	int32_t tag;
+	size_t keep_off;		/* where its bytes start in the ring */
+	bool whole;			/* all its payload read */
+	bool lost;			/* begun on a socket left for one dialed
+					 * anew: counts for nothing */
+};
+
+#define TCP_XDC_STORED_MAX 256		/* chunks a stream stores at most */
+
 struct tcp_xdc_stream {
 	int fd;
 	int index;
@@ -218,9 +238,18 @@ struct tcp_xdc_stream {
 	_Atomic uint64_t sent_head;	/* written by the holder only */
 	uint64_t sent_next;
 	_Atomic uint64_t sent_tail;
-	struct tcp_xdc_keep keep;	/* send: the copies of kept chunks */
+	struct tcp_xdc_keep keep;	/* send: the copies of kept chunks;
+					 * recv: the stored chunks' bytes */
 	uint64_t keep_retry_ns;		/* send: no ring yet, the budget is
 					 * asked again then */
+	/* recv: the chunks stored, [head, tail), oldest first; storing:
+	 * the chunk being read is the newest, its bytes go to store_at */
+	struct tcp_xdc_stored *stored;
+	uint64_t stored_head, stored_tail;
+	bool storing;
+	char *store_at;
+	_Atomic uint64_t stored_seq;	/* the oldest stored chunk's message;
+					 * NO_WAIT: none */
 	int outq;			/* send: unacknowledged bytes as the
 					 * holder last saw them (metrics) */
 	/* recv: a socket dialed anew, handed over by lane 0's thread */
@@ -309,8 +338,11 @@ struct tcp_xdc_comm {
 	uint32_t rtt_us;		/* the path's round trip; 0: unknown */
 	int rate_mbps;			/* the device's */
 	uint64_t bdp;			/* rate x round trip, bytes */
-	size_t keep_ring;		/* each stream's ring; 0: no copies,
-					 * a send is done once acknowledged */
+	size_t keep_ring;		/* each stream's ring; 0: none (send:
+					 * no copies, a send is done once
+					 * acknowledged; recv: nothing is
+					 * stored, a chunk waits in its
+					 * socket for its receive) */
 	int notsent_lowat;		/* send: TCP_NOTSENT_LOWAT of its
 					 * sockets; 0: the system's */
 	_Atomic uint64_t keep_held;	/* bytes of its rings */
@@ -338,26 +370,33 @@ static inline void *xdc_prof_request(void)
 		       tcp_xdc_host->prof_request(tcp_xdc_host) : NULL;
 }
 
+static inline void *xdc_prof_part(struct tcp_xdc_req *req, int stream,
+				  uint32_t len)
+{
+	void *token = __atomic_load_n(&req->prof, __ATOMIC_RELAXED);
+	struct mesh_prof_part part = { MESH_PROF_STREAM, stream, len };
+
+	return token ? tcp_xdc_host->prof_start(tcp_xdc_host, token, &part) :
+		       NULL;
+}
+
+static inline void xdc_prof_stop(void *ev)
+{
+	if (ev)
+		tcp_xdc_host->prof_stop(tcp_xdc_host, ev);
+}
+
+/* The chunk stream s moves now, as a part of req. */
 static inline void xdc_prof_begin(struct tcp_xdc_stream *s,
 				  struct tcp_xdc_req *req)
 {
-	void *token = __atomic_load_n(&req->prof, __ATOMIC_RELAXED);
-
-	if (token) {
-		struct mesh_prof_part part = { MESH_PROF_STREAM, s->index,
-					       s->len };
-
-		s->prof_ev = tcp_xdc_host->prof_start(tcp_xdc_host, token,
-						      &part);
-	}
+	s->prof_ev = xdc_prof_part(req, s->index, s->len);
 }
 
 static inline void xdc_prof_end(struct tcp_xdc_stream *s)
 {
-	if (s->prof_ev) {
-		tcp_xdc_host->prof_stop(tcp_xdc_host, s->prof_ev);
-		s->prof_ev = NULL;
-	}
+	xdc_prof_stop(s->prof_ev);
+	s->prof_ev = NULL;
 }
 
 uint64_t xdc_now_ns(void);

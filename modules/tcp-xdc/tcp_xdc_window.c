@@ -16,6 +16,9 @@
  * stream exists, from the control connection's (mesh_ctrl.rtt_us).  What
  * the rings take comes from the process's budget (memory_max), and a
  * connection's rings hold at most window_max.
+ *
+ * A receive stream on such a path has a ring as well, for the chunks that
+ * come before NCCL posts their receives (struct tcp_xdc_stored).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -145,6 +148,16 @@ static void window_long(struct tcp_xdc_comm *comm)
 			  comm->id, comm->peer, comm->rtt_us);
 }
 
+/*
+ * Both sides size their rings alike: a share of the product (or of the
+ * configured window) per stream, plus a chunk being moved.  A sender's
+ * ring holds what is in flight; a receiver's takes what comes before
+ * NCCL posts its receives, which on a long path is up to what the sender
+ * has in flight.  That is shared among the streams as unevenly as their
+ * windows are (each claims as fast as its own window sends), so a
+ * receive stream's share is twice the even one: a full ring parks its
+ * stream, which closes its window.
+ */
 void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
 {
 	const struct tcp_xdc_ctx *ctx = comm->ctx;
@@ -154,21 +167,22 @@ void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
 	comm->rtt_us = streams_rtt_us(comm);
 	comm->bdp = tcp_xdc_bdp(rate_mbps, comm->rtt_us);
 	comm->keep_ring = 0;
-	if (!comm->is_send)
-		return;
-	if (ctx->window || comm->bdp >= KEEP_MIN_BDP)
-		window_long(comm);
-	if (!comm->rejoin)
-		return;
 	window = ctx->window;
 	if (!window && comm->bdp >= KEEP_MIN_BDP)
 		window = comm->bdp;
 	if (!window)
 		return;
-	/* more than a socket holds unacknowledged is never kept */
-	send_max = stream_send_max(ctx);
-	if (window > send_max * n)
-		window = send_max * n;
+	if (comm->is_send) {
+		window_long(comm);
+		if (!comm->rejoin)
+			return;
+		/* more than a socket holds unacknowledged is never kept */
+		send_max = stream_send_max(ctx);
+		if (window > send_max * n)
+			window = send_max * n;
+	} else {
+		window *= 2;
+	}
 	total = window + n * comm->chunk_size;
 	if (total > ctx->window_max)
 		total = ctx->window_max;
@@ -181,11 +195,15 @@ static void keep_short_say(const struct tcp_xdc_comm *comm,
 {
 	const struct tcp_xdc_budget *b = &comm->ctx->keep_budget;
 
-	MESH_INFO("send comm %u to %s: %s for stream %d's %zu KiB of copies (memory_max %llu MiB, %llu MiB held): its sends complete once acknowledged until there is",
-		  comm->id, comm->peer,
-		  ret == -ENOSPC ? "no room left" : "out of memory", s->index,
-		  comm->keep_ring >> 10, (unsigned long long)(b->max >> 20),
-		  (unsigned long long)(atomic_load(&b->held) >> 20));
+	MESH_INFO("%s comm %u %s %s: %s for stream %d's %zu KiB of %s (memory_max %llu MiB, %llu MiB held): %s until there is",
+		  xdc_comm_kind(comm), comm->id, comm->is_send ? "to" : "from",
+		  comm->peer, ret == -ENOSPC ? "no room left" : "out of memory",
+		  s->index, comm->keep_ring >> 10,
+		  comm->is_send ? "copies" : "early chunks",
+		  (unsigned long long)(b->max >> 20),
+		  (unsigned long long)(atomic_load(&b->held) >> 20),
+		  comm->is_send ? "its sends complete once acknowledged" :
+			"chunks that come before their receive wait in the socket");
 }
 
 int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)

@@ -16,6 +16,8 @@
 
 /* ---- tests ---- */
 
+static void params_base(void);
+
 /* One message each way of posting: receive first, or send first (parked). */
 static void check_transfer(struct pair *p, size_t size, size_t posted,
 			   bool send_first, int tag)
@@ -126,9 +128,10 @@ out:
 	free(dst);
 }
 
-/* A receive that must fail: too small or wrong tag. */
+/* A receive that must fail: too small or wrong tag.  stored: the send
+ * completes before the receive is posted (a long path's early chunks). */
 static void test_mismatch(size_t sent, size_t posted, int stag, int rtag,
-			  const char *label)
+			  bool stored, const char *label)
 {
 	unsigned char *src = calloc(1, sent), *dst = calloc(1, posted);
 	void *sreq, *rreq, *later = NULL, *mh = NULL;
@@ -139,14 +142,21 @@ static void test_mismatch(size_t sent, size_t posted, int stag, int rtag,
 	CHECK(ret == 0, "connect: %d", ret);
 	if (ret)
 		goto out;
-	rreq = post_recv(&p, dst, posted, rtag);
-	sreq = post_send(&p, src, sent, stag);
+	if (stored) {
+		sreq = post_send(&p, src, sent, stag);
+		ret = wait_req(sreq, &size, DEADLINE_S);
+		CHECK(ret == 0, "%s: the send was not stored: %d", label, ret);
+		rreq = post_recv(&p, dst, posted, rtag);
+	} else {
+		rreq = post_recv(&p, dst, posted, rtag);
+		sreq = post_send(&p, src, sent, stag);
+	}
 	t0 = now_s();
 	ret = wait_req(rreq, &size, 10);
 	CHECK(ret < 0 && ret != -ETIMEDOUT, "%s: recv returned %d", label,
 	      ret);
 	/* The sender learns too: its peer shut the streams down. */
-	ret = wait_req(sreq, &size, 10);
+	ret = stored ? 0 : wait_req(sreq, &size, 10);
 	CHECK(ret == 0 || (ret < 0 && ret != -ETIMEDOUT),
 	      "%s: send neither completed nor failed", label);
 	/* irecv fails only on misuse: the failure comes from test(). */
@@ -161,6 +171,115 @@ static void test_mismatch(size_t sent, size_t posted, int stag, int rtag,
 	pair_close(&p);
 	printf("ok %s (%.2f s)\n", label, now_s() - t0);
 out:
+	free(src);
+	free(dst);
+}
+
+struct stored_seen {
+	uint64_t window, stored;
+	bool has_window, has_stored;
+};
+
+static void stored_counter(void *arg, const struct mesh_counter *c)
+{
+	struct stored_seen *seen = arg;
+
+	if (!strcmp(c->name, "window_bytes")) {
+		seen->window = c->value;
+		seen->has_window = true;
+	} else if (!strcmp(c->name, "stored_bytes")) {
+		seen->stored = c->value;
+		seen->has_stored = true;
+	}
+}
+
+/*
+ * Early chunks (window set, as a long path's product would): with socket
+ * buffers far too small to hide them, N sends of about 1 MiB complete
+ * before any receive is posted, the receiver shows them as stored_bytes
+ * within its rings, and receives posted one by one later get every byte.
+ * Then the sender sends N more and closes at once: the receives posted
+ * after that close get them all too, and one more fails, not hangs.
+ */
+static void test_stored(void)
+{
+	enum { N = 16, SIZE = (1 << 20) + 4093 };
+	unsigned char *src = malloc((size_t)N * SIZE);
+	unsigned char *dst = malloc((size_t)N * SIZE);
+	void *sreq[N], *rreq;
+	struct stored_seen seen = { 0 };
+	struct pair p;
+	int ret, size, before = failures;
+
+	param_set("window", "16M");
+	param_set("sndbuf", "64K");
+	param_set("rcvbuf", "64K");
+	ret = pair_open(&p);
+	CHECK(ret == 0, "connect: %d", ret);
+	if (ret)
+		goto out;
+	for (int round = 0; round < 2 && failures == before; round++) {
+		for (int i = 0; i < N; i++) {
+			fill(src + (size_t)i * SIZE, SIZE - (size_t)i,
+			     (unsigned int)(round * N + i));
+			sreq[i] = post_send(&p, src + (size_t)i * SIZE,
+					    SIZE - (size_t)i, i);
+			CHECK(sreq[i], "isend %d refused", i);
+		}
+		for (int i = 0; i < N && sreq[i]; i++) {
+			ret = wait_req(sreq[i], &size, DEADLINE_S);
+			CHECK(ret == 0, "round %d: send %d of %d did not complete with no receive posted: %d",
+			      round, i, N, ret);
+		}
+		if (!round) {
+			/* the last chunks may still be in flight */
+			for (int tries = 0; tries < 200; tries++) {
+				mod->comm_counters(p.recv_comm, stored_counter,
+						   &seen);
+				if (seen.stored >= (N - 2ULL) * SIZE)
+					break;
+				usleep(10000);
+			}
+			CHECK(seen.has_window && seen.has_stored,
+			      "the receiver shows no window_bytes or stored_bytes");
+			CHECK(seen.stored >= (N - 2ULL) * SIZE &&
+			      seen.stored <= seen.window,
+			      "stored_bytes %llu, window_bytes %llu, sent %llu",
+			      (unsigned long long)seen.stored,
+			      (unsigned long long)seen.window,
+			      (unsigned long long)N * SIZE);
+		} else {
+			mod->close_send(p.send_comm);
+			p.send_comm = NULL;
+		}
+		memset(dst, 0xa5, (size_t)N * SIZE);
+		for (int i = 0; i < N; i++) {
+			rreq = post_recv(&p, dst + (size_t)i * SIZE, SIZE, i);
+			ret = rreq ? wait_req(rreq, &size, DEADLINE_S) : -1;
+			CHECK(ret == 0 && size == SIZE - i,
+			      "round %d: stored receive %d: %d, %d bytes",
+			      round, i, ret, size);
+			CHECK(!memcmp(dst + (size_t)i * SIZE,
+				      src + (size_t)i * SIZE, SIZE - (size_t)i),
+			      "round %d: stored message %d differs", round, i);
+			usleep(2000);
+		}
+	}
+	if (failures == before) {
+		mod->comm_counters(p.recv_comm, stored_counter, &seen);
+		CHECK(seen.stored == 0,
+		      "%llu bytes still stored after delivery",
+		      (unsigned long long)seen.stored);
+		rreq = post_recv(&p, dst, SIZE, 0);
+		ret = rreq ? wait_req(rreq, &size, 10) : -1;
+		CHECK(ret < 0 && ret != -ETIMEDOUT,
+		      "a receive after the sender closed returned %d", ret);
+	}
+	pair_close(&p);
+	printf("%s early chunks stored and delivered, also after the sender closed\n",
+	       failures == before ? "ok" : "not ok");
+out:
+	params_base();
 	free(src);
 	free(dst);
 }
@@ -499,8 +618,16 @@ int main(int argc, char **argv)
 	test_sizes("sizes, 1 stream, 64M chunks");
 	params_base();
 	test_outstanding();
-	test_mismatch(2 << 20, 1 << 20, 3, 3, "send larger than posted fails");
-	test_mismatch(4096, 4096, 3, 4, "tag mismatch fails");
+	test_mismatch(2 << 20, 1 << 20, 3, 3, false,
+		      "send larger than posted fails");
+	test_mismatch(4096, 4096, 3, 4, false, "tag mismatch fails");
+	test_stored();
+	param_set("window", "16M");
+	test_sizes("sizes, early chunks stored");
+	test_mismatch(2 << 20, 1 << 20, 3, 3, true,
+		      "stored send larger than posted fails");
+	test_mismatch(4096, 4096, 3, 4, true, "stored tag mismatch fails");
+	params_base();
 	test_peer_closed(true, false);
 	test_peer_closed(false, false);
 	test_peer_closed(true, true);
