@@ -62,11 +62,11 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "inline_max", MESH_PARAM_SIZE, "16K", 0, TCP_XDC_MAX_CHUNK,
 	  "Messages up to this size are written by NCCL's proxy thread and read in its test() when their stream is free, without waking a data thread; 0 turns that off." },
 	{ "window", MESH_PARAM_SIZE, "0", 0, 1LL << 40,
-	  "Bytes a resuming send connection keeps copies of, so that its sends complete once written, not once acknowledged; 0: the path's bandwidth-delay product, none below 2 MiB." },
+	  "Bytes a resuming send connection keeps copies of, so that its sends complete once written, not once acknowledged; a receiving connection stores twice that of chunks that come before their receive; 0: the path's bandwidth-delay product, none below 2 MiB." },
 	{ "window_max", MESH_PARAM_SIZE, "256M", 64LL << 10, 1LL << 40,
-	  "Most bytes of copies one connection keeps." },
+	  "Most bytes of rings (copies, stored chunks) one connection has." },
 	{ "memory_max", MESH_PARAM_SIZE, "1G", 0, 1LL << 40,
-	  "Most bytes of copies the process keeps in all connections (at most a quarter of the host's memory); 0: none, every resuming send completes once acknowledged." },
+	  "Most bytes of rings the process has in all connections (at most a quarter of the host's memory); 0: none, every resuming send completes once acknowledged and no chunk is stored." },
 	{ "traffic_class", MESH_PARAM_INT, "-1", -1, 255,
 	  "IP TOS / IPv6 traffic class byte (DSCP << 2) of every data stream's packets where NCCL's communicator config sets none (it wins where it does); -1 leaves the system's." },
 	{ NULL, 0, NULL, 0, 0, NULL },
@@ -242,7 +242,7 @@ static int tcp_xdc_counters(void *mctx, mesh_counter_fn emit, void *arg)
 	emit(arg, &(struct mesh_counter){ .name = "reconnects",
 		.value = atomic_load(&ctx->resumed_streams) });
 	emit(arg, &(struct mesh_counter){ .name = "window_limit_bytes",
-		.help = "tcp-xdc: most bytes of copies of completed sends the process may keep (memory_max).",
+		.help = "tcp-xdc: most bytes of rings (copies of completed sends, chunks stored before their receive) the process may hold (memory_max).",
 		.kind = MESH_COUNTER_GAUGE, .value = ctx->keep_budget.max });
 	return 0;
 }

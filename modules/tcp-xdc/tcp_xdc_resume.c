@@ -322,7 +322,9 @@ void xdc_sent_push(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	*e = (struct tcp_xdc_sent){ .req = s->req, .seq = s->seq,
 		.total = s->total, .offset = s->offset, .len = s->len,
 		.tag = s->tag };
-	sent_keep(comm, s, e, proxy);
+	if (!sent_keep(comm, s, e, proxy))
+		atomic_fetch_add_explicit(&s->sent_bare, 1,
+					  memory_order_relaxed);
 	atomic_store_explicit(&s->sent_tail, tail + 1, memory_order_release);
 	s->sent_next = tail + 1;
 }
@@ -384,6 +386,9 @@ static void sent_pop(struct tcp_xdc_stream *s)
 		sent_count(e);
 	if (e->kept)
 		tcp_xdc_keep_free(&s->keep, e->keep_off, e->len);
+	else
+		atomic_fetch_sub_explicit(&s->sent_bare, 1,
+					  memory_order_relaxed);
 	atomic_store_explicit(&s->sent_head, s->sent_head + 1,
 			      memory_order_release);
 }
@@ -415,12 +420,17 @@ bool xdc_sent_unacked(const struct tcp_xdc_stream *s)
 						    memory_order_relaxed);
 }
 
+/* Only chunks with no copy wait for an acknowledgement to count: a
+ * stream whose chunks all have one costs test() nothing (no ioctl, no
+ * hold that would make its pool thread pass it by). */
 void xdc_send_reap_all(struct tcp_xdc_comm *comm)
 {
 	for (int i = 0; i < comm->nstreams; i++) {
 		struct tcp_xdc_stream *s = &comm->streams[i];
 
-		if (!xdc_sent_unacked(s) || !xdc_stream_hold(s))
+		if (!atomic_load_explicit(&s->sent_bare,
+					  memory_order_relaxed) ||
+		    !xdc_stream_hold(s))
 			continue;
 		xdc_sent_reap(s);
 		xdc_stream_hand_back(s, false);

@@ -238,6 +238,9 @@ struct tcp_xdc_stream {
 	_Atomic uint64_t sent_head;	/* written by the holder only */
 	uint64_t sent_next;
 	_Atomic uint64_t sent_tail;
+	atomic_uint sent_bare;		/* of those, chunks with no copy: their
+					 * requests count them once
+					 * acknowledged (test() reaps them) */
 	struct tcp_xdc_keep keep;	/* send: the copies of kept chunks;
 					 * recv: the stored chunks' bytes */
 	uint64_t keep_retry_ns;		/* send: no ring yet, the budget is

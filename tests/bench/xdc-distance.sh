@@ -181,9 +181,9 @@ mp() {
 	wan_end "$WAN_CPID" 600
 	local crc=$WAN_RC
 	wan_end "$WAN_SPID" 30
+	cp "$NETNS_TMP/$tag".* "$out/" 2>/dev/null || true
 	if [ "$crc" -ne 0 ] || [ "$WAN_RC" -ne 0 ] ||
 	   ! grep -q '"event":"summary".*"status":"ok"' "$NETNS_TMP/$tag.client"; then
-		cp "$NETNS_TMP/$tag".* "$out/" 2>/dev/null || true
 		echo "$tag: meshperf failed (client $crc, server $WAN_RC; logs in $out)" >&2
 		echo "fail"
 		return 0
