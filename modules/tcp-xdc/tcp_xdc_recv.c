@@ -199,8 +199,10 @@ static int stored_deliver(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 			if (ret)
 				break;
 			ev = xdc_prof_part(req, s->index, e->len);
-			memcpy(req->data + e->offset,
-			       (char *)s->keep.buf + e->keep_off, e->len);
+			if (e->len)	/* an empty message may have no buffer */
+				memcpy(req->data + e->offset,
+				       (char *)s->keep.buf + e->keep_off,
+				       e->len);
 			xdc_prof_stop(ev);
 			req_count(req, e->len);
 		}
@@ -213,7 +215,6 @@ static int stored_deliver(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		     s->stored[s->stored_head % TCP_XDC_STORED_MAX].seq);
 	return ret;
 }
-
 
 /*
  * The peer ended a stream.  Between chunks that is no error: a sender that

@@ -23,9 +23,13 @@
 #   relay-failover  the same with a second gateway relay in the client's DC:
 #                   the relay carrying the connection is killed for good and
 #                   the route moves to the other one;
+#   stored          the link down for longer than timeout_ms while the
+#                   server holds chunks stored before their receives
+#                   (window set, receives 4 s late): every byte arrives;
 #   close-kept      sends that completed as copies the peer has not yet
-#                   acknowledged (window set; the server 4 s late, with
-#                   64 KiB receive buffers), the send comms closed at once
+#                   acknowledged (window set on the client; the server 4 s
+#                   late, with 64 KiB receive buffers and no window, so
+#                   that it stores nothing early), the send comms closed at once
 #                   (--close-early), and the link down right after the close
 #                   for longer than timeout_ms: the closed comm resumes and
 #                   the server still gets every byte;
@@ -271,7 +275,10 @@ case_close_kept() {
 	wan_pair
 	wan_pair_conf "$NETNS_TMP/pair.conf" 'window = "32M";' 'rcvbuf = "64K";' \
 		'sndbuf = "4M";'
-	wan_meshperf s server run "$NETNS_TMP/pair.conf" --server \
+	# the server's without window: it stores no early chunks (a
+	# receiver's window), so its small buffers hold the sender back
+	wan_pair_conf "$NETNS_TMP/server.conf" 'rcvbuf = "64K";' 'sndbuf = "4M";'
+	wan_meshperf s server run "$NETNS_TMP/server.conf" --server \
 		--port "$BOOT_PORT" --sizes 1M --budget 2M --no-latency \
 		--recv-delay 4
 	WAN_SPID=$NETNS_LAST_PID
@@ -297,6 +304,36 @@ case_close_kept() {
 	pair_survived "$back"
 	grep -q 'send comm .*resumed; resent [1-9]' "$NETNS_TMP/run.client" ||
 		wan_fail run "the closed comm wrote no copy again after the outage"
+}
+
+# Chunks stored early when the path breaks: the server (window set, so
+# that it reads chunks that come before their receive into its rings)
+# posts its receives 4 s late, so 128 MiB sent meet full rings and parked
+# streams; once its metrics show chunks stored, the link goes down for
+# longer than timeout_ms, and the receives come during the outage.  The
+# new sockets' counts take the stored chunks as received: every byte
+# arrives once, verified, and both sides resume.
+case_stored() {
+	local t0 back deadline
+
+	wan_pair "$WAN_RATE"
+	wan_pair_conf "$NETNS_TMP/pair.conf" 'window = "32M";'
+	WAN_SERVER_ENV=("NCCL_MESH_METRICS_FILE=$NETNS_TMP/server.prom"
+			NCCL_MESH_METRICS_INTERVAL_MS=100)
+	wan_start s c run "$BOOT_PORT" "$NETNS_TMP/pair.conf" --sizes 1M \
+		--budget 128M --no-latency --recv-delay 4
+	deadline=$((SECONDS + 20))
+	until grep -Eq '^nccl_mesh_stored_bytes\{.*\} [1-9]' \
+			"$NETNS_TMP/server.prom" 2>/dev/null; do
+		[ "$SECONDS" -lt "$deadline" ] ||
+			wan_fail run "the server stored no chunk within 20 s"
+		sleep 0.05
+	done
+	grep -m1 -o 'stores up to [0-9]* KiB a stream' "$NETNS_TMP/run.server" ||
+		wan_fail run "the server's comm says it stores nothing"
+	read -r t0 back < <(wan_down_for $((WAN_TIMEOUT_MS + 2000)))
+	echo "link down for $((back - t0)) ms with chunks stored (timeout_ms $WAN_TIMEOUT_MS)"
+	pair_survived "$back"
 }
 
 case_peer_killed() {
@@ -340,7 +377,7 @@ case_past_budget() {
 }
 
 case $case_name in
-linkdown | linkdown-long | reset | close-kept | peer-killed | past-budget)
+linkdown | linkdown-long | reset | close-kept | stored | peer-killed | past-budget)
 	netns_init ;;
 esac
 case $case_name in
@@ -348,6 +385,7 @@ linkdown) case_linkdown 5000 ;;
 linkdown-long) case_linkdown $((WAN_OUTAGE_MS * 8 / 10)) ;;
 reset) case_reset ;;
 close-kept) case_close_kept ;;
+stored) case_stored ;;
 conntrack) case_conntrack ;;
 relay-restart) case_relay_restart ;;
 relay-failover) case_relay_failover ;;
