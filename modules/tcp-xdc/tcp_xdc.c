@@ -66,7 +66,7 @@ static const struct mesh_param tcp_xdc_params[] = {
 	{ "window_max", MESH_PARAM_SIZE, "256M", 64LL << 10, 1LL << 40,
 	  "Most bytes of rings (copies, stored chunks) one connection has." },
 	{ "memory_max", MESH_PARAM_SIZE, "1G", 0, 1LL << 40,
-	  "Most bytes of rings the process has in all connections (at most a quarter of the host's memory); 0: none, every resuming send completes once acknowledged and no chunk is stored." },
+	  "Most bytes of rings the process has in all connections (at most a quarter of the host's memory), receive rings at most half of it; 0: none, every resuming send completes once acknowledged and no chunk is stored." },
 	{ "traffic_class", MESH_PARAM_INT, "-1", -1, 255,
 	  "IP TOS / IPv6 traffic class byte (DSCP << 2) of every data stream's packets where NCCL's communicator config sets none (it wins where it does); -1 leaves the system's." },
 	{ NULL, 0, NULL, 0, 0, NULL },
@@ -150,6 +150,9 @@ static void window_params(const struct mesh_host *host,
 		mem = share;
 	}
 	ctx->keep_budget.max = mem;
+	/* receive rings fill only where NCCL's receives lag: they never
+	 * crowd out the send rings, which every long path needs */
+	ctx->store_budget.max = mem / 2;
 	tcp_xdc_window_init(ctx);
 }
 

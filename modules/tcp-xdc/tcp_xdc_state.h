@@ -75,6 +75,8 @@ struct tcp_xdc_ctx {
 	bool idle_restart;		/* tcp_slow_start_after_idle there */
 	atomic_bool idle_said;		/* ... said once, on a long path */
 	struct tcp_xdc_budget keep_budget;	/* memory_max */
+	struct tcp_xdc_budget store_budget;	/* of it, what receive rings
+						 * may take: half */
 	int spin_us;
 	size_t inline_max;
 	bool encrypt;

@@ -18,7 +18,9 @@
  * connection's rings hold at most window_max.
  *
  * A receive stream on such a path has a ring as well, for the chunks that
- * come before NCCL posts their receives (struct tcp_xdc_stored).
+ * come before NCCL posts their receives (struct tcp_xdc_stored); receive
+ * rings take at most half of memory_max, so that send rings always find
+ * room.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -193,22 +195,48 @@ void xdc_window_start(struct tcp_xdc_comm *comm, int rate_mbps)
 static void keep_short_say(const struct tcp_xdc_comm *comm,
 			   const struct tcp_xdc_stream *s, int ret)
 {
-	const struct tcp_xdc_budget *b = &comm->ctx->keep_budget;
+	const struct tcp_xdc_budget *b = comm->is_send ?
+		&comm->ctx->keep_budget : &comm->ctx->store_budget;
 
-	MESH_INFO("%s comm %u %s %s: %s for stream %d's %zu KiB of %s (memory_max %llu MiB, %llu MiB held): %s until there is",
+	MESH_INFO("%s comm %u %s %s: %s for stream %d's %zu KiB of %s (%s %llu MiB, %llu MiB held): %s until there is",
 		  xdc_comm_kind(comm), comm->id, comm->is_send ? "to" : "from",
 		  comm->peer, ret == -ENOSPC ? "no room left" : "out of memory",
 		  s->index, comm->keep_ring >> 10,
 		  comm->is_send ? "copies" : "early chunks",
+		  comm->is_send ? "memory_max" : "receive rings' half of memory_max",
 		  (unsigned long long)(b->max >> 20),
 		  (unsigned long long)(atomic_load(&b->held) >> 20),
 		  comm->is_send ? "its sends complete once acknowledged" :
 			"chunks that come before their receive wait in the socket");
 }
 
-int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+/* A ring's bytes from the process's budget, a receive ring's also from
+ * the part of it receive rings may take. */
+static uint64_t budget_take(struct tcp_xdc_comm *comm, uint64_t want,
+			    uint64_t least)
 {
 	struct tcp_xdc_ctx *ctx = comm->ctx;
+	uint64_t took;
+
+	if (comm->is_send)
+		return tcp_xdc_budget_take(&ctx->keep_budget, want, least);
+	took = tcp_xdc_budget_take(&ctx->store_budget, want, least);
+	if (took && !tcp_xdc_budget_take(&ctx->keep_budget, took, took)) {
+		tcp_xdc_budget_give(&ctx->store_budget, took);
+		took = 0;
+	}
+	return took;
+}
+
+static void budget_give(struct tcp_xdc_comm *comm, uint64_t n)
+{
+	tcp_xdc_budget_give(&comm->ctx->keep_budget, n);
+	if (!comm->is_send)
+		tcp_xdc_budget_give(&comm->ctx->store_budget, n);
+}
+
+int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
+{
 	uint64_t now = xdc_now_ns(), least, took;
 	int ret;
 
@@ -217,11 +245,11 @@ int xdc_keep_make(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	/* a part of the ring is worth having if a chunk fits */
 	least = comm->chunk_size < comm->keep_ring ? comm->chunk_size :
 						      comm->keep_ring;
-	took = tcp_xdc_budget_take(&ctx->keep_budget, comm->keep_ring, least);
+	took = budget_take(comm, comm->keep_ring, least);
 	ret = took ? tcp_xdc_keep_init(&s->keep, (size_t)took) : -ENOSPC;
 	if (ret) {
 		if (took)
-			tcp_xdc_budget_give(&ctx->keep_budget, took);
+			budget_give(comm, took);
 		s->keep_retry_ns = now + KEEP_RETRY_NS;
 		if (!atomic_exchange(&comm->keep_short, true))
 			keep_short_say(comm, s, ret);
@@ -236,6 +264,6 @@ void xdc_keep_drop(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 	if (!s->keep.buf)
 		return;
 	atomic_fetch_sub(&comm->keep_held, s->keep.cap);
-	tcp_xdc_budget_give(&comm->ctx->keep_budget, s->keep.cap);
+	budget_give(comm, s->keep.cap);
 	tcp_xdc_keep_fini(&s->keep);
 }
