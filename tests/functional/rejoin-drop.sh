@@ -92,6 +92,11 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 [ -s "$tmp/port" ] || fail "the server did not start"
+for _ in $(seq 100); do
+	[ -e "$tmp/report.listening" ] && break
+	sleep 0.1
+done
+[ -e "$tmp/report.listening" ] || fail "the replaying proxy did not listen"
 "$meshperf" --client 127.0.0.1 --port "$(cat "$tmp/port")" \
 	--plugin "$plugin" --sizes 4M --iters 100000 --budget 256M \
 	--no-latency --json --timeout 60 -v >"$tmp/client.log" 2>&1

@@ -15,7 +15,7 @@ through at most TRICKLE bytes a second, so that the transfer lasts the
 attack out whatever the host's load (and a budget the REJOINs might have
 used up runs out meanwhile); then at full speed again.  What it saw goes to REPORT as key=value lines; the bytes
 the data streams carried in all, once TARGET's side closed them all, to
-REPORT.end.
+REPORT.end; REPORT.listening once it listens.
 
 usage: rejoin_replay.py LISTEN_PORT TARGET_PORT COUNT_AFTER COUNT INDEX
                         TRICKLE HOLD REPORT
@@ -164,6 +164,9 @@ def main():
     lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsn.bind((HOST, listen_port))
     lsn.listen(64)
+    # the script starts the client only once this is there: a client
+    # that dials before, its first connection refused, fails its setup
+    open(report + ".listening", "w").close()
     threading.Thread(target=attack, daemon=True).start()
     while True:
         client, _ = lsn.accept()
