@@ -141,7 +141,6 @@ static bool chunk_store(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		atomic_store(&s->stored_seq, s->seq);
 	s->stored_tail++;
 	s->storing = true;
-	s->store_at = (char *)s->keep.buf + off;
 	xdc_recv_unpark(comm, s);
 	return true;
 }
@@ -152,9 +151,7 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 
 	s->state = TCP_XDC_IDLE;
 	s->chunks++;
-	if (s->storing) {
-		s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX].whole =
-			true;
+	if (s->storing) {	/* the newest stored chunk is whole */
 		s->storing = false;
 		return;
 	}
@@ -163,15 +160,13 @@ static void chunk_finish(struct tcp_xdc_stream *s)
 	req_count(req, s->len);
 }
 
-/* The oldest stored chunk that waits for its receive, if any. */
+/* The oldest stored chunk read whole, if any. */
 static struct tcp_xdc_stored *stored_first(struct tcp_xdc_stream *s)
 {
-	struct tcp_xdc_stored *e;
+	uint64_t whole = s->stored_tail - (s->storing ? 1 : 0);
 
-	if (s->stored_head == s->stored_tail)
-		return NULL;
-	e = &s->stored[s->stored_head % TCP_XDC_STORED_MAX];
-	return e->whole ? e : NULL;
+	return s->stored_head < whole ?
+		       &s->stored[s->stored_head % TCP_XDC_STORED_MAX] : NULL;
 }
 
 /*
@@ -336,7 +331,9 @@ static ssize_t payload_read(struct tcp_xdc_comm *comm,
 			    struct tcp_xdc_stream *s)
 {
 	size_t rest = s->len - s->payload_done;
-	char *dst = s->storing ? s->store_at : s->req->data + s->offset;
+	char *dst = s->storing ?
+		(char *)s->keep.buf + xdc_stored_newest(s)->keep_off :
+		s->req->data + s->offset;
 	struct iovec iov[2] = {
 		{ dst + s->payload_done, rest },
 		{ &s->wire, sizeof(s->wire) },
@@ -579,6 +576,7 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 	       atomic_load_explicit(&comm->completed, memory_order_relaxed);
 	for (int i = 0; i < l->nstreams; i++) {
 		struct tcp_xdc_stream *s = l->streams[i];
+		struct tcp_xdc_stored *first;
 		int ret;
 
 		pfd[i] = (struct pollfd){ .fd = -1 };
@@ -592,10 +590,11 @@ int xdc_recv_lane_step(struct tcp_xdc_lane *l, struct pollfd *pfd)
 				s->state == TCP_XDC_BROKEN ? 0 : POLLIN;
 		if (s->new_fd >= 0 && !s->confirmed)
 			pfd[i].events = POLLIN;	/* the answer, below */
+		first = stored_first(s);
 		if (s->state == TCP_XDC_PARKED && s->seq < wait)
 			wait = s->seq;
-		if (stored_first(s) && stored_first(s)->seq < wait)
-			wait = stored_first(s)->seq;
+		if (first && first->seq < wait)
+			wait = first->seq;
 		s->polls_new = !ret && s->new_fd >= 0 && !s->confirmed;
 		if (s->polls_new)
 			pfd[i].fd = s->new_fd;

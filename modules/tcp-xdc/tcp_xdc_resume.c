@@ -149,6 +149,16 @@ static void resets_out_update(struct tcp_xdc_comm *comm,
 		atomic_fetch_add(&comm->resets_out, was ? -1 : 1);
 }
 
+/* A chunk half stored counts for nothing, as one half read: the sender
+ * writes it again whole; its place in the ring goes in turn. */
+static void stored_drop_partial(struct tcp_xdc_stream *s)
+{
+	if (!s->storing)
+		return;
+	xdc_stored_newest(s)->lost = true;
+	s->storing = false;
+}
+
 int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 		     int err, const char *what)
 {
@@ -166,13 +176,7 @@ int xdc_stream_break(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s,
 	/* a chunk half read or half written counts for nothing: the sender
 	 * writes it again whole */
 	s->req = NULL;
-	if (s->storing) {	/* its stored part counts for nothing either */
-		struct tcp_xdc_stored *e =
-			&s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX];
-
-		e->whole = e->lost = true;
-		s->storing = false;
-	}
+	stored_drop_partial(s);
 	s->hdr_done = 0;
 	s->payload_done = 0;
 	s->peer_done = false;
@@ -803,13 +807,7 @@ static void recv_switch(struct tcp_xdc_comm *comm, struct tcp_xdc_stream *s)
 		s->new_crypt = NULL;
 	}
 	s->req = NULL;
-	if (s->storing) {	/* its stored part counts for nothing either */
-		struct tcp_xdc_stored *e =
-			&s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX];
-
-		e->whole = e->lost = true;
-		s->storing = false;
-	}
+	stored_drop_partial(s);
 	s->hdr_done = 0;
 	s->payload_done = 0;
 	s->peer_done = false;

@@ -173,7 +173,6 @@ struct tcp_xdc_stored {
 	uint32_t len;
 	int32_t tag;
 	size_t keep_off;		/* where its bytes start in the ring */
-	bool whole;			/* all its payload read */
 	bool lost;			/* begun on a socket left for one dialed
 					 * anew: counts for nothing */
 };
@@ -248,11 +247,10 @@ struct tcp_xdc_stream {
 	uint64_t keep_retry_ns;		/* send: no ring yet, the budget is
 					 * asked again then */
 	/* recv: the chunks stored, [head, tail), oldest first; storing:
-	 * the chunk being read is the newest, its bytes go to store_at */
+	 * the chunk being read is the newest, not whole yet */
 	struct tcp_xdc_stored *stored;
 	uint64_t stored_head, stored_tail;
 	bool storing;
-	char *store_at;
 	_Atomic uint64_t stored_seq;	/* the oldest stored chunk's message;
 					 * NO_WAIT: none */
 	int outq;			/* send: unacknowledged bytes as the
@@ -402,6 +400,13 @@ static inline void xdc_prof_end(struct tcp_xdc_stream *s)
 {
 	xdc_prof_stop(s->prof_ev);
 	s->prof_ev = NULL;
+}
+
+/* The stream's newest stored chunk (stored_tail > stored_head). */
+static inline struct tcp_xdc_stored *
+xdc_stored_newest(struct tcp_xdc_stream *s)
+{
+	return &s->stored[(s->stored_tail - 1) % TCP_XDC_STORED_MAX];
 }
 
 uint64_t xdc_now_ns(void);
