@@ -309,7 +309,7 @@ case_close_kept() {
 # Chunks stored early when the path breaks: the server (window set, so
 # that it reads chunks that come before their receive into its rings)
 # posts its receives 4 s late, so 128 MiB sent meet full rings and parked
-# streams; once its metrics show chunks stored, the link goes down for
+# streams (and socket buffers too small to take the rest); once its metrics show chunks stored, the link goes down for
 # longer than timeout_ms, and the receives come during the outage.  The
 # new sockets' counts take the stored chunks as received: every byte
 # arrives once, verified, and both sides resume.
@@ -317,7 +317,9 @@ case_stored() {
 	local t0 back deadline
 
 	wan_pair "$WAN_RATE"
-	wan_pair_conf "$NETNS_TMP/pair.conf" 'window = "32M";'
+	# small socket buffers: what the rings cannot take stays with the
+	# client, so that it has data in flight when the link goes down
+	wan_pair_conf "$NETNS_TMP/pair.conf" 'window = "32M";' 'rcvbuf = "256K";'
 	WAN_SERVER_ENV=("NCCL_MESH_METRICS_FILE=$NETNS_TMP/server.prom"
 			NCCL_MESH_METRICS_INTERVAL_MS=100)
 	wan_start s c run "$BOOT_PORT" "$NETNS_TMP/pair.conf" --sizes 1M \
